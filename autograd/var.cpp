@@ -1,0 +1,156 @@
+// var.cpp: Var, graph recording and the backward pass.
+#include "autograd/var.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "tensor/ops.h"
+
+namespace lm {
+
+namespace {
+thread_local bool g_grad_enabled = true;
+}
+
+bool grad_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
+
+Node::~Node() {
+  // A chain a0 <- a1 <- ... <- a100000 would be destroyed recursively (each Node's destructor
+  // releasing its parent's). Instead, steal the parents of every node we are the last owner of
+  // and release them from a worklist.
+  std::vector<std::shared_ptr<Node>> work = std::move(parents);
+  while (!work.empty()) {
+    std::shared_ptr<Node> n = std::move(work.back());
+    work.pop_back();
+    if (n.use_count() == 1) {
+      for (auto& p : n->parents) work.push_back(std::move(p));
+      n->parents.clear();
+    }
+  }
+}
+
+Var::Var(Tensor value, bool requires_grad) : node_(std::make_shared<Node>()) {
+  LM_CHECK(value.defined(), "Var: cannot wrap an undefined tensor");
+  LM_CHECK(!requires_grad || is_floating(value.dtype()),
+           "Var: only f32/f64 tensors can require grad, got " << describe(value));
+  node_->value = std::move(value);
+  node_->requires_grad = requires_grad;
+  node_->op = "leaf";
+}
+
+const Tensor& Var::value() const {
+  LM_CHECK(node_, "Var: undefined");
+  return node_->value;
+}
+Tensor& Var::value() {
+  LM_CHECK(node_, "Var: undefined");
+  return node_->value;
+}
+const Tensor& Var::grad() const {
+  LM_CHECK(node_, "Var: undefined");
+  return node_->grad;
+}
+const std::string& Var::op() const {
+  LM_CHECK(node_, "Var: undefined");
+  return node_->op;
+}
+
+void Var::zero_grad() {
+  LM_CHECK(node_, "zero_grad: Var is undefined");
+  node_->grad = Tensor();
+}
+
+Var Var::detach() const { return Var(value(), false); }
+
+void Var::set_requires_grad(bool on) {
+  LM_CHECK(node_ && node_->is_leaf(), "set_requires_grad: only leaves can change requires_grad (this Var comes from '"
+                                          << op() << "')");
+  LM_CHECK(!on || is_floating(node_->value.dtype()), "set_requires_grad: " << describe(node_->value)
+                                                                           << " is not a float tensor");
+  node_->requires_grad = on;
+}
+
+Var make_op_result(const char* op, Tensor value, const std::vector<Var>& inputs, BackwardFn fn) {
+  Var out(std::move(value), false);
+  out.node_->op = op;
+  if (!g_grad_enabled) return out;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (inputs[i].requires_grad()) {
+      out.node_->parents.push_back(inputs[i].node());
+      out.node_->parent_slot.push_back(static_cast<int>(i));
+    }
+  }
+  if (out.node_->parents.empty()) return out;
+  out.node_->requires_grad = true;
+  out.node_->backward = std::move(fn);
+  return out;
+}
+
+void Var::backward() const {
+  LM_CHECK(node_, "backward: Var is undefined");
+  LM_CHECK(numel() == 1, "backward: called without a gradient on a Var of shape "
+                             << shape_str(shape()) << "; only single-element outputs (like a loss) get the implicit "
+                                                      "gradient 1. Pass dL/d(output) with that shape instead.");
+  Tensor one(shape(), dtype(), device());
+  one.fill_(1.0);
+  backward(one);
+}
+
+void Var::backward(const Tensor& grad_out) const {
+  LM_CHECK(node_, "backward: Var is undefined");
+  LM_CHECK(node_->requires_grad, "backward: this Var does not require grad (op '" << node_->op
+                                     << "'); no input of the computation had requires_grad = true");
+  LM_CHECK(grad_out.defined() && grad_out.shape() == shape() && grad_out.dtype() == dtype() &&
+               grad_out.device() == device(),
+           "backward: gradient " << describe(grad_out) << " does not match the output " << describe(value()));
+
+  // 1. Topological order by an iterative depth-first search (parents before children).
+  std::vector<Node*> order;
+  std::unordered_set<Node*> visited;
+  std::vector<std::pair<Node*, size_t>> stack{{node_.get(), 0}};
+  visited.insert(node_.get());
+  while (!stack.empty()) {
+    auto& [n, next] = stack.back();
+    if (next < n->parents.size()) {
+      Node* p = n->parents[next++].get();
+      if (visited.insert(p).second) stack.push_back({p, 0});
+    } else {
+      order.push_back(n);
+      stack.pop_back();
+    }
+  }
+
+  // 2. Walk children before parents. A node used twice (b = a + a) must collect the gradient
+  // from both uses before it passes anything on; the topological order guarantees that.
+  std::unordered_map<Node*, Tensor> pending;
+  pending[node_.get()] = grad_out;
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node* n = *it;
+    auto found = pending.find(n);
+    if (found == pending.end()) continue;  // no gradient flows here (e.g. unused output)
+    Tensor g = std::move(found->second);
+    pending.erase(found);
+    if (n->is_leaf()) {
+      n->grad = n->grad.defined() ? add(n->grad, g) : g.contiguous().clone();
+      continue;
+    }
+    std::vector<Tensor> grads = n->backward(g);
+    for (size_t k = 0; k < n->parents.size(); ++k) {
+      Node* p = n->parents[k].get();
+      const int slot = n->parent_slot[k];
+      LM_CHECK(slot < static_cast<int>(grads.size()) && grads[slot].defined(),
+               "backward of '" << n->op << "' returned no gradient for its input " << slot);
+      const Tensor& gp = grads[slot];
+      LM_CHECK(gp.shape() == p->value.shape() && gp.dtype() == p->value.dtype(),
+               "backward of '" << n->op << "' returned a gradient " << describe(gp) << " for input " << slot
+                               << " of shape " << describe(p->value));
+      auto acc = pending.find(p);
+      if (acc == pending.end()) pending.emplace(p, gp);
+      else acc->second = add(acc->second, gp);
+    }
+  }
+}
+
+}  // namespace lm

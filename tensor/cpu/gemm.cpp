@@ -1,0 +1,273 @@
+// cpu/gemm.cpp: the CPU GEMM. The fast path follows the classic Goto/BLIS structure:
+//   for each NC-wide column block of B and KC-deep slice of K:  pack B's slice (shared by threads)
+//     for each MC-tall row block of A (one per thread at a time): pack A's block
+//       for each NR-wide, MR-tall tile of C: the micro-kernel keeps the MR x NR tile in registers
+//       and does one rank-1 update per k (an outer product of an A column and a B row).
+// Packing makes every micro-kernel read contiguous, aligned memory and absorbs the transposes.
+// Each C element is accumulated by one thread in k order: results do not depend on the thread
+// count. Twin: tensor/cuda/gemm.cu (cuBLAS). Reference: gemm_naive below.
+#include "tensor/cpu/gemm.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "tensor/cpu/parallel.h"
+
+namespace lm {
+namespace cpu {
+
+// ---------------------------------------------------------------- naive reference
+template <class T> void gemm_naive(const GemmArgs& g, const T* A, const T* B, T* C) {
+  for (int64_t b = 0; b < g.batch; ++b) {
+    const T* a = A + b * g.stride_a;
+    const T* bm = B + b * g.stride_b;
+    T* c = C + b * g.stride_c;
+    for (int64_t i = 0; i < g.M; ++i)
+      for (int64_t j = 0; j < g.N; ++j) {
+        double acc = 0;  // f64 accumulation: the reference should be the most accurate party
+        for (int64_t k = 0; k < g.K; ++k) {
+          T av = g.trans_a ? a[k * g.lda + i] : a[i * g.lda + k];
+          T bv = g.trans_b ? bm[j * g.ldb + k] : bm[k * g.ldb + j];
+          acc += static_cast<double>(av) * static_cast<double>(bv);
+        }
+        T& out = c[i * g.ldc + j];
+        out = static_cast<T>(g.alpha * acc + (g.beta == 0.0 ? 0.0 : g.beta * static_cast<double>(out)));
+      }
+  }
+}
+
+// ---------------------------------------------------------------- blocked fast path
+namespace {
+
+#if defined(__AVX512F__)
+constexpr int kVecBytes = 64;
+constexpr int kRowsPerTile = 12;  // 12 x 2 accumulators + 2 B vectors + 1 broadcast <= 32 zmm
+#elif defined(__AVX__)
+constexpr int kVecBytes = 32;
+constexpr int kRowsPerTile = 6;   // 6 x 2 accumulators + 3 <= 16 ymm
+#else
+constexpr int kVecBytes = 16;
+constexpr int kRowsPerTile = 6;
+#endif
+
+template <class T> struct Tile {
+  typedef T vec __attribute__((vector_size(kVecBytes)));
+  static constexpr int VL = kVecBytes / static_cast<int>(sizeof(T));  // lanes per vector
+  static constexpr int MR = kRowsPerTile;
+  static constexpr int NR = 2 * VL;
+  static constexpr int KC = 384;                            // B micro-panel KC x NR stays in L1/L2
+  static constexpr int MC = MR * (sizeof(T) == 4 ? 16 : 8); // packed A block fits in L2
+  static constexpr int NC = 3072;                           // packed B slice fits in L3
+};
+
+// 64-byte aligned scratch that grows and is reused (one per thread for A, one shared for B).
+template <class T> struct AlignedBuffer {
+  T* ptr = nullptr;
+  size_t cap = 0;
+  T* get(size_t n) {
+    if (n > cap) {
+      std::free(ptr);
+      cap = (n + 63) / 64 * 64;
+      ptr = static_cast<T*>(std::aligned_alloc(64, cap * sizeof(T)));
+      LM_CHECK(ptr != nullptr, "gemm: out of memory for a packing buffer of " << cap << " elements");
+    }
+    return ptr;
+  }
+  ~AlignedBuffer() { std::free(ptr); }
+};
+
+// Pack rows [i0, i0+mc) x depth [k0, k0+kc) of op(A) into MR-row panels: panel p holds
+// Ap[p*MR*kc + k*MR + r] = op(A)(i0 + p*MR + r, k0 + k), zero beyond mc.
+template <class T>
+void pack_a(const GemmArgs& g, const T* A, int64_t i0, int64_t mc, int64_t k0, int64_t kc, T* Ap) {
+  constexpr int MR = Tile<T>::MR;
+  for (int64_t p = 0; p < mc; p += MR) {
+    T* dst = Ap + p * kc;
+    int64_t rows = std::min<int64_t>(MR, mc - p);
+    if (!g.trans_a) {
+      for (int64_t r = 0; r < MR; ++r) {
+        if (r < rows) {
+          const T* src = A + (i0 + p + r) * g.lda + k0;
+          for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = src[k];
+        } else {
+          for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = T(0);
+        }
+      }
+    } else {
+      for (int64_t k = 0; k < kc; ++k) {
+        const T* src = A + (k0 + k) * g.lda + i0 + p;
+        for (int64_t r = 0; r < rows; ++r) dst[k * MR + r] = src[r];
+        for (int64_t r = rows; r < MR; ++r) dst[k * MR + r] = T(0);
+      }
+    }
+  }
+}
+
+// Pack one NR-column panel of op(B): Bp[k*NR + c] = op(B)(k0 + k, j0 + c), zero beyond nr.
+template <class T>
+void pack_b_panel(const GemmArgs& g, const T* B, int64_t k0, int64_t kc, int64_t j0, int64_t nr, T* Bp) {
+  constexpr int NR = Tile<T>::NR;
+  if (!g.trans_b) {
+    for (int64_t k = 0; k < kc; ++k) {
+      const T* src = B + (k0 + k) * g.ldb + j0;
+      T* dst = Bp + k * NR;
+      for (int64_t c = 0; c < nr; ++c) dst[c] = src[c];
+      for (int64_t c = nr; c < NR; ++c) dst[c] = T(0);
+    }
+  } else {
+    for (int64_t c = 0; c < NR; ++c) {
+      if (c < nr) {
+        const T* src = B + (j0 + c) * g.ldb + k0;
+        for (int64_t k = 0; k < kc; ++k) Bp[k * NR + c] = src[k];
+      } else {
+        for (int64_t k = 0; k < kc; ++k) Bp[k * NR + c] = T(0);
+      }
+    }
+  }
+}
+
+// The micro-kernel: acc (MR x NR) = sum_k Ap[k, :]^T Bp[k, :], then
+// C = alpha * acc + beta * C on the valid mr x nr corner (C is not read when beta == 0).
+template <class T>
+void micro_kernel(int64_t kc, const T* __restrict Ap, const T* __restrict Bp, T* C, int64_t ldc, T alpha,
+                  T beta, int64_t mr, int64_t nr) {
+  using vec = typename Tile<T>::vec;
+  constexpr int MR = Tile<T>::MR, NR = Tile<T>::NR, VL = Tile<T>::VL;
+  vec acc0[MR], acc1[MR];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; ++r) {
+    acc0[r] = vec{};
+    acc1[r] = vec{};
+  }
+  for (int64_t k = 0; k < kc; ++k) {
+    vec b0, b1;
+    std::memcpy(&b0, Bp + k * NR, sizeof(vec));
+    std::memcpy(&b1, Bp + k * NR + VL, sizeof(vec));
+    const T* a = Ap + k * MR;
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      acc0[r] += a[r] * b0;
+      acc1[r] += a[r] * b1;
+    }
+  }
+  if (mr == MR && nr == NR) {
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; ++r) {
+      T* c = C + r * ldc;
+      vec c0 = acc0[r] * alpha, c1 = acc1[r] * alpha;
+      if (beta != T(0)) {
+        vec o0, o1;
+        std::memcpy(&o0, c, sizeof(vec));
+        std::memcpy(&o1, c + VL, sizeof(vec));
+        c0 += beta * o0;
+        c1 += beta * o1;
+      }
+      std::memcpy(c, &c0, sizeof(vec));
+      std::memcpy(c + VL, &c1, sizeof(vec));
+    }
+  } else {
+    alignas(64) T tmp[MR * NR];
+    for (int r = 0; r < MR; ++r) {
+      std::memcpy(tmp + r * NR, &acc0[r], sizeof(vec));
+      std::memcpy(tmp + r * NR + VL, &acc1[r], sizeof(vec));
+    }
+    for (int64_t r = 0; r < mr; ++r)
+      for (int64_t c = 0; c < nr; ++c) {
+        T& out = C[r * ldc + c];
+        out = alpha * tmp[r * NR + c] + (beta != T(0) ? beta * out : T(0));
+      }
+  }
+}
+
+// One matrix (batch entry). `threads` > 1 splits the work inside this matrix.
+template <class T> void gemm_one(const GemmArgs& g, const T* A, const T* B, T* C, int threads) {
+  using TL = Tile<T>;
+  constexpr int MR = TL::MR, NR = TL::NR;
+  const int64_t M = g.M, N = g.N, K = g.K;
+  const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  if (K == 0) {  // C = beta * C
+    for (int64_t i = 0; i < M; ++i)
+      for (int64_t j = 0; j < N; ++j) C[i * g.ldc + j] = beta == T(0) ? T(0) : beta * C[i * g.ldc + j];
+    return;
+  }
+  static thread_local AlignedBuffer<T> a_buf;
+  static thread_local AlignedBuffer<T> b_buf;
+  T* Bp = b_buf.get(static_cast<size_t>(TL::KC) * ((std::min<int64_t>(N, TL::NC) + NR - 1) / NR * NR));
+
+  for (int64_t jc = 0; jc < N; jc += TL::NC) {
+    const int64_t nc = std::min<int64_t>(TL::NC, N - jc);
+    const int64_t n_panels = (nc + NR - 1) / NR;
+    for (int64_t pc = 0; pc < K; pc += TL::KC) {
+      const int64_t kc = std::min<int64_t>(TL::KC, K - pc);
+      const T beta_eff = pc == 0 ? beta : T(1);
+      // Work items: (row block, column split). Split columns too when there are too few row
+      // blocks to keep every thread busy.
+      const int64_t m_blocks = (M + TL::MC - 1) / TL::MC;
+      int64_t n_splits = 1;
+      if (threads > 1 && m_blocks < 2 * threads) n_splits = std::min<int64_t>(n_panels, (2 * threads + m_blocks - 1) / m_blocks);
+      const int64_t panels_per_split = (n_panels + n_splits - 1) / n_splits;
+      const int64_t items = m_blocks * n_splits;
+#pragma omp parallel num_threads(threads) if (threads > 1)
+      {
+#pragma omp for schedule(static)
+        for (int64_t p = 0; p < n_panels; ++p)
+          pack_b_panel(g, B, pc, kc, jc + p * NR, std::min<int64_t>(NR, nc - p * NR), Bp + p * NR * kc);
+        T* Ap = a_buf.get(static_cast<size_t>(TL::MC) * kc);
+#pragma omp for schedule(static)
+        for (int64_t it = 0; it < items; ++it) {
+          const int64_t ib = it / n_splits, js = it % n_splits;
+          const int64_t ic = ib * TL::MC, mc = std::min<int64_t>(TL::MC, M - ic);
+          const int64_t p0 = js * panels_per_split, p1 = std::min<int64_t>(n_panels, p0 + panels_per_split);
+          if (p0 >= p1) continue;
+          pack_a(g, A, ic, mc, pc, kc, Ap);
+          for (int64_t p = p0; p < p1; ++p) {
+            const int64_t jr = p * NR, nr = std::min<int64_t>(NR, nc - jr);
+            for (int64_t ir = 0; ir < mc; ir += MR) {
+              micro_kernel<T>(kc, Ap + ir * kc, Bp + p * NR * kc, C + (ic + ir) * g.ldc + jc + jr, g.ldc, alpha,
+                              beta_eff, std::min<int64_t>(MR, mc - ir), nr);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+template <class T> void gemm_blocked(const GemmArgs& g, const T* A, const T* B, T* C) {
+  if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+  const int threads = num_threads();
+  const double flops = 2.0 * static_cast<double>(g.M) * g.N * std::max<int64_t>(g.K, 1);
+  // Many small matrices: one whole matrix per thread. Otherwise: all threads on each matrix.
+  if (g.batch >= threads && threads > 1 && flops < 64.0 * 1024 * 1024) {
+    parallel_for(g.batch, kParallelGrain, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b)
+        gemm_one<T>(g, A + b * g.stride_a, B + b * g.stride_b, C + b * g.stride_c, 1);
+    });
+  } else {
+    const int inner = flops < 2.0 * 64 * 64 * 64 ? 1 : threads;
+    for (int64_t b = 0; b < g.batch; ++b) gemm_one<T>(g, A + b * g.stride_a, B + b * g.stride_b, C + b * g.stride_c, inner);
+  }
+}
+
+template <class T> GemmTiling gemm_tiling() {
+  return GemmTiling{Tile<T>::MR, Tile<T>::NR, Tile<T>::KC, Tile<T>::MC, Tile<T>::NC};
+}
+
+template void gemm_naive<float>(const GemmArgs&, const float*, const float*, float*);
+template void gemm_naive<double>(const GemmArgs&, const double*, const double*, double*);
+template void gemm_blocked<float>(const GemmArgs&, const float*, const float*, float*);
+template void gemm_blocked<double>(const GemmArgs&, const double*, const double*, double*);
+template GemmTiling gemm_tiling<float>();
+template GemmTiling gemm_tiling<double>();
+
+// The kernel-list entry: contiguous batches of f32/f64 matrices.
+void gemm(const GemmArgs& g, const Tensor& A, const Tensor& B, const Tensor& C) {
+  LM_DISPATCH_FLOAT(C.dtype(), "matmul", { gemm_blocked<scalar_t>(g, A.data<scalar_t>(), B.data<scalar_t>(), C.data<scalar_t>()); });
+}
+
+}  // namespace cpu
+}  // namespace lm

@@ -1,0 +1,20 @@
+// cpu/gemm.h: row-major GEMM on the CPU, twice. gemm_naive is the executable specification (a
+// triple loop anyone can check by eye); gemm_blocked is the fast one (packing + register-tiled
+// micro-kernel + OpenMP), tested against the naive one and benchmarked in bench/bench_gemm.cpp.
+// Both compute, for each batch b: C = alpha * op(A) op(B) + beta * C (see GemmArgs in kernels.h).
+#pragma once
+
+#include "tensor/kernels.h"
+
+namespace lm {
+namespace cpu {
+
+template <class T> void gemm_naive(const GemmArgs& g, const T* A, const T* B, T* C);
+template <class T> void gemm_blocked(const GemmArgs& g, const T* A, const T* B, T* C);
+
+// The register tile and cache blocks gemm_blocked uses for T on this build (for docs and bench).
+struct GemmTiling { int mr, nr, kc, mc, nc; };
+template <class T> GemmTiling gemm_tiling();
+
+}  // namespace cpu
+}  // namespace lm

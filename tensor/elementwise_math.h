@@ -1,0 +1,93 @@
+// elementwise_math.h: the per-element arithmetic of every unary and binary op, as functors that
+// compile for host and device (see hostdevice.h). Kernels in tensor/cpu and tensor/cuda only loop;
+// the math lives here once. Backward helpers (relu', gelu') sit next to their forwards.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "tensor/hostdevice.h"
+
+namespace lm {
+
+enum class UnaryOp : uint8_t { Neg, Exp, Log, Sqrt, Tanh, Relu, Gelu };
+enum class BinaryOp : uint8_t {
+  Add, Sub, Mul, Div,          // arithmetic
+  Eq, Ne, Lt, Le, Gt, Ge,      // comparisons: 1 where true, 0 where false, in the input dtype
+  Max, Min,                    // elementwise maximum / minimum
+  ReluBackward,                // (x, g) -> g where x > 0 else 0
+  GeluBackward,                // (x, g) -> g * gelu'(x)
+};
+const char* unary_op_name(UnaryOp op);
+const char* binary_op_name(BinaryOp op);
+
+// Bind the runtime op to a constexpr `OPV` and run the block: one compiled loop per op.
+#define LM_CASE_OP_(Enum, name, ...) \
+  case Enum::name: { constexpr Enum OPV = Enum::name; __VA_ARGS__; break; }
+#define LM_SWITCH_UNARY(op, ...)                                                           \
+  switch (op) {                                                                            \
+    LM_CASE_OP_(::lm::UnaryOp, Neg, __VA_ARGS__) LM_CASE_OP_(::lm::UnaryOp, Exp, __VA_ARGS__) \
+    LM_CASE_OP_(::lm::UnaryOp, Log, __VA_ARGS__) LM_CASE_OP_(::lm::UnaryOp, Sqrt, __VA_ARGS__) \
+    LM_CASE_OP_(::lm::UnaryOp, Tanh, __VA_ARGS__) LM_CASE_OP_(::lm::UnaryOp, Relu, __VA_ARGS__) \
+    LM_CASE_OP_(::lm::UnaryOp, Gelu, __VA_ARGS__)                                          \
+  }
+#define LM_SWITCH_BINARY(op, ...)                                                          \
+  switch (op) {                                                                            \
+    LM_CASE_OP_(::lm::BinaryOp, Add, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Sub, __VA_ARGS__) \
+    LM_CASE_OP_(::lm::BinaryOp, Mul, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Div, __VA_ARGS__) \
+    LM_CASE_OP_(::lm::BinaryOp, Eq, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Ne, __VA_ARGS__)   \
+    LM_CASE_OP_(::lm::BinaryOp, Lt, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Le, __VA_ARGS__)   \
+    LM_CASE_OP_(::lm::BinaryOp, Gt, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Ge, __VA_ARGS__)   \
+    LM_CASE_OP_(::lm::BinaryOp, Max, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Min, __VA_ARGS__) \
+    LM_CASE_OP_(::lm::BinaryOp, ReluBackward, __VA_ARGS__)                                 \
+    LM_CASE_OP_(::lm::BinaryOp, GeluBackward, __VA_ARGS__)                                 \
+  }
+
+namespace math {
+
+// Exact (erf-based) GELU, as in GPT-2's reference implementation variant used by PyTorch's
+// nn.GELU(approximate='none'): gelu(x) = x * Phi(x), Phi the standard normal CDF.
+template <class T> LM_HD T gelu(T x) {
+  const T inv_sqrt2 = T(0.70710678118654752440);
+  return T(0.5) * x * (T(1) + std::erf(x * inv_sqrt2));
+}
+// d/dx [x Phi(x)] = Phi(x) + x phi(x), phi the standard normal density.
+template <class T> LM_HD T gelu_grad(T x) {
+  const T inv_sqrt2 = T(0.70710678118654752440);
+  const T inv_sqrt2pi = T(0.39894228040143267794);
+  T cdf = T(0.5) * (T(1) + std::erf(x * inv_sqrt2));
+  T pdf = inv_sqrt2pi * std::exp(T(-0.5) * x * x);
+  return cdf + x * pdf;
+}
+
+// The op is a template argument so each kernel loop is compiled for one op, with no branch per
+// element; kernels turn the runtime enum into this argument once, outside their loops.
+template <UnaryOp OP, class T> LM_HD T unary(T x) {
+  if constexpr (OP == UnaryOp::Neg) return -x;
+  else if constexpr (OP == UnaryOp::Relu) return x > T(0) ? x : T(0);
+  else if constexpr (OP == UnaryOp::Exp) return std::exp(x);
+  else if constexpr (OP == UnaryOp::Log) return std::log(x);
+  else if constexpr (OP == UnaryOp::Sqrt) return std::sqrt(x);
+  else if constexpr (OP == UnaryOp::Tanh) return std::tanh(x);
+  else return gelu(x);
+}
+
+template <BinaryOp OP, class T> LM_HD T binary(T a, T b) {
+  if constexpr (OP == BinaryOp::Add) return a + b;
+  else if constexpr (OP == BinaryOp::Sub) return a - b;
+  else if constexpr (OP == BinaryOp::Mul) return a * b;
+  else if constexpr (OP == BinaryOp::Div) return a / b;
+  else if constexpr (OP == BinaryOp::Eq) return T(a == b);
+  else if constexpr (OP == BinaryOp::Ne) return T(a != b);
+  else if constexpr (OP == BinaryOp::Lt) return T(a < b);
+  else if constexpr (OP == BinaryOp::Le) return T(a <= b);
+  else if constexpr (OP == BinaryOp::Gt) return T(a > b);
+  else if constexpr (OP == BinaryOp::Ge) return T(a >= b);
+  else if constexpr (OP == BinaryOp::Max) return a > b ? a : b;
+  else if constexpr (OP == BinaryOp::Min) return a < b ? a : b;
+  else if constexpr (OP == BinaryOp::ReluBackward) return a > T(0) ? b : T(0);
+  else return b * gelu_grad(a);  // GeluBackward (floating types only; fronts check)
+}
+
+}  // namespace math
+}  // namespace lm

@@ -1,0 +1,55 @@
+// storage.cpp: allocation of CPU (64-byte aligned) and CUDA buffers.
+#include "tensor/storage.h"
+
+#include <cstdlib>
+#include <new>
+
+#include "tensor/check.h"
+#ifdef LANDMARK_WITH_CUDA
+#include "tensor/cuda/runtime.h"
+#endif
+
+namespace lm {
+
+Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
+  if (device == Device::CPU) {
+    size_t rounded = (nbytes + 63) / 64 * 64;
+    data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
+    LM_CHECK(data_ != nullptr, "out of host memory allocating " << nbytes << " bytes");
+  } else {
+#ifdef LANDMARK_WITH_CUDA
+    data_ = cuda::device_malloc(nbytes == 0 ? 4 : nbytes);
+#else
+    LM_FAIL("cannot allocate on cuda: this build has no CUDA support "
+            "(configure with -DLANDMARK_CUDA=ON on a machine with the CUDA toolkit)");
+#endif
+  }
+}
+
+Storage::~Storage() {
+  if (device_ == Device::CPU) {
+    std::free(data_);
+  } else {
+#ifdef LANDMARK_WITH_CUDA
+    cuda::device_free(data_);
+#endif
+  }
+}
+
+bool cuda_compiled() {
+#ifdef LANDMARK_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+int cuda_device_count() {
+#ifdef LANDMARK_WITH_CUDA
+  return cuda::device_count();
+#else
+  return 0;
+#endif
+}
+
+}  // namespace lm

@@ -1,0 +1,33 @@
+// storage.h: an owning, untyped, uninitialised buffer on one device. Tensors share a Storage
+// through shared_ptr; views never copy it. CPU buffers are 64-byte aligned for vector loads.
+#pragma once
+
+#include <cstddef>
+
+#include "tensor/dtype.h"
+
+namespace lm {
+
+class Storage {
+ public:
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return data_; }
+  size_t nbytes() const { return nbytes_; }
+  Device device() const { return device_; }
+
+ private:
+  void* data_ = nullptr;
+  size_t nbytes_ = 0;
+  Device device_ = Device::CPU;
+};
+
+// True when the library was compiled with CUDA kernels (LANDMARK_CUDA). Says nothing about
+// whether a GPU is present: see cuda_device_count().
+bool cuda_compiled();
+int cuda_device_count();  // 0 when not compiled with CUDA or when no device/driver is found
+
+}  // namespace lm
