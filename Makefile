@@ -1,0 +1,32 @@
+# The user's entry point. Each target installs missing Debian packages first
+# (scripts/install-deps.sh), then drives CMake in ./build.
+#   make          release build (CUDA kernels too when nvcc is found)
+#   make test     build + run the whole test suite through CTest
+#   make bench    build + run the benchmarks (prints ratios measured in one run)
+#   make clean    remove ./build
+# Extra CMake options: make CMAKE_ARGS="-DLANDMARK_CUDA=OFF"
+BUILD      ?= build
+CMAKE_ARGS ?=
+JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
+
+.PHONY: all deps configure build test bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+configure: deps
+	@cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_ARGS)
+
+build: configure
+	@cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	@cd $(BUILD) && OMP_WAIT_POLICY=PASSIVE ctest --output-on-failure -j $(JOBS)
+
+bench: build
+	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_gemm
+
+clean:
+	rm -rf $(BUILD)

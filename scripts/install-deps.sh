@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# install-deps.sh: install the Debian packages this project builds with, skipping those already
+# present. Used by the Makefile (so `make` / `make test` on a fresh machine set themselves up),
+# by .ci/run and by the README. Needs root or sudo only when something is missing.
+#   catch2               tests (Catch2 v2)
+#   libstb-dev           stb_image_write for loss curves and attention-map PNGs
+#   nlohmann-json3-dev   checkpoint headers (safetensors JSON)
+#   libcli11-dev         command-line parsing
+#   libopenblas-dev      the comparison baseline in bench/ only (never linked into the library)
+#   cmake g++ make       the toolchain
+set -euo pipefail
+
+packages=(cmake g++ make catch2 libstb-dev nlohmann-json3-dev libcli11-dev libopenblas-dev)
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all dependencies present"
+  exit 0
+fi
+
+echo "install-deps: installing ${missing[*]}"
+if [ "$(id -u)" -eq 0 ]; then
+  SUDO=""
+elif command -v sudo >/dev/null 2>&1; then
+  SUDO="sudo"
+else
+  echo "install-deps: need root (or sudo) to apt-get install: ${missing[*]}" >&2
+  exit 1
+fi
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+echo "install-deps: done"
