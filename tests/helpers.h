@@ -1,0 +1,65 @@
+// helpers.h: small utilities shared by the tests: element access by multi-index on the host,
+// max-abs-difference between tensors, and random inputs from the project RNG.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <vector>
+
+#include "tensor/create.h"
+#include "tensor/ops.h"
+
+namespace lm {
+namespace test {
+
+// Host copy as doubles, row-major over the tensor's logical shape.
+inline std::vector<double> values(const Tensor& t) { return t.to_double_vector(); }
+
+// max |a - b| over all elements; shapes must match exactly.
+inline double max_abs_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  std::vector<double> x = values(a), y = values(b);
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    if (std::isnan(x[i]) != std::isnan(y[i])) return INFINITY;
+    if (!std::isnan(x[i])) m = std::max(m, std::fabs(x[i] - y[i]));
+  }
+  return m;
+}
+inline double max_abs_diff(const Tensor& a, const std::vector<double>& y) {
+  std::vector<double> x = values(a);
+  REQUIRE(x.size() == y.size());
+  double m = 0;
+  for (size_t i = 0; i < x.size(); ++i) m = std::max(m, std::fabs(x[i] - y[i]));
+  return m;
+}
+
+// Linear row-major index of a multi-index, and the strided element offset of a view.
+inline int64_t linear(const Shape& shape, const std::vector<int64_t>& idx) {
+  int64_t l = 0;
+  for (size_t d = 0; d < shape.size(); ++d) l = l * shape[d] + idx[d];
+  return l;
+}
+// Visit every multi-index of `shape` in row-major order.
+template <class F> void for_each_index(const Shape& shape, F&& f) {
+  std::vector<int64_t> idx(shape.size(), 0);
+  int64_t n = numel(shape);
+  for (int64_t i = 0; i < n; ++i) {
+    f(idx);
+    for (size_t d = shape.size(); d-- > 0;) {
+      if (++idx[d] < shape[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+// Broadcast-aware read: the element of `v` (shape `s`) that broadcasting maps to `idx` of `out`.
+inline double bget(const std::vector<double>& v, const Shape& s, const Shape& out, const std::vector<int64_t>& idx) {
+  int64_t l = 0;
+  size_t lead = out.size() - s.size();
+  for (size_t d = 0; d < s.size(); ++d) l = l * s[d] + (s[d] == 1 ? 0 : idx[d + lead]);
+  return v[l];
+}
+
+}  // namespace test
+}  // namespace lm
