@@ -62,6 +62,13 @@ void Var::zero_grad() {
   node_->grad = Tensor();
 }
 
+void Var::set_grad(Tensor g) {
+  LM_CHECK(node_, "set_grad: Var is undefined");
+  LM_CHECK(!g.defined() || (g.shape() == shape() && g.dtype() == dtype() && g.device() == device()),
+           "set_grad: gradient " << describe(g) << " does not match " << describe(value()));
+  node_->grad = std::move(g);
+}
+
 Var Var::detach() const { return Var(value(), false); }
 
 void Var::set_requires_grad(bool on) {

@@ -58,6 +58,7 @@ class Var {
   void backward() const;
   void backward(const Tensor& grad_out) const;
   void zero_grad();                 // drop the accumulated gradient of this leaf
+  void set_grad(Tensor g);          // replace it (optimizers' clipping); shape must match
   Var detach() const;               // same value, cut from the graph, requires_grad false
   void set_requires_grad(bool on);  // leaves only
 

@@ -239,7 +239,12 @@ template <class T> void gemm_one(const GemmArgs& g, const T* A, const T* B, T* C
 
 template <class T> void gemm_blocked(const GemmArgs& g, const T* A, const T* B, T* C) {
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
-  const int threads = num_threads();
+  // Inside an outer parallel region (e.g. attention parallel over heads) run single-threaded.
+#ifdef _OPENMP
+  const int threads = omp_in_parallel() ? 1 : num_threads();
+#else
+  const int threads = 1;
+#endif
   const double flops = 2.0 * static_cast<double>(g.M) * g.N * std::max<int64_t>(g.K, 1);
   // Many small matrices: one whole matrix per thread. Otherwise: all threads on each matrix.
   if (g.batch >= threads && threads > 1 && flops < 64.0 * 1024 * 1024) {

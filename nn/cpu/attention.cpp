@@ -1,0 +1,124 @@
+// nn/cpu/attention.cpp: fused causal attention on the CPU. Heads run in parallel; inside a head
+// the rows are processed in blocks of kRowBlock queries, and each block only touches keys up to
+// its last row, so the GEMMs skip (most of) the masked upper triangle. The softmax probabilities
+// are saved for the backward (T x T per head). Composed reference: causal_attention_reference in
+// nn/attention.cpp; CUDA twin: nn/cuda/attention.cu.
+#include <cmath>
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "nn/kernels.h"
+#include "tensor/cpu/gemm.h"
+#include "tensor/cpu/parallel.h"
+
+namespace lm {
+namespace cpu {
+
+namespace {
+constexpr int64_t kRowBlock = 64;
+
+// C (m x n, ldc) = alpha op(A) op(B) + beta C, single matrix, row-major.
+template <class T>
+void mm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const T* A, int64_t lda, const T* B,
+        int64_t ldb, double beta, T* C, int64_t ldc) {
+  GemmArgs g;
+  g.trans_a = ta;
+  g.trans_b = tb;
+  g.M = m;
+  g.N = n;
+  g.K = k;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldc = ldc;
+  g.alpha = alpha;
+  g.beta = beta;
+  gemm_blocked<T>(g, A, B, C);
+}
+
+template <class T>
+void forward_head(const T* q, const T* k, const T* v, T scale, T* P, T* o, int64_t Tn, int64_t HS) {
+  for (int64_t r0 = 0; r0 < Tn; r0 += kRowBlock) {
+    const int64_t rows = std::min(kRowBlock, Tn - r0), keys = r0 + rows;  // keys 0..keys-1 are visible
+    T* Pb = P + r0 * Tn;
+    mm<T>(false, true, rows, keys, HS, scale, q + r0 * HS, HS, k, HS, 0.0, Pb, Tn);  // S = scale q k^T
+    for (int64_t r = 0; r < rows; ++r) {
+      T* p = Pb + r * Tn;
+      const int64_t n = r0 + r + 1;  // causal: j <= i
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < n; ++j) mx = p[j] > mx ? p[j] : mx;
+      T s = 0;
+      for (int64_t j = 0; j < n; ++j) {
+        p[j] = std::exp(p[j] - mx);
+        s += p[j];
+      }
+      const T inv = T(1) / s;
+      for (int64_t j = 0; j < n; ++j) p[j] *= inv;
+      for (int64_t j = n; j < Tn; ++j) p[j] = 0;
+    }
+    mm<T>(false, false, rows, HS, keys, 1.0, Pb, Tn, v, HS, 0.0, o + r0 * HS, HS);  // o = P v
+  }
+}
+
+template <class T>
+void backward_head(const T* q, const T* k, const T* v, const T* P, const T* dout, T scale, T* dq, T* dk, T* dv,
+                   T* dS, int64_t Tn, int64_t HS) {
+  for (int64_t i = 0; i < Tn * HS; ++i) {
+    dk[i] = 0;
+    dv[i] = 0;
+  }
+  for (int64_t r0 = 0; r0 < Tn; r0 += kRowBlock) {
+    const int64_t rows = std::min(kRowBlock, Tn - r0), keys = r0 + rows;
+    const T* Pb = P + r0 * Tn;
+    const T* dob = dout + r0 * HS;
+    mm<T>(true, false, keys, HS, rows, 1.0, Pb, Tn, dob, HS, 1.0, dv, HS);      // dv += P^T dout
+    mm<T>(false, true, rows, keys, HS, 1.0, dob, HS, v, HS, 0.0, dS, keys);     // dP = dout v^T
+    for (int64_t r = 0; r < rows; ++r) {                                         // dS = P (dP - <P, dP>)
+      const T* p = Pb + r * Tn;
+      T* d = dS + r * keys;
+      const int64_t n = r0 + r + 1;
+      T dot = 0;
+      for (int64_t j = 0; j < n; ++j) dot += p[j] * d[j];
+      for (int64_t j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dot);
+      for (int64_t j = n; j < keys; ++j) d[j] = 0;
+    }
+    mm<T>(false, false, rows, HS, keys, scale, dS, keys, k, HS, 0.0, dq + r0 * HS, HS);  // dq = scale dS k
+    mm<T>(true, false, keys, HS, rows, scale, dS, keys, q + r0 * HS, HS, 1.0, dk, HS);   // dk += scale dS^T q
+  }
+}
+}  // namespace
+
+void causal_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& probs,
+                              const Tensor& out) {
+  const int64_t BH = q.size(0), Tn = q.size(1), HS = q.size(2);
+  LM_DISPATCH_FLOAT(q.dtype(), "causal_attention", {
+    const scalar_t *pq = q.data<scalar_t>(), *pk = k.data<scalar_t>(), *pv = v.data<scalar_t>();
+    scalar_t *pp = probs.data<scalar_t>(), *po = out.data<scalar_t>();
+    parallel_for(BH, Tn * Tn * HS, [&](int64_t b0, int64_t b1) {
+      for (int64_t h = b0; h < b1; ++h)
+        forward_head<scalar_t>(pq + h * Tn * HS, pk + h * Tn * HS, pv + h * Tn * HS, static_cast<scalar_t>(scale),
+                               pp + h * Tn * Tn, po + h * Tn * HS, Tn, HS);
+    });
+  });
+}
+
+void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                               const Tensor& dout, double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  const int64_t BH = q.size(0), Tn = q.size(1), HS = q.size(2);
+  LM_DISPATCH_FLOAT(q.dtype(), "causal_attention_backward", {
+    const scalar_t *pq = q.data<scalar_t>(), *pk = k.data<scalar_t>(), *pv = v.data<scalar_t>();
+    const scalar_t *pp = probs.data<scalar_t>(), *pdo = dout.data<scalar_t>();
+    scalar_t *pdq = dq.data<scalar_t>(), *pdk = dk.data<scalar_t>(), *pdv = dv.data<scalar_t>();
+    parallel_for(BH, 2 * Tn * Tn * HS, [&](int64_t b0, int64_t b1) {
+      std::vector<scalar_t> scratch(static_cast<size_t>(kRowBlock * Tn));  // dS of one row block
+      for (int64_t h = b0; h < b1; ++h) {
+        const int64_t o = h * Tn * HS;
+        backward_head<scalar_t>(pq + o, pk + o, pv + o, pp + h * Tn * Tn, pdo + o, static_cast<scalar_t>(scale),
+                                pdq + o, pdk + o, pdv + o, scratch.data(), Tn, HS);
+      }
+    });
+  });
+}
+
+}  // namespace cpu
+}  // namespace lm

@@ -1,0 +1,95 @@
+// gpt.cpp: the GPT model (gpt.h).
+#include "nn/gpt.h"
+
+#include <cmath>
+
+#include "autograd/functions.h"
+#include "tensor/create.h"
+
+namespace lm {
+
+void GPTConfig::validate() const {
+  LM_CHECK(vocab_size > 0, "GPTConfig: vocab_size must be positive, got " << vocab_size);
+  LM_CHECK(n_layer > 0, "GPTConfig: n_layer must be positive, got " << n_layer);
+  LM_CHECK(n_head > 0 && n_embd > 0 && n_embd % n_head == 0,
+           "GPTConfig: n_embd (" << n_embd << ") must be a positive multiple of n_head (" << n_head << ")");
+  LM_CHECK(head_size() % 2 == 0, "GPTConfig: head size n_embd / n_head = " << head_size() << " must be even (rotary pairs)");
+  LM_CHECK(block_size > 0, "GPTConfig: block_size must be positive, got " << block_size);
+  LM_CHECK(dropout >= 0 && dropout < 1, "GPTConfig: dropout must be in [0, 1), got " << dropout);
+}
+
+namespace {
+double proj_std(const GPTConfig& c) { return 0.02 / std::sqrt(2.0 * static_cast<double>(c.n_layer)); }
+}  // namespace
+
+CausalSelfAttention::CausalSelfAttention(const GPTConfig& cfg)
+    : qkv(cfg.n_embd, 3 * cfg.n_embd, cfg.bias), proj(cfg.n_embd, cfg.n_embd, cfg.bias, proj_std(cfg)), cfg_(cfg) {
+  register_module("qkv", qkv);
+  register_module("proj", proj);
+}
+
+Var CausalSelfAttention::forward(const Var& x, const RotaryTables& rot) const {
+  const int64_t B = x.size(0), T = x.size(1), C = cfg_.n_embd, NH = cfg_.n_head, HS = cfg_.head_size();
+  Var qkv_out = qkv.forward(x);  // (B, T, 3C)
+  // Split q, k, v and move heads forward: (B, T, C) -> (B, T, NH, HS) -> (B, NH, T, HS).
+  auto heads = [&](int64_t part) { return transpose(reshape(narrow(qkv_out, 2, part * C, C), {B, T, NH, HS}), 1, 2); };
+  Var q = rotary(contiguous(heads(0)), rot), k = rotary(contiguous(heads(1)), rot), v = heads(2);
+  Var y = cfg_.fused_attention ? causal_attention(q, k, v) : causal_attention_reference(q, k, contiguous(v));
+  y = reshape(transpose(y, 1, 2), {B, T, C});  // heads back together
+  return dropout(proj.forward(y), cfg_.dropout, is_training());
+}
+
+MLP::MLP(const GPTConfig& cfg)
+    : fc(cfg.n_embd, 4 * cfg.n_embd, cfg.bias), proj(4 * cfg.n_embd, cfg.n_embd, cfg.bias, proj_std(cfg)),
+      dropout_(cfg.dropout) {
+  register_module("fc", fc);
+  register_module("proj", proj);
+}
+
+Var MLP::forward(const Var& x) const { return dropout(proj.forward(gelu(fc.forward(x))), dropout_, is_training()); }
+
+Block::Block(const GPTConfig& cfg) : ln1(cfg.n_embd, cfg.ln_eps), ln2(cfg.n_embd, cfg.ln_eps), attn(cfg), mlp(cfg) {
+  register_module("ln1", ln1);
+  register_module("attn", attn);
+  register_module("ln2", ln2);
+  register_module("mlp", mlp);
+}
+
+Var Block::forward(const Var& x, const RotaryTables& rot) const {
+  Var h = add(x, attn.forward(ln1.forward(x), rot));
+  return add(h, mlp.forward(ln2.forward(h)));
+}
+
+GPT::GPT(const GPTConfig& cfg) : wte((cfg.validate(), cfg.vocab_size), cfg.n_embd), ln_f(cfg.n_embd, cfg.ln_eps), cfg_(cfg) {
+  register_module("wte", wte);
+  for (int64_t l = 0; l < cfg.n_layer; ++l) {
+    blocks.push_back(std::make_unique<Block>(cfg));
+    register_module("blocks." + std::to_string(l), *blocks.back());
+  }
+  register_module("ln_f", ln_f);
+}
+
+Var GPT::forward(const Tensor& idx, const Tensor& positions) const {
+  LM_CHECK(idx.defined() && idx.dim() == 2 && idx.dtype() == DType::I32,
+           "GPT: idx must be i32 (B, T), got " << describe(idx));
+  const int64_t B = idx.size(0), T = idx.size(1);
+  Tensor pos = positions.defined() ? positions : arange(T, DType::I32).reshape({1, T});
+  LM_CHECK(pos.dim() == 2 && (pos.size(0) == 1 || pos.size(0) == B) && pos.size(1) == T,
+           "GPT: positions " << describe(pos) << " must be (1 or " << B << ", " << T << ")");
+  const Device dev = device();
+  RotaryTables rot = rotary_tables(pos, cfg_.head_size(), cfg_.rotary_base, wte.weight.dtype(), dev);
+  Var x = dropout(wte.forward(idx.to(dev)), cfg_.dropout, is_training());
+  for (const auto& b : blocks) x = b->forward(x, rot);
+  x = ln_f.forward(x);
+  Var logits = matmul(reshape(x, {B * T, cfg_.n_embd}), wte.weight, false, true);  // tied head
+  return reshape(logits, {B, T, cfg_.vocab_size});
+}
+
+Var GPT::loss(const Tensor& idx, const Tensor& targets, const Tensor& positions, int64_t ignore_index) const {
+  LM_CHECK(targets.defined() && targets.shape() == idx.shape() && targets.dtype() == DType::I32,
+           "GPT: targets " << describe(targets) << " must be i32 with the shape of idx " << describe(idx));
+  Var logits = reshape(forward(idx, positions), {-1, cfg_.vocab_size});
+  return cross_entropy(logits, targets.to(device()).reshape({-1}), ignore_index);
+}
+
+}  // namespace lm

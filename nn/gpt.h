@@ -1,0 +1,81 @@
+// gpt.h: a GPT-2 style decoder: token embedding (tied with the LM head), no learned position
+// embedding (rotary positions inside attention instead), n_layer pre-LN blocks of
+// [LayerNorm -> causal self-attention -> residual, LayerNorm -> MLP(4x, GELU) -> residual],
+// a final LayerNorm and logits = x wte^T. Init: normal(0, 0.02); the two output projections of
+// each block use 0.02 / sqrt(2 n_layer) so the residual stream's variance does not grow with depth.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "nn/functional.h"
+#include "nn/layers.h"
+
+namespace lm {
+
+struct GPTConfig {
+  int64_t vocab_size = 256;
+  int64_t n_layer = 4;
+  int64_t n_head = 4;
+  int64_t n_embd = 256;
+  int64_t block_size = 512;   // the training context length T
+  double dropout = 0.0;
+  double rotary_base = 10000.0;
+  double ln_eps = 1e-5;
+  bool bias = false;          // biases in Linear layers
+  bool fused_attention = true;  // false: the composed reference (slow; for tests)
+  int64_t head_size() const { return n_embd / n_head; }
+  void validate() const;  // throws naming the bad field
+};
+
+class CausalSelfAttention : public Module {
+ public:
+  explicit CausalSelfAttention(const GPTConfig& cfg);
+  // x (B, T, C) -> (B, T, C); positions enter through the rotary tables.
+  Var forward(const Var& x, const RotaryTables& rot) const;
+  Linear qkv, proj;  // qkv: C -> 3C (q, k, v stacked in that order); proj: C -> C
+
+ private:
+  GPTConfig cfg_;
+};
+
+class MLP : public Module {
+ public:
+  explicit MLP(const GPTConfig& cfg);
+  Var forward(const Var& x) const;  // (B, T, C) -> (B, T, C)
+  Linear fc, proj;
+
+ private:
+  double dropout_;
+};
+
+class Block : public Module {
+ public:
+  explicit Block(const GPTConfig& cfg);
+  Var forward(const Var& x, const RotaryTables& rot) const;
+  LayerNorm ln1, ln2;
+  CausalSelfAttention attn;
+  MLP mlp;
+};
+
+class GPT : public Module {
+ public:
+  explicit GPT(const GPTConfig& cfg);  // parameters drawn from the global RNG (seed it first)
+  // idx i32 (B, T) -> logits (B, T, V). `positions` i32 (1 or B, T) defaults to 0..T-1.
+  Var forward(const Tensor& idx, const Tensor& positions = Tensor()) const;
+  // Mean cross-entropy of forward(idx) against targets i32 (B, T); ignore_index rows skipped.
+  Var loss(const Tensor& idx, const Tensor& targets, const Tensor& positions = Tensor(),
+           int64_t ignore_index = -100) const;
+  const GPTConfig& config() const { return cfg_; }
+  Device device() const { return wte.weight.device(); }
+
+  Embedding wte;
+  std::vector<std::unique_ptr<Block>> blocks;
+  LayerNorm ln_f;
+
+ private:
+  GPTConfig cfg_;
+};
+
+}  // namespace lm

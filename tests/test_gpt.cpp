@@ -1,0 +1,113 @@
+// test_gpt.cpp: the GPT model: parameter names and counts, shapes, fused attention vs the
+// composed reference through the whole model, causality, and learning (overfitting one batch).
+#include "tests/helpers.h"
+
+#include "autograd/functions.h"
+#include "nn/gpt.h"
+#include "nn/optim.h"
+#include "tensor/rng.h"
+
+using namespace lm;
+using namespace lm::test;
+
+namespace {
+GPTConfig small_config() {
+  GPTConfig c;
+  c.vocab_size = 37;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.block_size = 12;
+  return c;
+}
+Tensor random_tokens(int64_t B, int64_t T, int64_t V) { return rand({B, T}, DType::F64, Device::CPU, 0, V).to(DType::I32); }
+}  // namespace
+
+TEST_CASE("GPT: parameter names, count and init scale", "[gpt]") {
+  manual_seed(71);
+  GPTConfig c = small_config();
+  GPT m(c);
+  auto named = m.named_parameters();
+  std::vector<std::string> names;
+  for (auto& p : named) names.push_back(p.first);
+  CHECK(names.front() == "wte.weight");
+  CHECK(std::find(names.begin(), names.end(), "blocks.1.attn.qkv.weight") != names.end());
+  CHECK(std::find(names.begin(), names.end(), "blocks.0.mlp.proj.weight") != names.end());
+  CHECK(names.back() == "ln_f.bias");
+  // V*C + L * (2 LN (2C each) + qkv 3C*C + proj C*C + fc 4C*C + proj 4C*C) + final LN 2C
+  const int64_t C = 16, L = 2;
+  CHECK(m.num_parameters() == 37 * C + L * (4 * C + 12 * C * C) + 2 * C);
+  // Output projections start with std 0.02 / sqrt(2 L) = 0.01; others 0.02.
+  auto stdev = [](const Tensor& t) {
+    double s = 0;
+    for (double v : values(t)) s += v * v;
+    return std::sqrt(s / static_cast<double>(t.numel()));
+  };
+  GPTConfig big = c;
+  big.n_embd = 128;
+  big.n_head = 4;
+  GPT mb(big);
+  CHECK(std::fabs(stdev(mb.blocks[0]->attn.qkv.weight.value()) - 0.02) < 0.001);   // 49k samples
+  CHECK(std::fabs(stdev(mb.blocks[1]->mlp.proj.weight.value()) - 0.01) < 0.0005);  // 65k samples
+  big.n_head = 3;
+  CHECK_THROWS_AS(GPT(big), Error);
+}
+
+TEST_CASE("GPT: fused attention equals the reference through the whole model", "[gpt]") {
+  manual_seed(72);
+  GPTConfig c = small_config();
+  GPT fused(c);
+  c.fused_attention = false;
+  GPT ref(c);
+  auto pf = fused.named_parameters(), pr = ref.named_parameters();
+  for (size_t i = 0; i < pf.size(); ++i) pr[i].second->value().copy_(pf[i].second->value());
+  Tensor idx = random_tokens(3, 12, 37), tgt = random_tokens(3, 12, 37);
+  Var lf = fused.loss(idx, tgt), lr = ref.loss(idx, tgt);
+  CHECK(std::fabs(lf.item() - lr.item()) < 1e-6);  // f32 with different summation orders
+  lf.backward();
+  lr.backward();
+  for (size_t i = 0; i < pf.size(); ++i) {
+    INFO(pf[i].first);
+    CHECK(max_abs_diff(pf[i].second->grad(), pr[i].second->grad()) < 1e-5);
+  }
+}
+
+TEST_CASE("GPT: causality: changing a later token never changes earlier logits", "[gpt]") {
+  manual_seed(73);
+  GPT m(small_config());
+  Tensor idx = random_tokens(1, 12, 37);
+  Tensor a = m.forward(idx).value();
+  std::vector<int32_t> v = idx.to_vector<int32_t>();
+  v[8] = (v[8] + 1) % 37;
+  Tensor b = m.forward(from_vector(v, {1, 12})).value();
+  CHECK(max_abs_diff(a.narrow(1, 0, 8), b.narrow(1, 0, 8)) == 0);
+  CHECK(max_abs_diff(a.narrow(1, 8, 4), b.narrow(1, 8, 4)) > 1e-4);
+  CHECK(a.shape() == Shape{1, 12, 37});
+  CHECK_THROWS_AS(m.forward(zeros({1, 12})), Error);
+  CHECK_THROWS_AS(m.forward(full({1, 3}, 37, DType::I32)), Error);  // token id out of range
+}
+
+TEST_CASE("GPT: overfits one batch to near-zero loss; same seed gives the same losses", "[gpt]") {
+  auto run = [](int steps) {
+    manual_seed(74);
+    GPTConfig c = small_config();
+    GPT m(c);
+    AdamWConfig oc;
+    oc.weight_decay = 0.0;
+    AdamW opt(m, oc);
+    Tensor idx = random_tokens(2, 12, 37), tgt = random_tokens(2, 12, 37);
+    std::vector<double> losses;
+    for (int s = 0; s < steps; ++s) {
+      m.zero_grad();
+      Var loss = m.loss(idx, tgt);
+      loss.backward();
+      opt.step(1e-2);
+      losses.push_back(loss.item());
+    }
+    return losses;
+  };
+  std::vector<double> a = run(150), b = run(150);
+  CHECK(a == b);                                  // bit-for-bit with the same seed and threads
+  CHECK(std::fabs(a.front() - std::log(37.0)) < 0.3);  // starts near uniform: log V
+  CHECK(a.back() < 0.05);                         // 24 random targets memorised
+}
