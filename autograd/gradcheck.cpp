@@ -2,6 +2,7 @@
 #include "autograd/gradcheck.h"
 
 #include <cmath>
+#include <limits>
 #include <sstream>
 
 #include "autograd/functions.h"
@@ -79,9 +80,12 @@ GradcheckResult gradcheck(const VarFunction& fn, const std::vector<Tensor>& inpu
       const double numeric = (lp - lm) / (2 * opts.eps);
       const double err = std::fabs(an[k] - numeric);
       const double rel = err / std::max(std::fabs(numeric), 1e-8);
-      res.max_abs_err = std::max(res.max_abs_err, err);
-      res.max_rel_err = std::max(res.max_rel_err, std::min(rel, err / 1e-8));
-      const double violation = err - (opts.atol + opts.rtol * std::fabs(numeric));
+      // A NaN compares false with everything, so it is handled explicitly: it fails the check,
+      // ranks as the worst violation and stays visible in the maxima.
+      res.max_abs_err = std::isnan(err) ? err : std::max(res.max_abs_err, err);
+      res.max_rel_err = std::isnan(err) ? err : std::max(res.max_rel_err, std::min(rel, err / 1e-8));
+      double violation = err - (opts.atol + opts.rtol * std::fabs(numeric));
+      if (std::isnan(violation)) violation = std::numeric_limits<double>::infinity();
       if (violation > 0) res.ok = false;
       if (violation > worst_violation) {
         worst_violation = violation;

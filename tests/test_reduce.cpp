@@ -64,10 +64,11 @@ TEST_CASE("reductions: all-elements, ties, NaN, i32, edge shapes, errors", "[red
   CHECK_THROWS_AS(max(zeros({2, 0}), 1), Error);
   CHECK_THROWS_AS(mean(i), Error);
   CHECK_THROWS_AS(sum(x, 1), Error);
-  // 2^20 ones: exact with f64 accumulation (an f32 accumulator is exact here too; the point is
-  // that the result is an exact integer, not approximately one).
-  Tensor big = ones({1 << 20});
-  CHECK(sum(big).item() == static_cast<double>(1 << 20));
+  // f32 sums accumulate in f64: [2^24, 1, 1, ..., 1] with 2^20 ones sums to 2^24 + 2^20 exactly,
+  // while an f32 accumulator would stay stuck at 2^24 (2^24 + 1 rounds back to 2^24).
+  Tensor big = ones({(1 << 20) + 1});
+  big.narrow(0, 0, 1).fill_(16777216.0);
+  CHECK(sum(big).item() == 16777216.0 + (1 << 20));
 }
 
 TEST_CASE("sum_to is the adjoint of broadcasting", "[reduce]") {
