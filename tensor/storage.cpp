@@ -1,6 +1,8 @@
 // storage.cpp: allocation of CPU (64-byte aligned) and CUDA buffers.
 #include "tensor/storage.h"
 
+#include <malloc.h>
+
 #include <cstdlib>
 #include <new>
 
@@ -11,8 +13,22 @@
 
 namespace lm {
 
+namespace {
+// Training allocates and frees the same large activation buffers every step. glibc serves big
+// requests with fresh mmap()s by default, so every step would page-fault its activations in
+// again (seen as ~7% of a training step in perf). Keeping freed memory in the heap instead makes
+// reuse free. Done once, before the first allocation.
+bool tune_host_allocator() {
+  mallopt(M_MMAP_THRESHOLD, 1 << 30);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+  return true;
+}
+}  // namespace
+
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (device == Device::CPU) {
+    static const bool tuned = tune_host_allocator();
+    (void)tuned;
     size_t rounded = (nbytes + 63) / 64 * 64;
     data_ = std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
     LM_CHECK(data_ != nullptr, "out of host memory allocating " << nbytes << " bytes");
