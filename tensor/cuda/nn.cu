@@ -1,0 +1,202 @@
+// cuda/nn.cu: fused layer norm (forward + backward) and cross-entropy (forward + backward) on
+// CUDA. Row work gets one block per row (block reductions in a fixed order); the parameter
+// gradients of layer norm get one thread per channel summing rows in order, as on the CPU: no
+// atomics, same bits every run. The closed forms are derived in tensor/cpu/nn.cpp (the twin);
+// the composed references they are tested against live in tests/.
+#include <cmath>
+
+#include "tensor/cuda/common.cuh"
+#include "tensor/kernels.h"
+
+namespace lm {
+namespace cuda {
+
+namespace {
+
+// x (rows, C) -> out (rows, C), mean (rows), rstd (rows). Two passes in f64 like the CPU:
+// stable even when |mean| >> std.
+template <class T>
+__global__ void layernorm_kernel(const T* x, const T* w, const T* b, double eps, T* out, T* mean, T* rstd,
+                                 int64_t rows, int64_t C) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * C;
+    double s = 0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += static_cast<double>(xr[c]);
+    const double m = block_allreduce(s, SumOp{}) / static_cast<double>(C);
+    double v = 0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const double d = static_cast<double>(xr[c]) - m;
+      v += d * d;
+    }
+    v = block_allreduce(v, SumOp{}) / static_cast<double>(C);
+    const T mu = static_cast<T>(m), rs = static_cast<T>(1.0 / std::sqrt(v + eps));
+    T* yr = out + r * C;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) yr[c] = (xr[c] - mu) * rs * w[c] + b[c];
+    if (threadIdx.x == 0) {
+      mean[r] = mu;
+      rstd[r] = rs;
+    }
+  }
+}
+
+// With xhat = (x - mean) * rstd and gx = gout * w (per row):
+//   dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)).   One block per row.
+template <class T>
+__global__ void layernorm_dx_kernel(const T* g, const T* x, const T* w, const T* mean, const T* rstd, T* dx,
+                                    int64_t rows, int64_t C) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* xr = x + r * C;
+    const T* gr = g + r * C;
+    const T mu = mean[r], rs = rstd[r];
+    T sum_g = 0, sum_gx = 0;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
+      const T gx = gr[c] * w[c];
+      sum_g += gx;
+      sum_gx += gx * (xr[c] - mu) * rs;
+    }
+    sum_g = block_allreduce(sum_g, SumOp{});
+    sum_gx = block_allreduce(sum_gx, SumOp{});
+    const T mg = sum_g / static_cast<T>(C), mgx = sum_gx / static_cast<T>(C);
+    T* dr = dx + r * C;
+    for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dr[c] = rs * (gr[c] * w[c] - mg - (xr[c] - mu) * rs * mgx);
+  }
+}
+
+// dw (C) = sum_rows gout * xhat, db (C) = sum_rows gout: thread c sums column c in row order.
+template <class T>
+__global__ void layernorm_dwdb_kernel(const T* g, const T* x, const T* mean, const T* rstd, T* dw, T* db,
+                                      int64_t rows, int64_t C) {
+  LM_CUDA_FOR(c, C) {
+    T sw = 0, sb = 0;
+    for (int64_t r = 0; r < rows; ++r) {
+      const T gv = g[r * C + c];
+      sw += gv * (x[r * C + c] - mean[r]) * rstd[r];
+      sb += gv;
+    }
+    dw[c] = sw;
+    db[c] = sb;
+  }
+}
+
+// Row max and sum of exp(l - max) of a logits row, shared by the loss and its gradient. The
+// max starts at -inf and skips NaN (a NaN still makes the sum, hence the result, NaN, as on the
+// CPU). When `e` is given, exp(l - max) is also stored there for the caller to reuse.
+template <class T> __device__ void row_max_sumexp(const T* lr, int64_t V, T* e, T& m, T& s) {
+  m = -static_cast<T>(INFINITY);
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) m = MaxOp{}(m, lr[v]);
+  m = block_allreduce(m, MaxOp{});
+  s = 0;
+  for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+    const T ev = std::exp(lr[v] - m);
+    if (e != nullptr) e[v] = ev;
+    s += ev;
+  }
+  s = block_allreduce(s, SumOp{});
+}
+
+// logits (N, V), targets (N) -> losses (N) = logsumexp(row) - row[target]; 0 on ignored rows.
+// The block's branch on the target is uniform, so skipping a row skips its barriers together.
+template <class T>
+__global__ void cross_entropy_kernel(const T* logits, const int32_t* t, int64_t ignore_index, T* losses, int64_t N,
+                                     int64_t V) {
+  for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
+    const int64_t target = t[r];
+    if (target == ignore_index) {
+      if (threadIdx.x == 0) losses[r] = T(0);
+      continue;
+    }
+    const T* lr = logits + r * V;
+    T m, s;
+    row_max_sumexp<T>(lr, V, nullptr, m, s);
+    if (threadIdx.x == 0) losses[r] = m + std::log(s) - lr[target];
+  }
+}
+
+// dlogits (N, V) = scale * (softmax(row) - onehot(target)); 0 on ignored rows.
+template <class T>
+__global__ void cross_entropy_backward_kernel(const T* logits, const int32_t* t, int64_t ignore_index, T scale, T* d,
+                                              int64_t N, int64_t V) {
+  for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
+    const int64_t target = t[r];
+    T* dr = d + r * V;
+    if (target == ignore_index) {
+      for (int64_t v = threadIdx.x; v < V; v += blockDim.x) dr[v] = T(0);
+      continue;
+    }
+    T m, s;
+    row_max_sumexp<T>(logits + r * V, V, dr, m, s);
+    const T inv = scale / s;
+    // Each thread rescales only the entries it stored itself in row_max_sumexp.
+    for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+      const T p = dr[v] * inv;
+      dr[v] = v == target ? p - scale : p;
+    }
+  }
+}
+
+}  // namespace
+
+void layernorm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& out, const Tensor& mean,
+               const Tensor& rstd) {
+  const int64_t C = x.size(-1), rows = C == 0 ? 0 : x.numel() / C;
+  if (rows == 0) return;
+  LM_DISPATCH_FLOAT(x.dtype(), "layernorm", {
+    layernorm_kernel<scalar_t><<<row_blocks(rows), kRowThreads>>>(
+        x.data<scalar_t>(), w.data<scalar_t>(), b.data<scalar_t>(), eps, out.data<scalar_t>(), mean.data<scalar_t>(),
+        rstd.data<scalar_t>(), rows, C);
+    LM_CUDA_CHECK_LAUNCH("layernorm_kernel");
+  });
+}
+
+void layernorm_backward(const Tensor& gout, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
+                        const Tensor& dx, const Tensor& dw, const Tensor& db) {
+  const int64_t C = x.size(-1), rows = C == 0 ? 0 : x.numel() / C;
+  if (C == 0) return;
+  LM_DISPATCH_FLOAT(x.dtype(), "layernorm_backward", {
+    if (rows > 0) {
+      layernorm_dx_kernel<scalar_t><<<row_blocks(rows), kRowThreads>>>(
+          gout.data<scalar_t>(), x.data<scalar_t>(), w.data<scalar_t>(), mean.data<scalar_t>(), rstd.data<scalar_t>(),
+          dx.data<scalar_t>(), rows, C);
+      LM_CUDA_CHECK_LAUNCH("layernorm_dx_kernel");
+    }
+    layernorm_dwdb_kernel<scalar_t><<<blocks_for(C), kThreads>>>(gout.data<scalar_t>(), x.data<scalar_t>(),
+                                                                 mean.data<scalar_t>(), rstd.data<scalar_t>(),
+                                                                 dw.data<scalar_t>(), db.data<scalar_t>(), rows, C);
+    LM_CUDA_CHECK_LAUNCH("layernorm_dwdb_kernel");
+  });
+}
+
+int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& losses) {
+  const int64_t N = logits.size(0), V = logits.size(1);
+  const int32_t* t = targets.data<int32_t>();
+  // Validate every target first: a bad one would read outside its logits row.
+  const int64_t bad = first_bad_index(t, N, V, true, ignore_index);
+  if (bad >= 0 || N == 0) return bad;
+  LM_DISPATCH_FLOAT(logits.dtype(), "cross_entropy", {
+    cross_entropy_kernel<scalar_t><<<row_blocks(N), kRowThreads>>>(logits.data<scalar_t>(), t, ignore_index,
+                                                                   losses.data<scalar_t>(), N, V);
+    LM_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
+  });
+  return -1;
+}
+
+void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double scale,
+                            const Tensor& dlogits) {
+  const int64_t N = logits.size(0), V = logits.size(1);
+  if (N == 0 || V == 0) return;
+  const int32_t* t = targets.data<int32_t>();
+  // The CPU twin trusts targets the forward has checked; a device fault would poison the whole
+  // context, so an out-of-range target is reported here instead.
+  const int64_t bad = first_bad_index(t, N, V, true, ignore_index);
+  LM_CHECK(bad < 0, "cross_entropy_backward on cuda: the target in row " << bad << " is out of range [0, " << V
+                                                                          << ") and is not the ignore index "
+                                                                          << ignore_index);
+  LM_DISPATCH_FLOAT(logits.dtype(), "cross_entropy_backward", {
+    cross_entropy_backward_kernel<scalar_t><<<row_blocks(N), kRowThreads>>>(
+        logits.data<scalar_t>(), t, ignore_index, static_cast<scalar_t>(scale), dlogits.data<scalar_t>(), N, V);
+    LM_CUDA_CHECK_LAUNCH("cross_entropy_backward_kernel");
+  });
+}
+
+}  // namespace cuda
+}  // namespace lm
