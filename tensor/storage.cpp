@@ -60,6 +60,12 @@ bool cuda_compiled() {
 #endif
 }
 
+void cuda_synchronize() {
+#ifdef LANDMARK_WITH_CUDA
+  cuda::synchronize();
+#endif
+}
+
 int cuda_device_count() {
 #ifdef LANDMARK_WITH_CUDA
   return cuda::device_count();

@@ -29,5 +29,6 @@ class Storage {
 // whether a GPU is present: see cuda_device_count().
 bool cuda_compiled();
 int cuda_device_count();  // 0 when not compiled with CUDA or when no device/driver is found
+void cuda_synchronize();  // wait for queued CUDA work (and surface its errors); no-op without CUDA
 
 }  // namespace lm

@@ -32,6 +32,8 @@ TEST_CASE("embedding rejects bad indices and shapes with clear messages", "[inde
   CHECK_THROWS_AS(embedding(w, zeros({2})), Error);       // f32 indices
   CHECK_THROWS_AS(embedding(zeros({5}), zeros({2}, DType::I32)), Error);
   CHECK_THROWS_AS(embedding_backward(zeros({2, 3}), zeros({3}, DType::I32), 5), Error);
+  CHECK_THROWS_WITH(embedding_backward(zeros({2, 3}), from_vector(std::vector<int32_t>{0, 5}, {2}), 5),
+                    Catch::Contains("index 5"));
   CHECK(embedding(w, zeros({0}, DType::I32)).shape() == Shape{0, 3});
 }
 

@@ -96,6 +96,8 @@ TEST_CASE("cross_entropy rejects bad targets and shapes", "[nn_ops]") {
   CHECK_THROWS_WITH(cross_entropy(logits, from_vector(std::vector<int32_t>{0, 4}, {2})),
                     Catch::Contains("target 4") && Catch::Contains("row 1"));
   CHECK_THROWS_AS(cross_entropy(logits, from_vector(std::vector<int32_t>{0}, {1})), Error);
+  CHECK_THROWS_WITH(cross_entropy_backward(logits, from_vector(std::vector<int32_t>{-3, 1}, {2}), 1.0),
+                    Catch::Contains("target -3") && Catch::Contains("row 0"));
   CHECK_THROWS_AS(cross_entropy(logits, zeros({2})), Error);
   CHECK_THROWS_AS(cross_entropy(zeros({2, 4, 1}), zeros({2}, DType::I32)), Error);
 }

@@ -118,6 +118,10 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t
                             const Tensor& dlogits) {
   const int64_t N = logits.size(0), V = logits.size(1);
   const int32_t* t = targets.data<int32_t>();
+  for (int64_t n = 0; n < N; ++n)  // a bad target would write outside its row
+    LM_CHECK(t[n] == ignore_index || (t[n] >= 0 && t[n] < V),
+             "cross_entropy_backward: target " << t[n] << " in row " << n << " is out of range [0, " << V
+                                               << ") and is not the ignore index " << ignore_index);
   LM_DISPATCH_FLOAT(logits.dtype(), "cross_entropy_backward", {
     const scalar_t* pl = logits.data<scalar_t>();
     scalar_t* pd = dlogits.data<scalar_t>();

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "gpu_compare.h"
-#include "tensor/cuda/runtime.h"
 #include "tensor/rng.h"
 
 using namespace lm;
@@ -22,7 +21,7 @@ const DType kAllTypes[] = {DType::F32, DType::F64, DType::I32};
 TEST_CASE("cuda: a device is present and idle", "[cuda][runtime]") {
   REQUIRE(cuda_device_count() > 0);
   Tensor x = zeros({3}, DType::F32, kGpu);
-  REQUIRE_NOTHROW(cuda::synchronize());
+  REQUIRE_NOTHROW(cuda_synchronize());
   REQUIRE(x.device() == kGpu);
 }
 

@@ -1,0 +1,386 @@
+// checkpoint.cpp: the safetensors writer, and a reader that checks every number in the file
+// before using it. Layout (https://github.com/huggingface/safetensors): an 8-byte little-endian
+// u64 N, N bytes of UTF-8 JSON header (we pad it with spaces to a multiple of 8 so the data
+// starts 8-aligned), then the tensors' bytes, row-major and little-endian, back to back with no
+// holes. Not memory-mapped and not streaming: each tensor is read into its own host Storage.
+#include "nn/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <numeric>
+#include <set>
+
+namespace lm {
+
+namespace {
+
+using ordered_json = nlohmann::ordered_json;  // keeps header keys in file order
+
+// The reference implementation refuses headers above 100 MB; a larger one means a corrupt file.
+constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
+
+// safetensors spells dtypes in capitals. Only the three this project computes in are accepted;
+// BF16, F16, I64, ... are rejected rather than silently converted.
+const char* st_dtype_name(DType t) {
+  switch (t) {
+    case DType::F32: return "F32";
+    case DType::F64: return "F64";
+    case DType::I32: return "I32";
+  }
+  return "?";
+}
+bool parse_st_dtype(const std::string& s, DType* out) {
+  if (s == "F32") *out = DType::F32;
+  else if (s == "F64") *out = DType::F64;
+  else if (s == "I32") *out = DType::I32;
+  else return false;
+  return true;
+}
+
+// We copy tensor bytes straight to and from memory, which is only right on a little-endian host.
+void check_little_endian() {
+  const uint16_t one = 1;
+  unsigned char first_byte;
+  std::memcpy(&first_byte, &one, 1);
+  LM_CHECK(first_byte == 1, "checkpoints: this host is big-endian; safetensors data is "
+                            "little-endian and this code does not swap bytes");
+}
+
+uint64_t tensor_nbytes(const Tensor& t) {
+  return static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
+}
+
+// The first 200 characters of a JSON value, for error messages about odd header entries.
+std::string snippet(const ordered_json& v) {
+  std::string s = v.dump();
+  return s.size() > 200 ? s.substr(0, 200) + "..." : s;
+}
+
+const Tensor* find_tensor(const Checkpoint& c, const std::string& name) {
+  // A linear scan: checkpoints hold hundreds of tensors, not millions.
+  for (const auto& [n, t] : c.tensors)
+    if (n == name) return &t;
+  return nullptr;
+}
+
+// Up to five existing names, those sharing the longest prefix with `name` first, so a missing
+// "blocks.3.attn.qkv.weight" suggests "blocks.2.attn.qkv.weight" rather than "wte.weight".
+std::string suggestions(const Checkpoint& c, const std::string& name) {
+  if (c.tensors.empty()) return "it holds no tensors at all";
+  auto common = [&](const std::string& other) {
+    size_t k = 0;
+    while (k < name.size() && k < other.size() && name[k] == other[k]) ++k;
+    return k;
+  };
+  std::vector<std::string> names;
+  for (const auto& entry : c.tensors) names.push_back(entry.first);
+  std::stable_sort(names.begin(), names.end(),
+                   [&](const std::string& a, const std::string& b) { return common(a) > common(b); });
+  std::ostringstream os;
+  os << "it holds " << names.size() << " tensors, e.g. ";
+  for (size_t i = 0; i < names.size() && i < 5; ++i) os << (i ? ", '" : "'") << names[i] << "'";
+  if (names.size() > 5) os << ", ...";
+  return os.str();
+}
+
+// Owns the temporary file of a save until it is renamed into place; if anything throws before
+// that, the destructor closes and deletes it, so a failed save leaves only the old file behind.
+class TempFile {
+ public:
+  explicit TempFile(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    LM_CHECK(fd_ >= 0, "save_safetensors: cannot create '" << path_ << "': " << std::strerror(errno));
+  }
+  ~TempFile() {
+    if (fd_ >= 0) ::close(fd_);
+    if (!committed_) ::unlink(path_.c_str());
+  }
+  TempFile(const TempFile&) = delete;
+  TempFile& operator=(const TempFile&) = delete;
+
+  void write(const void* data, uint64_t n) {
+    const char* p = static_cast<const char*>(data);
+    while (n > 0) {  // write() may write less than asked, or be interrupted by a signal
+      ssize_t w = ::write(fd_, p, static_cast<size_t>(std::min<uint64_t>(n, 1ull << 30)));
+      if (w < 0 && errno == EINTR) continue;
+      LM_CHECK(w > 0, "save_safetensors: writing '" << path_ << "' failed: " << std::strerror(errno));
+      p += w;
+      n -= static_cast<uint64_t>(w);
+    }
+  }
+
+  // fsync before rename: otherwise a crash could leave `final_path` naming a file whose data
+  // never reached the disk. rename() then replaces the old checkpoint in one atomic step.
+  void commit(const std::string& final_path) {
+    LM_CHECK(::fsync(fd_) == 0, "save_safetensors: fsync of '" << path_ << "' failed: " << std::strerror(errno));
+    int rc = ::close(fd_);
+    fd_ = -1;
+    LM_CHECK(rc == 0, "save_safetensors: closing '" << path_ << "' failed: " << std::strerror(errno));
+    LM_CHECK(std::rename(path_.c_str(), final_path.c_str()) == 0,
+             "save_safetensors: renaming '" << path_ << "' to '" << final_path << "' failed: " << std::strerror(errno));
+    committed_ = true;
+    // Make the rename itself durable. Best effort: some filesystems refuse to fsync a directory,
+    // and by now the new file is complete either way.
+    std::string dir = std::filesystem::path(final_path).parent_path().string();
+    int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {
+      ::fsync(dfd);
+      ::close(dfd);
+    }
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+}  // namespace
+
+// ---- Checkpoint lookups ----
+
+void Checkpoint::add(const std::string& name, const Tensor& t) {
+  LM_CHECK(!has(name), "Checkpoint::add: a tensor named '" << name << "' is already present");
+  tensors.emplace_back(name, t);
+}
+
+bool Checkpoint::has(const std::string& name) const { return find_tensor(*this, name) != nullptr; }
+
+const Tensor& Checkpoint::get(const std::string& name) const {
+  const Tensor* t = find_tensor(*this, name);
+  if (t == nullptr) LM_FAIL("checkpoint has no tensor named '" << name << "'; " << suggestions(*this, name));
+  return *t;
+}
+
+Tensor Checkpoint::get(const std::string& name, const Shape& expected_shape, DType expected_dtype) const {
+  const Tensor& t = get(name);
+  LM_CHECK(t.shape() == expected_shape && t.dtype() == expected_dtype,
+           "checkpoint tensor '" << name << "' is " << dtype_name(t.dtype()) << " " << shape_str(t.shape())
+               << ", expected " << dtype_name(expected_dtype) << " " << shape_str(expected_shape)
+               << " (was the checkpoint written by a model with a different config?)");
+  return t;
+}
+
+// ---- writing ----
+
+void save_safetensors(const std::string& path, const Checkpoint& ckpt) {
+  check_little_endian();
+  // Header first, in the checkpoint's order; offsets are relative to the start of the data.
+  ordered_json header = ordered_json::object();
+  ordered_json meta = ordered_json::object();
+  meta["format"] = kCheckpointFormat;
+  try {
+    meta["landmark"] = ckpt.metadata.dump();  // a string: safetensors metadata values must be
+  } catch (const nlohmann::json::exception& e) {
+    LM_FAIL("save_safetensors('" << path << "'): the metadata cannot be written as JSON: " << e.what());
+  }
+  header["__metadata__"] = meta;
+
+  std::vector<Tensor> host;  // contiguous host copies, same order as ckpt.tensors
+  std::set<std::string> seen;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : ckpt.tensors) {
+    LM_CHECK(name != "__metadata__", "save_safetensors('" << path << "'): '__metadata__' is reserved "
+                                     "by safetensors and cannot name a tensor");
+    LM_CHECK(seen.insert(name).second, "save_safetensors('" << path << "'): two tensors are named '" << name << "'");
+    LM_CHECK(t.defined(), "save_safetensors('" << path << "'): tensor '" << name << "' is undefined");
+    Tensor h = t.to(Device::CPU).contiguous();
+    const uint64_t nbytes = tensor_nbytes(h);
+    ordered_json entry;
+    entry["dtype"] = st_dtype_name(h.dtype());
+    entry["shape"] = h.shape();  // [] for a 0-d tensor
+    entry["data_offsets"] = {offset, offset + nbytes};
+    header[name] = entry;
+    offset += nbytes;
+    host.push_back(h);
+  }
+
+  std::string text;
+  try {
+    text = header.dump();
+  } catch (const nlohmann::json::exception& e) {  // e.g. a tensor name that is not UTF-8
+    LM_FAIL("save_safetensors('" << path << "'): the header cannot be written as JSON: " << e.what());
+  }
+  text.append((8 - text.size() % 8) % 8, ' ');  // pad so the data starts at a multiple of 8
+
+  unsigned char len[8];  // u64 little-endian, byte by byte so it is right on any host
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
+
+  TempFile out(path + ".tmp");
+  out.write(len, 8);
+  out.write(text.data(), text.size());
+  for (const Tensor& h : host)
+    if (h.numel() > 0) out.write(h.raw_data(), tensor_nbytes(h));
+  out.commit(path);
+}
+
+// ---- reading ----
+
+Checkpoint load_safetensors(const std::string& path) {
+  check_little_endian();
+  const std::string where = "load_safetensors('" + path + "'): ";
+
+  std::error_code ec;
+  LM_CHECK(!std::filesystem::is_directory(path, ec), where << "this is a directory, not a checkpoint file");
+  std::ifstream in(path, std::ios::binary);
+  LM_CHECK(in.is_open(), where << "cannot open the file (" << std::strerror(errno) << ")");
+  in.seekg(0, std::ios::end);
+  const auto end_pos = in.tellg();
+  LM_CHECK(end_pos >= 0, where << "cannot read the file (seek failed)");
+  const uint64_t file_size = static_cast<uint64_t>(end_pos);
+
+  auto read_exact = [&](uint64_t pos, void* dst, uint64_t n, const std::string& what) {
+    in.clear();
+    in.seekg(static_cast<std::streamoff>(pos));
+    in.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
+    LM_CHECK(in && static_cast<uint64_t>(in.gcount()) == n,
+             where << "could not read " << what << " (" << n << " bytes at offset " << pos << ")");
+  };
+
+  // 1. The header length, and the header as JSON.
+  LM_CHECK(file_size >= 8, where << "the file is " << file_size << " bytes long, too short for the "
+                                 "8-byte header length that starts every safetensors file");
+  unsigned char len[8];
+  read_exact(0, len, 8, "the header length");
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
+  LM_CHECK(n <= file_size - 8, where << "the header length in the first 8 bytes says " << n << " bytes, but only "
+                                     << file_size - 8 << " bytes follow (corrupt, or not a safetensors file)");
+  LM_CHECK(n <= kMaxHeaderBytes, where << "the header length " << n << " is absurd (limit " << kMaxHeaderBytes << ")");
+  std::string text(n, '\0');
+  if (n > 0) read_exact(8, &text[0], n, "the header");
+
+  // nlohmann keeps the last of two equal keys; watch top-level keys to refuse such files.
+  std::set<std::string> keys;
+  std::string duplicate;
+  ordered_json::parser_callback_t watch_keys = [&](int depth, ordered_json::parse_event_t event, ordered_json& parsed) {
+    if (depth == 1 && event == ordered_json::parse_event_t::key && !keys.insert(parsed.get<std::string>()).second)
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  ordered_json header;
+  try {
+    header = ordered_json::parse(text, watch_keys);
+  } catch (const ordered_json::exception& e) {
+    LM_FAIL(where << "the header is not valid JSON (" << e.what() << ")");
+  }
+  LM_CHECK(header.is_object(), where << "the header is JSON but not an object: " << snippet(header));
+  LM_CHECK(text[0] == '{', where << "the header must begin with '{' (safetensors rule)");
+  LM_CHECK(duplicate.empty(), where << "the header names '" << duplicate << "' twice");
+
+  // 2. Metadata: all strings (safetensors rule), and our format marker before anything else,
+  // so a foreign file is reported as such rather than by its first unsupported dtype.
+  nlohmann::json landmark_meta;  // stays null when the file has no "landmark" entry
+  const ordered_json no_meta = ordered_json::object();
+  const ordered_json& meta = header.contains("__metadata__") ? header["__metadata__"] : no_meta;
+  LM_CHECK(meta.is_object(), where << "__metadata__ must be an object of strings, got " << snippet(meta));
+  for (const auto& [key, value] : meta.items())
+    LM_CHECK(value.is_string(), where << "__metadata__[\"" << key << "\"] is " << snippet(value)
+                                      << ", but safetensors metadata values must be strings");
+  LM_CHECK(meta.contains("format"), where << "not a landmark checkpoint: __metadata__ has no \"format\" "
+                                          "entry (expected \"" << kCheckpointFormat << "\")");
+  const std::string format = meta["format"].get<std::string>();
+  LM_CHECK(format == kCheckpointFormat, where << "not a landmark checkpoint: __metadata__.format is \""
+                                              << format << "\", expected \"" << kCheckpointFormat << "\"");
+  if (meta.contains("landmark")) {
+    try {
+      landmark_meta = nlohmann::json::parse(meta["landmark"].get<std::string>());
+    } catch (const nlohmann::json::exception& e) {
+      LM_FAIL(where << "__metadata__.landmark is not valid JSON (" << e.what() << ")");
+    }
+  }
+
+  // 3. Each tensor entry on its own: known dtype, a shape of non-negative integers, and
+  // data_offsets whose length is exactly numel * dtype size.
+  struct Entry {
+    std::string name;
+    DType dtype;
+    Shape shape;
+    uint64_t begin, end;
+  };
+  std::vector<Entry> entries;
+  for (const auto& [name, v] : header.items()) {
+    if (name == "__metadata__") continue;
+    const std::string what = where + "tensor '" + name + "': ";
+    LM_CHECK(v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"),
+             what << "expected {\"dtype\", \"shape\", \"data_offsets\"}, got " << snippet(v));
+    Entry e;
+    e.name = name;
+    const ordered_json& dt = v["dtype"];
+    LM_CHECK(dt.is_string() && parse_st_dtype(dt.get<std::string>(), &e.dtype),
+             what << "dtype " << snippet(dt) << " is not supported (this reader knows F32, F64 and I32)");
+    const ordered_json& sh = v["shape"];
+    LM_CHECK(sh.is_array(), what << "shape must be an array, got " << snippet(sh));
+    bool any_zero = false;
+    for (const auto& d : sh) {
+      LM_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()),
+               what << "shape " << snippet(sh) << " must hold non-negative integers");
+      e.shape.push_back(d.get<int64_t>());
+      any_zero = any_zero || e.shape.back() == 0;
+    }
+    uint64_t nbytes = 0;  // numel * dtype size, refusing shapes whose size overflows 64 bits
+    if (!any_zero) {
+      nbytes = dtype_size(e.dtype);
+      for (int64_t d : e.shape) {
+        LM_CHECK(nbytes <= std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d),
+                 what << "shape " << shape_str(e.shape) << " is impossibly large");
+        nbytes *= static_cast<uint64_t>(d);
+      }
+    }
+    const ordered_json& off = v["data_offsets"];
+    LM_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(),
+             what << "data_offsets must be [begin, end] with non-negative integers, got " << snippet(off));
+    e.begin = off[0].get<uint64_t>();
+    e.end = off[1].get<uint64_t>();
+    LM_CHECK(e.begin <= e.end, what << "data_offsets [" << e.begin << ", " << e.end << "] end before they begin");
+    LM_CHECK(e.end - e.begin == nbytes,
+             what << "shape " << shape_str(e.shape) << " of " << st_dtype_name(e.dtype) << " needs " << nbytes
+                  << " bytes, but data_offsets [" << e.begin << ", " << e.end << "] span " << e.end - e.begin);
+    entries.push_back(std::move(e));
+  }
+
+  // 4. Together, in offset order, the tensors must tile the data section exactly: in range,
+  // no overlaps, no holes, nothing after the last one (safetensors forbids unindexed bytes).
+  const uint64_t data_start = 8 + n, data_size = file_size - data_start;
+  std::vector<size_t> order(entries.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return entries[a].begin != entries[b].begin ? entries[a].begin < entries[b].begin : entries[a].end < entries[b].end;
+  });
+  uint64_t covered = 0;  // bytes of the data section tiled so far
+  std::string previous = "(start of data)";
+  for (size_t i : order) {
+    const Entry& e = entries[i];
+    LM_CHECK(e.end <= data_size, where << "tensor '" << e.name << "' ends at byte " << e.end << " of the data "
+                                       << "section, but only " << data_size << " bytes follow the header: the file "
+                                       << "is truncated or its data_offsets are out of range");
+    LM_CHECK(e.begin >= covered, where << "tensors '" << previous << "' and '" << e.name
+                                       << "' overlap (data_offsets begin " << e.begin << " < end " << covered << ")");
+    LM_CHECK(e.begin == covered, where << "bytes [" << covered << ", " << e.begin << ") of the data section "
+                                       << "belong to no tensor (safetensors forbids holes)");
+    covered = e.end;
+    previous = e.name;
+  }
+  LM_CHECK(covered == data_size, where << "the file has " << data_size - covered << " bytes after the last "
+                                       << "tensor's data (safetensors forbids unindexed bytes)");
+
+  // 5. Only now, with every range known to be valid, read the data.
+  Checkpoint ckpt;
+  ckpt.metadata = std::move(landmark_meta);
+  for (const Entry& e : entries) {
+    Tensor t(e.shape, e.dtype, Device::CPU);
+    if (e.end > e.begin) read_exact(data_start + e.begin, t.raw_data(), e.end - e.begin, "tensor '" + e.name + "'");
+    ckpt.tensors.emplace_back(e.name, t);
+  }
+  return ckpt;
+}
+
+}  // namespace lm

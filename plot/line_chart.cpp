@@ -1,0 +1,124 @@
+// line_chart.cpp: several series as polylines over a grid, linear or log axes, legend to the right
+// of the plot area (so it never covers a curve). Gaps come from NaN points. It reads no logs:
+// turning a metrics file into Series is the caller's job (train/, infer/ or a small tool).
+#include <algorithm>
+#include <cmath>
+
+#include "plot/axes.h"
+#include "plot/plot.h"
+#include "tensor/check.h"
+
+namespace lm::plot {
+
+namespace {
+
+constexpr int kLegendSwatch = 32;  // length of the line sample in the legend
+constexpr int kLegendRow = 26;     // vertical distance between legend entries
+constexpr Rgb kLegendBorder{200, 200, 200};
+
+bool usable(double v, bool log) { return std::isfinite(v) && (!log || v > 0); }
+
+// Ticks for one axis: fitted (widened to nice values) or, for a range the caller fixed, the nice
+// values inside that exact range.
+Ticks axis_ticks(double lo, double hi, bool log, bool fixed, int max_intervals) {
+  const Ticks all = log ? log_ticks(lo, hi) : nice_ticks(lo, hi, max_intervals);
+  return fixed ? detail::ticks_within(all, lo, hi) : all;
+}
+
+void check_range(const std::optional<std::pair<double, double>>& r, bool log, const char* name) {
+  if (!r) return;
+  LM_CHECK(std::isfinite(r->first) && std::isfinite(r->second) && r->first < r->second,
+           "line_chart: " << name << " must be finite with lo < hi, got [" << r->first << ", " << r->second << "]");
+  LM_CHECK(!log || r->first > 0, "line_chart: " << name << " must be > 0 on a log axis, got lo = " << r->first);
+}
+
+}  // namespace
+
+Frame line_chart(const std::string& path, const std::vector<Series>& series, const LineChartOptions& opt) {
+  using namespace detail;
+  check_image_size(opt.width, opt.height, "line_chart");
+  LM_CHECK(!series.empty(), "line_chart: `series` is empty; pass at least one Series");
+  LM_CHECK(opt.line_width > 0 && opt.line_width <= 50,
+           "line_chart: line_width must be in (0, 50] pixels, got " << opt.line_width);
+  check_range(opt.x_range, opt.log_x, "x_range");
+  check_range(opt.y_range, opt.log_y, "y_range");
+
+  // Validate, and find the extent of the points that can be drawn.
+  double x_min = INFINITY, x_max = -INFINITY, y_min = INFINITY, y_max = -INFINITY;
+  bool any_label = false;
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
+    LM_CHECK(!s.y.empty(), "line_chart: series " << i << " ('" << s.label << "') has no y values");
+    LM_CHECK(s.x.empty() || s.x.size() == s.y.size(), "line_chart: series " << i << " ('" << s.label << "'): x has "
+                                                          << s.x.size() << " values but y has " << s.y.size());
+    any_label = any_label || !s.label.empty();
+    for (size_t j = 0; j < s.y.size(); ++j) {
+      const double x = s.x.empty() ? static_cast<double>(j) : s.x[j], y = s.y[j];
+      if (!usable(x, opt.log_x) || !usable(y, opt.log_y)) continue;
+      x_min = std::min(x_min, x), x_max = std::max(x_max, x);
+      y_min = std::min(y_min, y), y_max = std::max(y_max, y);
+    }
+  }
+  LM_CHECK(x_min <= x_max, "line_chart: no point of any series has a finite x and y"
+                               << (opt.log_x || opt.log_y ? " (> 0 on log axes)" : "") << "; nothing to draw");
+  if (opt.x_range) x_min = opt.x_range->first, x_max = opt.x_range->second;
+  if (opt.y_range) y_min = opt.y_range->first, y_max = opt.y_range->second;
+
+  const int max_x_intervals = std::clamp(opt.width / 120, 2, 10);
+  const int max_y_intervals = std::clamp(opt.height / 90, 2, 10);
+  const Ticks xt = axis_ticks(x_min, x_max, opt.log_x, opt.x_range.has_value(), max_x_intervals);
+  const Ticks yt = axis_ticks(y_min, y_max, opt.log_y, opt.y_range.has_value(), max_y_intervals);
+
+  // Legend geometry first: it decides how much room the plot area leaves on the right.
+  int legend_w = 0;
+  if (any_label) {
+    int widest = 0;
+    for (const Series& s : series) widest = std::max(widest, text_width(s.label, kLabelScale));
+    legend_w = 12 + kLegendSwatch + 10 + widest + 12;
+  }
+  const AxesText text{opt.title, opt.x_label, opt.y_label};
+  Frame f = layout_axes(opt.width, opt.height, text, xt, yt, legend_w > 0 ? legend_w + kPad : 0, "line_chart");
+  f.log_x = opt.log_x, f.log_y = opt.log_y;
+
+  Canvas canvas(opt.width, opt.height);
+  draw_grid(canvas, f, xt, yt);
+  canvas.set_clip(f.left, f.top, f.right, f.bottom);
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
+    const Rgb color = s.color ? *s.color : palette_color(static_cast<int>(i));
+    const size_t n = s.y.size();
+    std::vector<double> px(n, NAN), py(n, NAN);
+    for (size_t j = 0; j < n; ++j) {
+      const double x = s.x.empty() ? static_cast<double>(j) : s.x[j];
+      if (usable(x, opt.log_x) && usable(s.y[j], opt.log_y)) px[j] = f.to_px(x), py[j] = f.to_py(s.y[j]);
+    }
+    auto ok = [&](size_t j) { return std::isfinite(px[j]); };
+    for (size_t j = 0; j + 1 < n; ++j)
+      if (ok(j) && ok(j + 1)) canvas.line(px[j], py[j], px[j + 1], py[j + 1], color, opt.line_width);
+    for (size_t j = 0; j < n; ++j) {
+      const bool isolated = ok(j) && (j == 0 || !ok(j - 1)) && (j + 1 == n || !ok(j + 1));
+      if (opt.markers) canvas.dot(px[j], py[j], opt.line_width + 1.5, color);
+      else if (isolated) canvas.dot(px[j], py[j], opt.line_width, color);  // else it would vanish
+    }
+  }
+  draw_axes(canvas, f, xt, yt, text);
+
+  if (any_label) {
+    const int x0 = f.right + 1 + kPad, y0 = f.top;
+    const int y1 = y0 + 8 + kLegendRow * static_cast<int>(series.size());
+    canvas.fill_rect(x0, y0, x0 + legend_w - 1, y1, kWhite);
+    canvas.outline_rect(x0, y0, x0 + legend_w - 1, y1, kLegendBorder);
+    for (size_t i = 0; i < series.size(); ++i) {
+      const Series& s = series[i];
+      const Rgb color = s.color ? *s.color : palette_color(static_cast<int>(i));
+      const int cy = y0 + 4 + kLegendRow * static_cast<int>(i) + kLegendRow / 2;
+      canvas.line(x0 + 12, cy, x0 + 12 + kLegendSwatch, cy, color, std::max(opt.line_width, 2.0));
+      if (opt.markers) canvas.dot(x0 + 12 + kLegendSwatch / 2.0, cy, opt.line_width + 1.5, color);
+      canvas.text(x0 + 12 + kLegendSwatch + 10, cy, s.label, kTextColor, kLabelScale, HAlign::Left, VAlign::Middle);
+    }
+  }
+  canvas.write_png(path);
+  return f;
+}
+
+}  // namespace lm::plot
