@@ -1,0 +1,107 @@
+// cmd_data.cpp: `landmark prepare` (text -> tokenizer + token files) and
+// `landmark extract-austen` (extract Jane Austen's novels from the r-cran-janeaustenr package data).
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <sstream>
+
+#include "apps/commands.h"
+#include "tensor/check.h"
+#include "train/corpus.h"
+#include "train/token_file.h"
+#include "train/tokenizer.h"
+
+namespace lm {
+namespace app {
+
+namespace {
+std::string read_all(const std::string& path, int64_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  LM_CHECK(in.good(), "prepare: cannot open " << path);
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  std::string s = ss.str();
+  if (max_bytes > 0 && static_cast<int64_t>(s.size()) > max_bytes) s.resize(static_cast<size_t>(max_bytes));
+  return s;
+}
+
+void progress_bar(const char* what, int64_t done, int64_t total) {
+  std::fprintf(stderr, "\r%s: %5.1f%%", what, total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0);
+  if (done >= total) std::fprintf(stderr, "\n");
+}
+}  // namespace
+
+Command prepare_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("prepare", "Build a tokenizer and token files (train.tokens, val.tokens) from text");
+  auto train_txt = std::make_shared<std::vector<std::string>>();
+  auto val_txt = std::make_shared<std::vector<std::string>>();
+  auto out = std::make_shared<std::string>();
+  auto kind = std::make_shared<std::string>("bpe");
+  auto vocab = std::make_shared<int64_t>(4096);
+  auto sample_mb = std::make_shared<double>(8.0);
+  auto gpt2 = std::make_shared<std::vector<std::string>>();
+  sub->add_option("--train", *train_txt, "Training text files")->required()->check(CLI::ExistingFile);
+  sub->add_option("--val", *val_txt, "Validation text files")->required()->check(CLI::ExistingFile);
+  sub->add_option("--out", *out, "Output directory")->required();
+  sub->add_option("--tokenizer", *kind, "bytes | bpe (trained on the training text) | gpt2 (needs --gpt2-files)")
+      ->check(CLI::IsMember({"bytes", "bpe", "gpt2"}))
+      ->capture_default_str();
+  sub->add_option("--vocab", *vocab, "BPE vocabulary size (base, before special tokens)")
+      ->check(CLI::Range(int64_t(257), int64_t(1) << 20))
+      ->capture_default_str();
+  sub->add_option("--bpe-sample-mb", *sample_mb, "Train BPE on the first N MB of the training text")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  sub->add_option("--gpt2-files", *gpt2, "GPT-2's encoder.json and vocab.bpe")->expected(2)->check(CLI::ExistingFile);
+  auto run = [=]() {
+    std::filesystem::create_directories(*out);
+    std::unique_ptr<Tokenizer> tok;
+    if (*kind == "bytes") {
+      tok = std::make_unique<ByteTokenizer>();
+    } else if (*kind == "gpt2") {
+      LM_CHECK(gpt2->size() == 2, "prepare: --tokenizer gpt2 needs --gpt2-files encoder.json vocab.bpe");
+      tok = std::make_unique<BpeTokenizer>(BpeTokenizer::load_gpt2((*gpt2)[0], (*gpt2)[1]));
+    } else {
+      std::string sample;
+      const int64_t budget = static_cast<int64_t>(*sample_mb * 1024 * 1024);
+      for (const std::string& p : *train_txt) {
+        if (static_cast<int64_t>(sample.size()) >= budget) break;
+        sample += read_all(p, budget - static_cast<int64_t>(sample.size()));
+      }
+      std::cerr << "training BPE to " << *vocab << " tokens on " << sample.size() << " bytes\n";
+      tok = std::make_unique<BpeTokenizer>(BpeTokenizer::train(
+          sample, *vocab, [](int64_t d, int64_t t) { progress_bar("bpe merges", d, t); }));
+    }
+    const std::string tok_path = *out + "/tokenizer.json";
+    save_tokenizer(*tok, tok_path);
+    PrepareStats tr = prepare_tokens(*train_txt, *tok, *out + "/train.tokens",
+                                     [](int64_t d, int64_t t) { progress_bar("train tokens", d, t); });
+    PrepareStats va = prepare_tokens(*val_txt, *tok, *out + "/val.tokens",
+                                     [](int64_t d, int64_t t) { progress_bar("val tokens", d, t); });
+    std::cout << "tokenizer " << tok->kind() << " (vocab " << tok->vocab_size() << ") -> " << tok_path << "\n"
+              << "train: " << tr.bytes << " bytes -> " << tr.tokens << " tokens (" << *out << "/train.tokens)\n"
+              << "val:   " << va.bytes << " bytes -> " << va.tokens << " tokens (" << *out << "/val.tokens)\n";
+    return 0;
+  };
+  return {sub, run};
+}
+
+Command corpus_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("extract-austen", "Extract Jane Austen's novels from r-cran-janeaustenr's data/ dir");
+  auto dir = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>();
+  sub->add_option("rdata_dir", *dir, "The package's data directory (holding Rdata.rdb and Rdata.rdx)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("out_dir", *out, "Where to write one .txt per novel")->required();
+  auto run = [=]() {
+    for (const std::string& f : write_austen(*dir, *out)) std::cout << "wrote " << f << "\n";
+    return 0;
+  };
+  return {sub, run};
+}
+
+}  // namespace app
+}  // namespace lm

@@ -1,0 +1,135 @@
+// cmd_train.cpp: `landmark train`, `landmark plot` and `landmark info`.
+#include <csignal>
+#include <iostream>
+#include <memory>
+
+#include "apps/commands.h"
+#include "nn/checkpoint.h"
+#include "train/metrics.h"
+#include "train/trainer.h"
+
+namespace lm {
+namespace app {
+
+namespace {
+void on_sigint(int) { stop_requested() = true; }
+
+// Presets set the model size and batch; explicit flags given after them still win.
+struct Preset {
+  int64_t layers, embd, heads, block, batch;
+};
+Preset preset_of(const std::string& name) {
+  if (name == "tiny") return {4, 256, 4, 512, 8};
+  if (name == "small") return {6, 512, 8, 512, 8};
+  return {12, 1024, 8, 512, 8};  // "paper": 12 layers, 8 heads of 128, d 1024 (batch 128 via --grad-accum 16)
+}
+}  // namespace
+
+Command train_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("train", "Train a GPT on a prepared token directory (see `landmark prepare`)");
+  auto o = std::make_shared<TrainOptions>();
+  auto preset = std::make_shared<std::string>("tiny");
+  auto device = std::make_shared<std::string>("cpu");
+  auto layers = std::make_shared<int64_t>(0), embd = std::make_shared<int64_t>(0), heads = std::make_shared<int64_t>(0),
+       block = std::make_shared<int64_t>(0), batch = std::make_shared<int64_t>(0);
+  sub->add_option("--preset", *preset, "Model size: tiny (4 layers, d 256, 4 heads, T 512, B 8), small (6, 512, 8), "
+                                       "paper (12, 1024, 8)")
+      ->check(CLI::IsMember({"tiny", "small", "paper"}))
+      ->capture_default_str();
+  sub->add_option("--data", o->data_dir, "Directory with tokenizer.json, train.tokens, val.tokens")->required();
+  sub->add_option("--out", o->out_dir, "Output directory (checkpoint, metrics.jsonl, loss.png)")->capture_default_str();
+  sub->add_option("--layers", *layers, "Override the preset's number of layers")->check(CLI::PositiveNumber);
+  sub->add_option("--embd", *embd, "Override the preset's embedding size")->check(CLI::PositiveNumber);
+  sub->add_option("--heads", *heads, "Override the preset's number of heads")->check(CLI::PositiveNumber);
+  sub->add_option("--block-size", *block, "Override the preset's context length T")->check(CLI::PositiveNumber);
+  sub->add_option("--batch", *batch, "Override the preset's batch size B")->check(CLI::PositiveNumber);
+  sub->add_option("--dropout", o->model.dropout, "Dropout probability")->check(CLI::Range(0.0, 0.95))->capture_default_str();
+  sub->add_option("--steps", o->steps, "Total optimizer steps")->check(CLI::Range(int64_t(2), int64_t(1) << 40))->capture_default_str();
+  sub->add_option("--lr", o->lr, "Peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--schedule", o->schedule, "one-cycle (paper: lr/100, 2% cosine warm-up, cosine to lr/5) | cosine | constant")
+      ->check(CLI::IsMember({"one-cycle", "cosine", "constant"}))
+      ->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "Warm-up steps (cosine schedule)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--min-lr", o->min_lr, "Final learning rate (cosine schedule)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--weight-decay", o->adamw.weight_decay, "AdamW weight decay (Linear weights only)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--beta1", o->adamw.beta1, "AdamW beta1")->check(CLI::Range(0.0, 0.9999))->capture_default_str();
+  sub->add_option("--beta2", o->adamw.beta2, "AdamW beta2")->check(CLI::Range(0.0, 0.99999))->capture_default_str();
+  sub->add_option("--grad-clip", o->grad_clip, "Clip the global gradient norm (0: off)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--grad-accum", o->grad_accum, "Micro-batches per step")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--eval-every", o->eval_every, "Validation every N steps and at the end (0: never)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--eval-batches", o->eval_batches, "Batches per validation")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--ckpt-every", o->ckpt_every, "Checkpoint every N steps (always at the end and on Ctrl-C)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--time-limit", o->time_limit_min, "Stop and checkpoint after this many minutes (0: none)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--stop-at", o->stop_at, "Stop and checkpoint at this step (the schedule still spans --steps)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--seed", o->seed, "Seed for initialisation, dropout and batches")->capture_default_str();
+  sub->add_option("--device", *device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  sub->add_option("--resume", o->resume, "Continue from this checkpoint (configs come from it)");
+  sub->add_flag("--quiet", o->quiet, "No per-step progress lines");
+  auto run = [=]() {
+    Preset p = preset_of(*preset);
+    o->model.n_layer = *layers ? *layers : p.layers;
+    o->model.n_embd = *embd ? *embd : p.embd;
+    o->model.n_head = *heads ? *heads : p.heads;
+    o->model.block_size = *block ? *block : p.block;
+    o->batch_size = *batch ? *batch : p.batch;
+    o->device = parse_device(*device);
+    std::signal(SIGINT, on_sigint);
+    TrainResult r = train(*o, std::cout);
+    std::signal(SIGINT, SIG_DFL);
+    const std::string png = o->out_dir + "/loss.png";
+    plot_loss_curves({o->out_dir + "/metrics.jsonl"}, {""}, png, "training " + *preset + " (" + o->out_dir + ")");
+    std::cout << "stopped: " << r.stop_reason << " at step " << r.step << "; last loss " << r.last_loss
+              << (r.last_val_loss >= 0 ? "; validation loss " + std::to_string(r.last_val_loss) : "") << "\n"
+              << "checkpoint: " << r.checkpoint << "\nloss curve: " << png << "\n";
+    return r.stop_reason == "interrupted" ? 130 : 0;
+  };
+  return {sub, run};
+}
+
+Command plot_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("plot", "Draw loss curves from one or more metrics.jsonl logs");
+  auto paths = std::make_shared<std::vector<std::string>>();
+  auto labels = std::make_shared<std::vector<std::string>>();
+  auto out = std::make_shared<std::string>("loss.png");
+  auto title = std::make_shared<std::string>("training loss");
+  sub->add_option("metrics", *paths, "metrics.jsonl files")->required()->check(CLI::ExistingFile);
+  sub->add_option("--labels", *labels, "One label per file (default: the file names)");
+  sub->add_option("--out", *out, "PNG to write")->capture_default_str();
+  sub->add_option("--title", *title, "Chart title")->capture_default_str();
+  auto run = [=]() {
+    std::vector<std::string> l = *labels;
+    if (l.empty()) l = *paths;
+    LM_CHECK(l.size() == paths->size(), "plot: got " << l.size() << " labels for " << paths->size() << " files");
+    plot_loss_curves(*paths, l, *out, *title);
+    std::cout << "wrote " << *out << "\n";
+    return 0;
+  };
+  return {sub, run};
+}
+
+Command info_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("info", "Print a checkpoint's metadata and tensor list");
+  auto path = std::make_shared<std::string>();
+  sub->add_option("checkpoint", *path, "A .safetensors checkpoint")->required()->check(CLI::ExistingFile);
+  auto run = [=]() {
+    Checkpoint ck = load_safetensors(*path);
+    nlohmann::json meta = ck.metadata;
+    if (meta.contains("tokenizer")) meta["tokenizer"] = "(" + meta["tokenizer"].value("kind", std::string("?")) + " tokenizer, omitted)";
+    std::cout << meta.dump(2) << "\n" << ck.tensors.size() << " tensors:\n";
+    for (auto& [name, t] : ck.tensors) std::cout << "  " << name << "  " << describe(t) << "\n";
+    return 0;
+  };
+  return {sub, run};
+}
+
+}  // namespace app
+}  // namespace lm

@@ -1,0 +1,24 @@
+// commands.h: the subcommands of the `landmark` program. Each *_command() registers its flags on
+// the CLI11 app and returns a runner that calls the library once parsing succeeded.
+#pragma once
+
+#include <functional>
+
+#include <CLI/CLI.hpp>
+
+namespace lm {
+namespace app {
+
+struct Command {
+  CLI::App* sub;
+  std::function<int()> run;
+};
+
+Command prepare_command(CLI::App& app);  // apps/cmd_data.cpp
+Command corpus_command(CLI::App& app);   // apps/cmd_data.cpp
+Command train_command(CLI::App& app);    // apps/cmd_train.cpp
+Command plot_command(CLI::App& app);     // apps/cmd_train.cpp
+Command info_command(CLI::App& app);     // apps/cmd_train.cpp
+
+}  // namespace app
+}  // namespace lm

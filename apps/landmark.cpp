@@ -1,0 +1,38 @@
+// landmark.cpp: the `landmark` command-line program. Each subcommand parses flags (CLI11) and
+// calls one library function; no logic lives here. `landmark <command> --help` lists every flag
+// with its default.
+#include <csignal>
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+
+#include "apps/commands.h"
+#include "tensor/check.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"landmark: Landmark Attention from scratch in C++ (train, evaluate, inspect)"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Print help for every subcommand");
+  std::vector<lm::app::Command> commands = {lm::app::prepare_command(app), lm::app::corpus_command(app),
+                                            lm::app::train_command(app), lm::app::plot_command(app),
+                                            lm::app::info_command(app)};
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);  // usage errors: message + non-zero exit (0 for --help)
+  }
+  for (auto& c : commands) {
+    if (!c.sub->parsed()) continue;
+    try {
+      return c.run();
+    } catch (const lm::Error& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: %s\n", e.what());
+      return 1;
+    }
+  }
+  return 0;
+}

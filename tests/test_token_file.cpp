@@ -1,0 +1,243 @@
+// test_token_file.cpp: token files (round trips at both widths, every rejection with its
+// message, atomic writes, prepare_tokens = encoding whole files) and random-window batching
+// (shifted targets, reproducibility from (seed, cursor), starts in range, Philox by hand).
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "tensor/check.h"
+#include "tensor/rng.h"
+#include "train/batch.h"
+#include "train/token_file.h"
+#include "train/tokenizer.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+fs::path fresh_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("lm_test_tokfile_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+std::string read_bytes(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+void write_bytes(const fs::path& p, const std::string& s) {
+  std::ofstream out(p, std::ios::binary | std::ios::trunc);
+  out << s;
+}
+// Header bytes before the tokens: magic 8 + version 4 + width 4 + vocab 8 + count 8 + fp length 4.
+constexpr size_t kFixed = 36;
+}  // namespace
+
+TEST_CASE("token file round trip with 2-byte tokens", "[token_file]") {
+  fs::path dir = fresh_dir("u16");
+  const std::string path = (dir / "a.tok").string();
+  const std::vector<int32_t> tokens = {0, 1, 299, 7, 255, 256, 42};
+  lm::write_token_file(path, tokens, 300, "fnv1a64:abc");
+  CHECK_FALSE(fs::exists(path + ".tmp"));
+  const std::string raw = read_bytes(path);
+  REQUIRE(raw.size() == kFixed + 11 + 2 * tokens.size());
+  CHECK(raw.substr(0, 8) == "LMTOKENS");
+  CHECK(raw[12] == 2);  // width
+  // Token 299 = 0x012B, little-endian, is the third token.
+  CHECK(static_cast<unsigned char>(raw[kFixed + 11 + 4]) == 0x2B);
+  CHECK(static_cast<unsigned char>(raw[kFixed + 11 + 5]) == 0x01);
+
+  lm::TokenFile f(path);
+  CHECK(f.size() == 7);
+  CHECK(f.vocab() == 300);
+  CHECK(f.fingerprint() == "fnv1a64:abc");
+  CHECK(f.tokens() == tokens);
+  CHECK(f[2] == 299);
+  CHECK(f.data()[6] == 42);
+  f.check_fingerprint("fnv1a64:abc");
+  CHECK_THROWS_WITH(f.check_fingerprint("fnv1a64:other"), Catch::Contains("fnv1a64:other") &&
+                    Catch::Contains("fnv1a64:abc"));
+
+  // The largest vocab that still fits 2 bytes.
+  lm::write_token_file(path, {65535, 0}, 65536, "");
+  CHECK(read_bytes(path).size() == kFixed + 2 * 2);
+  CHECK(lm::TokenFile(path).tokens() == std::vector<int32_t>{65535, 0});
+  fs::remove_all(dir);
+}
+
+TEST_CASE("token file round trip with 4-byte tokens", "[token_file]") {
+  fs::path dir = fresh_dir("u32");
+  const std::string path = (dir / "b.tok").string();
+  const std::vector<int32_t> tokens = {69999, 0, 65536, 123456 % 70000, 5};
+  lm::write_token_file(path, tokens, 70000, "fp");
+  CHECK(lm::token_width_for_vocab(70000) == 4);
+  CHECK(read_bytes(path).size() == kFixed + 2 + 4 * tokens.size());
+  lm::TokenFile f(path);
+  CHECK(f.vocab() == 70000);
+  CHECK(f.tokens() == tokens);
+  // Empty files are valid too.
+  lm::write_token_file(path, {}, 70000, "fp");
+  CHECK(lm::TokenFile(path).size() == 0);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("token file reader rejects bad files, naming the file and the problem", "[token_file]") {
+  fs::path dir = fresh_dir("bad");
+  const std::string good = (dir / "good.tok").string();
+  lm::write_token_file(good, {1, 2, 3, 4}, 300, "fp");
+  const std::string bytes = read_bytes(good);
+  auto variant = [&](const std::string& name, const std::string& content) {
+    const std::string p = (dir / name).string();
+    write_bytes(p, content);
+    return p;
+  };
+
+  const std::string missing = (dir / "missing.tok").string();
+  CHECK_THROWS_WITH(lm::TokenFile(missing), Catch::Contains(missing) && Catch::Contains("cannot open"));
+
+  std::string magic = bytes;
+  magic[0] = 'X';
+  const std::string p_magic = variant("magic.tok", magic);
+  CHECK_THROWS_WITH(lm::TokenFile(p_magic), Catch::Contains(p_magic) && Catch::Contains("wrong magic"));
+
+  std::string version = bytes;
+  version[8] = 2;
+  const std::string p_version = variant("version.tok", version);
+  CHECK_THROWS_WITH(lm::TokenFile(p_version), Catch::Contains(p_version) && Catch::Contains("unsupported version 2"));
+
+  const std::string p_short = variant("short.tok", bytes.substr(0, bytes.size() - 1));
+  CHECK_THROWS_WITH(lm::TokenFile(p_short), Catch::Contains(p_short) && Catch::Contains("truncated") &&
+                    Catch::Contains("4 tokens"));
+  const std::string p_long = variant("long.tok", bytes + "xx");
+  CHECK_THROWS_WITH(lm::TokenFile(p_long), Catch::Contains("4 tokens"));
+  const std::string p_header = variant("header.tok", bytes.substr(0, 20));
+  CHECK_THROWS_WITH(lm::TokenFile(p_header), Catch::Contains("truncated header"));
+
+  std::string width = bytes;
+  width[12] = 4;  // vocab 300 must use 2 bytes
+  const std::string p_width = variant("width.tok", width);
+  CHECK_THROWS_WITH(lm::TokenFile(p_width), Catch::Contains("bad token width 4"));
+
+  std::string range = bytes;
+  range[kFixed + 2 + 2 * 2] = 0x2C;  // third token := 300 = 0x012C, equal to the vocab
+  range[kFixed + 2 + 2 * 2 + 1] = 0x01;
+  const std::string p_range = variant("range.tok", range);
+  CHECK_THROWS_WITH(lm::TokenFile(p_range), Catch::Contains(p_range) && Catch::Contains("token 300 at index 2") &&
+                    Catch::Contains("out of range"));
+
+  // The writer refuses too, and leaves nothing behind.
+  const std::string p_w = (dir / "w.tok").string();
+  CHECK_THROWS_WITH(lm::write_token_file(p_w, {1, 300}, 300, ""), Catch::Contains("out of range"));
+  CHECK_THROWS_AS(lm::write_token_file(p_w, {-1}, 300, ""), lm::Error);
+  CHECK_FALSE(fs::exists(p_w));
+  CHECK_THROWS_AS(lm::TokenFile::from_tokens({0, 5}, 5), lm::Error);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("prepare_tokens equals encoding each file whole", "[token_file]") {
+  fs::path dir = fresh_dir("prepare");
+  // A second file of ~2.2 MB so that it is encoded in several ~1 MB pieces.
+  std::string small = "It is a truth universally acknowledged.\n\nCHAPTER 2\n";
+  std::string big;
+  const char* words[] = {"the", "quick", "brown", "fox's", "tale", "\n", "  ", "42", "caf\xC3\xA9", "--"};
+  uint32_t x = 7;
+  while (big.size() < 2200000) {
+    x = x * 1664525u + 1013904223u;
+    big += words[(x >> 16) % 10];
+    big += ((x >> 8) % 5 == 0) ? "" : " ";
+  }
+  write_bytes(dir / "a.txt", small);
+  write_bytes(dir / "b.txt", big);
+  lm::BpeTokenizer tok = lm::BpeTokenizer::train(small + big.substr(0, 100000), 320);
+  tok.add_special("<|landmark|>");
+
+  int64_t last_done = -1, last_total = -1, calls = 0;
+  const std::string out = (dir / "ab.tok").string();
+  lm::PrepareStats stats = lm::prepare_tokens({(dir / "a.txt").string(), (dir / "b.txt").string()}, tok, out,
+                                              [&](int64_t done, int64_t total) {
+                                                CHECK(done > last_done);
+                                                last_done = done;
+                                                last_total = total;
+                                                ++calls;
+                                              });
+  CHECK(calls >= 3);  // small file + at least two pieces of the big one
+  CHECK(last_done == static_cast<int64_t>(small.size() + big.size()));
+  CHECK(last_total == last_done);
+  std::vector<int32_t> expected = tok.encode(small), b = tok.encode(big);
+  expected.insert(expected.end(), b.begin(), b.end());
+  lm::TokenFile f(out);
+  CHECK(f.tokens() == expected);
+  CHECK(stats.tokens == static_cast<int64_t>(expected.size()));
+  CHECK(stats.files == 2);
+  CHECK(f.vocab() == tok.vocab_size());
+  CHECK(f.fingerprint() == tok.fingerprint());
+  CHECK_THROWS_WITH(lm::prepare_tokens({(dir / "none.txt").string()}, tok, out), Catch::Contains("none.txt"));
+  fs::remove_all(dir);
+}
+
+namespace {
+// Tokens 0, 1, 2, ...: a window's first token is its start, which makes every check direct.
+lm::TokenFile counting_file(int32_t n) {
+  std::vector<int32_t> t(static_cast<size_t>(n));
+  for (int32_t i = 0; i < n; ++i) t[static_cast<size_t>(i)] = i;
+  return lm::TokenFile::from_tokens(std::move(t), n);
+}
+}  // namespace
+
+TEST_CASE("batches: y is x shifted by one, starts in range and drawn from Philox", "[batch]") {
+  const int64_t B = 16, T = 8;
+  const lm::TokenFile data = counting_file(100);
+  lm::Batch batch = lm::sample_batch(data, B, T, /*seed=*/123, /*cursor=*/40);
+  REQUIRE(batch.x.shape() == lm::Shape{B, T});
+  REQUIRE(batch.y.shape() == lm::Shape{B, T});
+  CHECK(batch.x.dtype() == lm::DType::I32);
+  std::vector<int32_t> x = batch.x.to_vector<int32_t>(), y = batch.y.to_vector<int32_t>();
+  for (int64_t b = 0; b < B; ++b) {
+    const int32_t start = x[b * T];
+    CHECK((start >= 0 && start <= 100 - T - 1));
+    // The start by hand: Philox block at counter cursor + b on the Data stream, 64 bits mod 92.
+    lm::Philox4 r = lm::philox::block(40 + b, static_cast<uint32_t>(lm::RngStream::Data), 123);
+    CHECK(start == static_cast<int32_t>(((static_cast<uint64_t>(r.v[1]) << 32) | r.v[0]) % 92));
+    for (int64_t t = 0; t < T; ++t) {
+      CHECK(x[b * T + t] == start + t);
+      CHECK(y[b * T + t] == start + t + 1);
+    }
+  }
+}
+
+TEST_CASE("batches: (seed, cursor) reproduces a batch, other cursors and seeds differ", "[batch]") {
+  const lm::TokenFile data = counting_file(5000);
+  auto rows = [&](uint64_t seed, uint64_t cursor) {
+    return lm::sample_batch(data, 4, 16, seed, cursor).x.to_vector<int32_t>();
+  };
+  CHECK(rows(7, 0) == rows(7, 0));
+  CHECK(rows(7, 0) != rows(7, 4));
+  CHECK(rows(7, 0) != rows(8, 0));
+  // Row b of cursor c is row 0 of cursor c + b: one counter per row, as documented.
+  std::vector<int32_t> a = rows(7, 10), b = rows(7, 12);
+  CHECK(std::vector<int32_t>(a.begin() + 2 * 16, a.end()) == std::vector<int32_t>(b.begin(), b.begin() + 2 * 16));
+}
+
+TEST_CASE("batches: every start is reachable and roughly uniform", "[batch]") {
+  // 4 possible starts, 4000 draws: each count is Binomial(4000, 1/4), sd ~27; 150 is > 5 sd.
+  const lm::TokenFile data = counting_file(7);  // T = 3 -> starts 0..3
+  std::vector<int> count(4, 0);
+  for (uint64_t cursor = 0; cursor < 4000; cursor += 8) {
+    std::vector<int32_t> x = lm::sample_batch(data, 8, 3, 99, cursor).x.to_vector<int32_t>();
+    for (int b = 0; b < 8; ++b) ++count[static_cast<size_t>(x[b * 3])];
+  }
+  for (int c : count) CHECK(std::abs(c - 1000) < 150);
+}
+
+TEST_CASE("batches: a file shorter than T + 1 tokens is a clear error", "[batch]") {
+  const lm::TokenFile data = counting_file(8);
+  CHECK_THROWS_WITH(lm::sample_batch(data, 2, 8, 1, 0), Catch::Contains("holds 8 tokens") &&
+                    Catch::Contains("T + 1 = 9"));
+  // Exactly T + 1 tokens: one possible window, start 0.
+  std::vector<int32_t> x = lm::sample_batch(data, 3, 7, 1, 0).x.to_vector<int32_t>();
+  for (int b = 0; b < 3; ++b) CHECK(x[b * 7] == 0);
+  CHECK_THROWS_AS(lm::sample_batch(data, 0, 4, 1, 0), lm::Error);
+}

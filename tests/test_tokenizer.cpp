@@ -1,0 +1,240 @@
+// test_tokenizer.cpp: byte and BPE tokenizers against hand-worked answers: round trips over all
+// 256 bytes and UTF-8, GPT-2's pre-tokeniser splits, the first merges of a tiny corpus worked
+// out by hand, specials, JSON round trips and fingerprints, and GPT-2's file format on tiny
+// hand-written encoder.json / vocab.bpe files.
+#include <catch2/catch.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <unistd.h>
+#include <vector>
+
+#include "tensor/check.h"
+#include "train/tokenizer.h"
+
+namespace fs = std::filesystem;
+using lm::BpeTokenizer;
+using lm::ByteTokenizer;
+
+namespace {
+fs::path fresh_dir(const std::string& name) {
+  fs::path dir = fs::temp_directory_path() / ("lm_test_tok_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+void write_text(const fs::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
+std::string all_bytes() {
+  std::string s;
+  for (int b = 0; b < 256; ++b) s.push_back(static_cast<char>(b));
+  return s;
+}
+// Deterministic junk: every byte value, in an order no corpus has.
+std::string scrambled_bytes(size_t n) {
+  std::string s;
+  uint32_t x = 12345;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    s.push_back(static_cast<char>(x >> 24));
+  }
+  return s;
+}
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> out;
+  for (const auto& [b, e] : lm::pretokenize(text)) out.push_back(text.substr(b, e - b));
+  return out;
+}
+const std::string kUtf8 = "na\xC3\xAFve caf\xC3\xA9 \xE2\x80\x94 \xE6\x97\xA5\xE6\x9C\xAC \xF0\x9F\x99\x82";  // naïve café — 日本 🙂
+}  // namespace
+
+TEST_CASE("byte tokenizer: ids are byte values, all 256 bytes and UTF-8 round trip", "[tokenizer]") {
+  ByteTokenizer tok;
+  CHECK(tok.vocab_size() == 256);
+  CHECK(tok.kind() == "bytes");
+  std::vector<int32_t> ids = tok.encode(all_bytes());
+  REQUIRE(ids.size() == 256);
+  for (int b = 0; b < 256; ++b) CHECK(ids[b] == b);
+  CHECK(tok.decode(ids) == all_bytes());
+  // "é" is C3 A9 in UTF-8: two ids, and decoding joins them back into the character.
+  CHECK(tok.encode("\xC3\xA9") == std::vector<int32_t>{0xC3, 0xA9});
+  CHECK(tok.decode(tok.encode(kUtf8)) == kUtf8);
+}
+
+TEST_CASE("pretokenize splits like GPT-2's pattern", "[tokenizer]") {
+  // Expected lists were checked against Python's re with GPT-2's pattern (ASCII classes).
+  using V = std::vector<std::string>;
+  CHECK(split("Hello world's  end\n\nfoo 123 !!") ==
+        V{"Hello", " world", "'s", " ", " end", "\n", "\n", "foo", " 123", " !!"});
+  CHECK(split("don't  \n x") == V{"don", "'t", "  \n", " x"});
+  CHECK(split("a  ") == V{"a", "  "});
+  CHECK(split("x\t\ty") == V{"x", "\t", "\t", "y"});
+  CHECK(split("it''s 're ' ll") == V{"it", "''", "s", " '", "re", " '", " ll"});
+  CHECK(split("  lead") == V{" ", " lead"});
+  CHECK(split(" caf\xC3\xA9s") == V{" caf\xC3\xA9s"});  // bytes >= 0x80 count as letters
+  CHECK(split("").empty());
+}
+
+TEST_CASE("BPE training: merges worked out by hand on a tiny corpus", "[tokenizer]") {
+  // Words: "low", " lower", " lowest". Pair counts: (l,o)=3 (o,w)=3 ( ,l)=2 (w,e)=2, rest 1.
+  // 1. (l,o) and (o,w) tie at 3; the smaller ids win: 'l'=108 < 'o'=111 -> "lo" = 256.
+  // 2. (lo,w)=3 -> "low" = 257.  3. ( ,low)=2 ties (low,e)=2; ' '=32 < 257 -> " low" = 258.
+  // 4. (" low",e)=2 -> " lowe" = 259.  Then every pair occurs once: training stops early.
+  BpeTokenizer tok = BpeTokenizer::train("low lower lowest", 1000);
+  REQUIRE(tok.merges().size() == 4);
+  CHECK(tok.token_bytes(256) == "lo");
+  CHECK(tok.token_bytes(257) == "low");
+  CHECK(tok.token_bytes(258) == " low");
+  CHECK(tok.token_bytes(259) == " lowe");
+  CHECK(tok.merges()[0].left == 'l');
+  CHECK(tok.merges()[0].right == 'o');
+  CHECK(tok.vocab_size() == 260);
+  CHECK(tok.encode("low lower lowest") == std::vector<int32_t>{257, 259, 'r', 259, 's', 't'});
+  // vocab_size caps the merges: 258 = the bytes + 2 merges.
+  CHECK(BpeTokenizer::train("low lower lowest", 258).merges().size() == 2);
+  CHECK_THROWS_AS(BpeTokenizer::train("abc", 100), lm::Error);
+}
+
+TEST_CASE("BPE round trip on arbitrary bytes, UTF-8 and unseen text", "[tokenizer]") {
+  std::string corpus;
+  for (int i = 0; i < 50; ++i) corpus += "the quick brown fox jumps over the lazy dog; it's the fox's day.\n";
+  int64_t calls = 0;
+  BpeTokenizer tok = BpeTokenizer::train(corpus, 300, [&](int64_t done, int64_t wanted) {
+    ++calls;
+    CHECK(done <= wanted);
+  });
+  CHECK(calls >= 1);
+  CHECK(tok.vocab_size() > 256);
+  std::vector<int32_t> ids = tok.encode(corpus);
+  CHECK(ids.size() < corpus.size() / 3);  // the merges do compress their own corpus
+  CHECK(tok.decode(ids) == corpus);
+  const std::string unseen = all_bytes() + kUtf8 + scrambled_bytes(5000) + "  tail  \n\n";
+  CHECK(tok.decode(tok.encode(unseen)) == unseen);
+  for (int32_t id : tok.encode(unseen)) CHECK((id >= 0 && id < tok.base_vocab_size()));
+}
+
+TEST_CASE("specials: appended after the base vocab, idempotent, never encoded", "[tokenizer]") {
+  BpeTokenizer tok = BpeTokenizer::train("low lower lowest", 1000);  // 260 base ids
+  CHECK(tok.special_id("<|landmark|>") == -1);
+  CHECK(tok.add_special("<|landmark|>") == 260);
+  CHECK(tok.add_special("<|endoftext|>") == 261);
+  CHECK(tok.add_special("<|landmark|>") == 260);  // idempotent
+  CHECK(tok.special_id("<|endoftext|>") == 261);
+  CHECK(tok.vocab_size() == 262);
+  CHECK(tok.base_vocab_size() == 260);
+  CHECK(tok.decode({257, 260, 259}) == "low<|landmark|> lowe");
+  for (int32_t id : tok.encode("a<|landmark|>b")) CHECK(id < 260);  // the name is just text
+  CHECK_THROWS_AS(tok.add_special(""), lm::Error);
+
+  ByteTokenizer bytes;
+  CHECK(bytes.add_special("<|landmark|>") == 256);
+  CHECK(bytes.decode({'h', 256, 'i'}) == "h<|landmark|>i");
+}
+
+TEST_CASE("decode rejects ids outside the vocabulary", "[tokenizer]") {
+  ByteTokenizer tok;
+  tok.add_special("<|landmark|>");
+  CHECK_THROWS_WITH(tok.decode({1, 257}), Catch::Contains("257") && Catch::Contains("outside the vocabulary"));
+  CHECK_THROWS_WITH(tok.decode({-1}), Catch::Contains("outside the vocabulary"));
+}
+
+TEST_CASE("tokenizer JSON round trip and fingerprints", "[tokenizer]") {
+  std::string corpus;
+  for (int i = 0; i < 20; ++i) corpus += "It is a truth universally acknowledged, that a single man ";
+  BpeTokenizer tok = BpeTokenizer::train(corpus, 290);
+  tok.add_special("<|landmark|>");
+  std::unique_ptr<lm::Tokenizer> back = lm::Tokenizer::from_json(tok.to_json());
+  CHECK(back->kind() == "bpe");
+  CHECK(back->vocab_size() == tok.vocab_size());
+  CHECK(back->special_id("<|landmark|>") == tok.special_id("<|landmark|>"));
+  const std::string probe = corpus + kUtf8 + scrambled_bytes(300);
+  CHECK(back->encode(probe) == tok.encode(probe));
+  CHECK(back->fingerprint() == tok.fingerprint());
+  CHECK(tok.fingerprint().rfind("fnv1a64:", 0) == 0);
+  CHECK(tok.fingerprint().size() == 8 + 16);
+
+  // Through a file, too.
+  fs::path dir = fresh_dir("json");
+  lm::save_tokenizer(tok, (dir / "tok.json").string());
+  CHECK_FALSE(fs::exists(dir / "tok.json.tmp"));
+  CHECK(lm::load_tokenizer((dir / "tok.json").string())->fingerprint() == tok.fingerprint());
+
+  // Any difference in what the tokenizer does shows in the fingerprint.
+  BpeTokenizer fewer = BpeTokenizer::train(corpus, 280);
+  fewer.add_special("<|landmark|>");
+  CHECK(fewer.fingerprint() != tok.fingerprint());
+  BpeTokenizer no_special = BpeTokenizer::train(corpus, 290);
+  CHECK(no_special.fingerprint() != tok.fingerprint());
+  ByteTokenizer bytes;
+  CHECK(bytes.fingerprint() != tok.fingerprint());
+  CHECK(lm::Tokenizer::from_json(bytes.to_json())->fingerprint() == bytes.fingerprint());
+  CHECK(bytes.fingerprint() == ByteTokenizer().fingerprint());  // stable: content only
+
+  // Bad input fails with the reason.
+  CHECK_THROWS_WITH(lm::Tokenizer::from_json(nlohmann::json{{"kind", "words"}, {"specials", {}}}),
+                    Catch::Contains("unknown kind"));
+  CHECK_THROWS_WITH(lm::Tokenizer::from_json(nlohmann::json{{"kind", "bpe"}, {"specials", {}}}),
+                    Catch::Contains("missing or mistyped"));
+  write_text(dir / "bad.json", "{\"kind\": \"bytes\",");
+  CHECK_THROWS_WITH(lm::load_tokenizer((dir / "bad.json").string()), Catch::Contains("not valid JSON"));
+  CHECK_THROWS_WITH(lm::load_tokenizer((dir / "absent.json").string()), Catch::Contains("cannot open"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("GPT-2 byte-to-unicode map: hand-checked entries", "[tokenizer]") {
+  std::vector<std::string> map = lm::gpt2_byte_to_unicode();
+  REQUIRE(map.size() == 256);
+  CHECK(map['a'] == "a");
+  CHECK(map['!'] == "!");
+  CHECK(map[0] == "\xC4\x80");     // U+0100: the first non-printable byte
+  CHECK(map[10] == "\xC4\x8A");    // U+010A "Ċ": newline
+  CHECK(map[32] == "\xC4\xA0");    // U+0120 "Ġ": space, the 33rd non-printable byte
+  CHECK(map[0xAD] == "\xC5\x83");  // U+0143 "Ń": soft hyphen, the last one (33 + 34 + 1 = 68th)
+  CHECK(map[0xE9] == "\xC3\xA9");  // é is printable Latin-1: itself
+}
+
+TEST_CASE("GPT-2 loader on tiny hand-written files", "[tokenizer]") {
+  fs::path dir = fresh_dir("gpt2");
+  // Byte b gets id (7b + 3) mod 256 (a shuffle, as GPT-2's own byte ids are); merges get 256+.
+  const std::vector<std::string> chars = lm::gpt2_byte_to_unicode();
+  nlohmann::json encoder;
+  for (int b = 0; b < 256; ++b) encoder[chars[b]] = (7 * b + 3) % 256;
+  const std::vector<std::string> merged = {"he", "ll", "hell", "hello", "\xC4\xA0w", "or", "\xC4\xA0wor", "ld"};
+  for (size_t i = 0; i < merged.size(); ++i) encoder[merged[i]] = 256 + static_cast<int>(i);
+  encoder["<|endoftext|>"] = 264;
+  write_text(dir / "encoder.json", encoder.dump());
+  write_text(dir / "vocab.bpe", "#version: 0.2\nh e\nl l\nhe ll\nhell o\n\xC4\xA0 w\no r\n\xC4\xA0w or\nl d\n");
+
+  BpeTokenizer tok = BpeTokenizer::load_gpt2((dir / "encoder.json").string(), (dir / "vocab.bpe").string());
+  CHECK(tok.base_vocab_size() == 264);
+  CHECK(tok.vocab_size() == 265);
+  CHECK(tok.special_id("<|endoftext|>") == 264);
+  // "hello": he (rank 0), ll (1), hell (2), hello (3) -> 259. " world": Ġw (4), or (5), Ġwor (6),
+  // ld (7) -> 262 263. "hi": no merges -> the shuffled byte ids of 'h' and 'i'.
+  CHECK(tok.encode("hello world") == std::vector<int32_t>{259, 262, 263});
+  CHECK(tok.encode("hi") == std::vector<int32_t>{(7 * 'h' + 3) % 256, (7 * 'i' + 3) % 256});
+  CHECK(tok.decode({259, 262, 263, 264}) == "hello world<|endoftext|>");
+  CHECK(tok.decode(tok.encode(kUtf8 + all_bytes())) == kUtf8 + all_bytes());
+
+  // Broken files fail naming the file and the problem.
+  write_text(dir / "bad.bpe", "#version: 0.2\nh e\nhe zz\n");
+  CHECK_THROWS_WITH(BpeTokenizer::load_gpt2((dir / "encoder.json").string(), (dir / "bad.bpe").string()),
+                    Catch::Contains("\"zz\"") && Catch::Contains("bad.bpe line 3"));
+  write_text(dir / "bad2.bpe", "h e x\n");
+  CHECK_THROWS_WITH(BpeTokenizer::load_gpt2((dir / "encoder.json").string(), (dir / "bad2.bpe").string()),
+                    Catch::Contains("expected \"left right\""));
+  write_text(dir / "bad.json", "{\"a\": ");
+  CHECK_THROWS_WITH(BpeTokenizer::load_gpt2((dir / "bad.json").string(), (dir / "vocab.bpe").string()),
+                    Catch::Contains("not valid JSON"));
+  CHECK_THROWS_WITH(BpeTokenizer::load_gpt2((dir / "nope.json").string(), (dir / "vocab.bpe").string()),
+                    Catch::Contains("cannot open"));
+  nlohmann::json gap = encoder;
+  gap["<|endoftext|>"] = 300;  // not right after the base ids
+  write_text(dir / "gap.json", gap.dump());
+  CHECK_THROWS_WITH(BpeTokenizer::load_gpt2((dir / "gap.json").string(), (dir / "vocab.bpe").string()),
+                    Catch::Contains("next free id"));
+  fs::remove_all(dir);
+}

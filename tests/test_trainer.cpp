@@ -1,0 +1,196 @@
+// test_trainer.cpp: the training loop end to end on real text (the opening of Persuasion, byte
+// tokens): the loss falls, a run resumed from a checkpoint equals an uninterrupted run bit for
+// bit, same seed gives the same losses, and bad input (tokenizer mismatch, NaN weights, bad
+// options, mis-shaped checkpoints) stops with a message naming the problem.
+#include "tests/helpers.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "nn/checkpoint.h"
+#include "train/metrics.h"
+#include "train/token_file.h"
+#include "train/tokenizer.h"
+#include "train/trainer.h"
+
+using namespace lm;
+using namespace lm::test;
+namespace fs = std::filesystem;
+
+namespace {
+std::string read_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in.good());
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// A data directory like `landmark prepare` makes: byte tokens of the sample, 90% / 10% split.
+std::string make_data_dir(const std::string& name, const Tokenizer& tok) {
+  std::string dir = (fs::temp_directory_path() / ("lm_test_trainer_" + name)).string();
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::vector<int32_t> ids = tok.encode(read_text(std::string(LM_TEST_DATA_DIR) + "/persuasion_opening.txt"));
+  size_t cut = ids.size() * 9 / 10;
+  save_tokenizer(tok, dir + "/tokenizer.json");
+  write_token_file(dir + "/train.tokens", std::vector<int32_t>(ids.begin(), ids.begin() + cut), tok.vocab_size(), tok.fingerprint());
+  write_token_file(dir + "/val.tokens", std::vector<int32_t>(ids.begin() + cut, ids.end()), tok.vocab_size(), tok.fingerprint());
+  return dir;
+}
+
+TrainOptions small_options(const std::string& data, const std::string& out) {
+  TrainOptions o;
+  o.model.n_layer = 2;
+  o.model.n_head = 2;
+  o.model.n_embd = 32;
+  o.model.block_size = 32;
+  o.batch_size = 4;
+  o.steps = 8;
+  o.lr = 3e-3;
+  o.eval_every = 0;
+  o.ckpt_every = 0;
+  o.data_dir = data;
+  o.out_dir = out;
+  o.quiet = true;
+  return o;
+}
+
+std::string out_dir(const std::string& name) {
+  std::string d = (fs::temp_directory_path() / ("lm_test_trainer_out_" + name)).string();
+  fs::remove_all(d);
+  return d;
+}
+}  // namespace
+
+TEST_CASE("trainer: loss falls on real text in a short run; the log parses and plots", "[trainer]") {
+  ByteTokenizer tok;
+  std::string data = make_data_dir("falls", tok), out = out_dir("falls");
+  TrainOptions o = small_options(data, out);
+  o.steps = 120;
+  o.model.n_embd = 64;
+  o.model.block_size = 64;
+  o.batch_size = 8;
+  o.eval_every = 60;
+  std::ostringstream log;
+  TrainResult r = train(o, log);
+  CHECK(r.stop_reason == "done");
+  MetricsLog m = read_metrics(out + "/metrics.jsonl");
+  REQUIRE(m.loss.size() == 120);
+  REQUIRE(m.val_loss.size() == 2);
+  // Byte-level English starts at ~ln 256 = 5.55 nats; 120 small steps learn at least the letter
+  // frequencies (unigram entropy of English bytes ~ 3 nats).
+  CHECK(std::fabs(m.loss.front() - std::log(256.0)) < 0.3);
+  CHECK(m.val_loss.back() < 3.2);
+  CHECK(m.val_loss.back() < m.val_loss.front());
+  plot_loss_curves({out + "/metrics.jsonl"}, {"test"}, out + "/loss.png", "test");
+  CHECK(fs::file_size(out + "/loss.png") > 1000);
+  CHECK(log.str().find("CPU thread(s)") != std::string::npos);  // the thread count is announced
+}
+
+TEST_CASE("trainer: N steps + save + resume + N steps == 2N steps, bit for bit", "[trainer]") {
+  ByteTokenizer tok;
+  std::string data = make_data_dir("resume", tok);
+  std::ostringstream log;
+  std::string straight = out_dir("straight"), split = out_dir("split");
+  TrainOptions a = small_options(data, straight);
+  a.model.dropout = 0.1;  // so the RNG state must be restored too
+  a.grad_accum = 2;
+  train(a, log);
+  TrainOptions b = a;
+  b.out_dir = split;
+  b.stop_at = 4;
+  TrainResult first = train(b, log);
+  CHECK(first.stop_reason == "stop-at");
+  CHECK(first.step == 4);
+  TrainOptions c = a;
+  c.out_dir = split;
+  c.resume = split + "/checkpoint.safetensors";
+  TrainResult second = train(c, log);
+  CHECK(second.step == 8);
+  Checkpoint x = load_safetensors(straight + "/checkpoint.safetensors"), y = load_safetensors(split + "/checkpoint.safetensors");
+  REQUIRE(x.tensors.size() == y.tensors.size());
+  for (size_t i = 0; i < x.tensors.size(); ++i) {
+    INFO(x.tensors[i].first);
+    CHECK(x.tensors[i].first == y.tensors[i].first);
+    CHECK(max_abs_diff(x.tensors[i].second, y.tensors[i].second) == 0);
+  }
+  CHECK(x.metadata["rng"] == y.metadata["rng"]);
+  CHECK(x.metadata["data_cursor"] == y.metadata["data_cursor"]);
+  CHECK(read_metrics(straight + "/metrics.jsonl").loss == read_metrics(split + "/metrics.jsonl").loss);
+}
+
+TEST_CASE("trainer: same seed, same losses; another seed, other losses", "[trainer]") {
+  ByteTokenizer tok;
+  std::string data = make_data_dir("seed", tok);
+  std::ostringstream log;
+  const std::string d1 = out_dir("seed1"), d2 = out_dir("seed2"), d3 = out_dir("seed3");
+  TrainOptions o = small_options(data, d1);
+  train(o, log);
+  o.out_dir = d2;
+  train(o, log);
+  o.out_dir = d3;
+  o.seed = 99;
+  train(o, log);
+  std::vector<double> l1 = read_metrics(d1 + "/metrics.jsonl").loss, l2 = read_metrics(d2 + "/metrics.jsonl").loss,
+                      l3 = read_metrics(d3 + "/metrics.jsonl").loss;
+  CHECK(l1 == l2);
+  CHECK(l1 != l3);
+}
+
+TEST_CASE("trainer: resuming with a different tokenizer is refused", "[trainer]") {
+  ByteTokenizer tok;
+  std::string data = make_data_dir("tok_a", tok), out = out_dir("tok");
+  std::ostringstream log;
+  train(small_options(data, out), log);
+  ByteTokenizer other;
+  other.add_special("<|landmark|>");  // a different vocabulary: different fingerprint
+  std::string data_b = make_data_dir("tok_b", other);
+  TrainOptions o = small_options(data_b, out);
+  o.steps = 12;
+  o.resume = out + "/checkpoint.safetensors";
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("tokenizer") && Catch::Contains(other.fingerprint()));
+}
+
+TEST_CASE("trainer: a NaN weight stops training with the step and the tensor", "[trainer]") {
+  ByteTokenizer tok;
+  std::string data = make_data_dir("nan", tok), out = out_dir("nan");
+  std::ostringstream log;
+  TrainOptions o = small_options(data, out);
+  o.stop_at = 2;
+  train(o, log);
+  Checkpoint ck = load_safetensors(out + "/checkpoint.safetensors");
+  for (auto& [name, t] : ck.tensors)
+    if (name == "model.blocks.0.mlp.fc.weight") t.narrow(0, 0, 1).fill_(NAN);
+  save_safetensors(out + "/poisoned.safetensors", ck);
+  o.stop_at = 0;
+  o.resume = out + "/poisoned.safetensors";
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("step 3") && Catch::Contains("loss"));
+}
+
+TEST_CASE("trainer: bad options and inputs are reported clearly", "[trainer]") {
+  ByteTokenizer tok;
+  std::string data = make_data_dir("bad", tok);
+  std::ostringstream log;
+  TrainOptions o = small_options(data, out_dir("bad"));
+  o.steps = 1;
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("--steps"));
+  o = small_options(data + "_missing", out_dir("bad"));
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("tokenizer.json"));
+  o = small_options(data, out_dir("bad"));
+  o.schedule = "linear";
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("--schedule"));
+  o = small_options(data, out_dir("bad"));
+  o.model.block_size = 100000;
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("block_size"));
+  // Weights of another shape: the loader names the tensor and both shapes.
+  o = small_options(data, out_dir("bad"));
+  train(o, log);
+  GPTConfig other = o.model;
+  other.vocab_size = 256;
+  other.n_embd = 64;
+  GPT m(other);
+  CHECK_THROWS_WITH(load_model_weights(load_safetensors(o.out_dir + "/checkpoint.safetensors"), m, nullptr),
+                    Catch::Contains("model.wte.weight") && Catch::Contains("[256, 64]"));
+}

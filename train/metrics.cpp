@@ -1,0 +1,75 @@
+// metrics.cpp: metrics.jsonl reader and loss-curve plot (metrics.h).
+#include "train/metrics.h"
+
+#include <cmath>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "plot/plot.h"
+#include "tensor/check.h"
+
+namespace lm {
+
+MetricsLog read_metrics(const std::string& path) {
+  std::ifstream in(path);
+  LM_CHECK(in.good(), "metrics: cannot open " << path);
+  MetricsLog m;
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    LM_CHECK(j.is_object() && j.contains("step") && (j.contains("loss") || j.contains("val_loss")),
+             "metrics: " << path << " line " << n << " is not a metrics record: " << line.substr(0, 80));
+    const double step = j["step"].get<double>();
+    if (j.contains("val_loss")) {
+      m.val_step.push_back(step);
+      m.val_loss.push_back(j["val_loss"].get<double>());
+    } else {
+      m.step.push_back(step);
+      m.loss.push_back(j["loss"].get<double>());
+      m.lr.push_back(j.value("lr", NAN));
+      m.tokens_per_s.push_back(j.value("tokens_per_s", NAN));
+    }
+  }
+  return m;
+}
+
+namespace {
+// Exponential moving average with bias correction (so the first points are not pulled to 0).
+std::vector<double> smooth(const std::vector<double>& y, double beta) {
+  std::vector<double> out(y.size());
+  double avg = 0;
+  for (size_t i = 0; i < y.size(); ++i) {
+    avg = beta * avg + (1 - beta) * y[i];
+    out[i] = avg / (1 - std::pow(beta, static_cast<double>(i + 1)));
+  }
+  return out;
+}
+}  // namespace
+
+void plot_loss_curves(const std::vector<std::string>& paths, const std::vector<std::string>& labels,
+                      const std::string& png_path, const std::string& title) {
+  LM_CHECK(!paths.empty() && paths.size() == labels.size(), "plot_loss_curves: need one label per metrics file");
+  std::vector<plot::Series> series;
+  for (size_t i = 0; i < paths.size(); ++i) {
+    MetricsLog m = read_metrics(paths[i]);
+    LM_CHECK(!m.step.empty(), "plot_loss_curves: " << paths[i] << " has no training steps yet");
+    const std::string prefix = labels[i].empty() ? "" : labels[i] + ": ";
+    plot::Rgb base = plot::palette_color(static_cast<int>(2 * i)), val = plot::palette_color(static_cast<int>(2 * i + 1));
+    plot::Rgb faint{static_cast<uint8_t>((base.r + 2 * 255) / 3), static_cast<uint8_t>((base.g + 2 * 255) / 3),
+                    static_cast<uint8_t>((base.b + 2 * 255) / 3)};
+    series.push_back({prefix + "train loss (per step)", m.step, m.loss, faint});
+    series.push_back({prefix + "train loss (smoothed)", m.step, smooth(m.loss, 0.95), base});
+    if (!m.val_step.empty()) series.push_back({prefix + "validation loss", m.val_step, m.val_loss, val});
+  }
+  plot::LineChartOptions o;
+  o.title = title;
+  o.x_label = "step";
+  o.y_label = "cross-entropy (nats/token)";
+  plot::line_chart(png_path, series, o);
+}
+
+}  // namespace lm

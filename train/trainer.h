@@ -1,0 +1,66 @@
+// trainer.h: the training loop. It owns nothing clever: sample a batch, forward, backward,
+// (clip), AdamW with the scheduled learning rate, log one line, and now and then evaluate on
+// held-out data and checkpoint. Everything needed to continue bit for bit is in the checkpoint:
+// weights, AdamW moments and step, the RNG state, the data cursor, the configs and the tokenizer.
+// Plots are made afterwards from the metrics log (train/metrics.h), not here.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <iosfwd>
+#include <string>
+
+#include "nn/gpt.h"
+#include "nn/checkpoint.h"
+#include "nn/optim.h"
+
+namespace lm {
+
+struct TrainOptions {
+  GPTConfig model;
+  std::string data_dir;          // from `landmark prepare`: tokenizer.json, train.tokens, val.tokens
+  std::string out_dir = "runs/run";  // checkpoint.safetensors, metrics.jsonl (+ loss.png by the CLI)
+  int64_t batch_size = 8;
+  int64_t steps = 1000;          // total optimizer steps (the schedule spans these)
+  int64_t grad_accum = 1;        // micro-batches per step
+  double lr = 2e-3;
+  std::string schedule = "one-cycle";  // one-cycle (the paper's) | cosine | constant
+  int64_t warmup = 100;          // cosine only
+  double min_lr = 4e-4;          // cosine only
+  AdamWConfig adamw;
+  double grad_clip = 1.0;        // 0 disables
+  int64_t eval_every = 100;      // 0 disables periodic validation
+  int64_t eval_batches = 8;
+  int64_t ckpt_every = 500;      // 0: only at the end / on interrupt
+  double time_limit_min = 0;     // > 0: stop (and checkpoint) after this many minutes
+  int64_t stop_at = 0;           // > 0: stop (and checkpoint) on reaching this step; resume later
+  uint64_t seed = 1337;
+  Device device = Device::CPU;
+  std::string resume;            // checkpoint to continue from ("" = start fresh)
+  bool quiet = false;            // no per-step progress lines
+};
+
+struct TrainResult {
+  int64_t step = 0;              // steps completed in total (incl. before a resume)
+  double last_loss = 0, last_val_loss = -1;
+  std::string stop_reason;       // "done", "time limit", "stop-at", "interrupted"
+  std::string checkpoint;        // path of the last checkpoint written
+};
+
+// Set from a SIGINT handler (or a test) to make train() stop after the current step, checkpoint
+// and return with stop_reason "interrupted".
+std::atomic<bool>& stop_requested();
+
+// Runs (or resumes) training. Progress lines go to `log`; metrics to out_dir/metrics.jsonl.
+// Throws lm::Error on bad options, missing data, a tokenizer mismatch, or a non-finite loss or
+// gradient (naming the step and the tensor).
+TrainResult train(const TrainOptions& opts, std::ostream& log);
+
+// Parameter and optimizer state in and out of checkpoints (used by train() and by tests).
+void save_training_checkpoint(const std::string& path, GPT& model, AdamW& opt, const nlohmann::json& metadata);
+// Loads weights (and optimizer moments when `opt` is given) into an already-built model.
+void load_model_weights(const Checkpoint& ckpt, GPT& model, AdamW* opt);
+GPTConfig gpt_config_from_json(const nlohmann::json& j);
+nlohmann::json gpt_config_to_json(const GPTConfig& c);
+
+}  // namespace lm
