@@ -2,6 +2,7 @@
 # (scripts/install-deps.sh), then drives CMake in ./build.
 #   make          release build (CUDA kernels too when nvcc is found)
 #   make test     build + run the whole test suite through CTest
+#   make demo     build + the main job (scripts/demo.sh): corpus, tokenizer, a 10-minute training run
 #   make bench    build + run the benchmarks (prints ratios measured in one run)
 #   make clean    remove ./build
 # Extra CMake options: make CMAKE_ARGS="-DLANDMARK_CUDA=OFF"
@@ -9,7 +10,7 @@ BUILD      ?= build
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps configure build test bench clean
+.PHONY: all deps configure build test bench demo clean
 
 all: build
 
@@ -27,6 +28,10 @@ test: build
 
 bench: build
 	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_gemm
+	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_train
+
+demo: build
+	@bash scripts/demo.sh
 
 clean:
 	rm -rf $(BUILD)

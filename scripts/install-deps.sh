@@ -8,10 +8,11 @@
 #   libcli11-dev         command-line parsing
 #   zlib1g-dev           reading the R data files that hold the Austen corpus
 #   libopenblas-dev      the comparison baseline in bench/ only (never linked into the library)
+#   libreadline8         runtime library of the `bible` program that prints the KJV corpus
 #   cmake g++ make       the toolchain
 set -euo pipefail
 
-packages=(cmake g++ make catch2 libstb-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libopenblas-dev)
+packages=(cmake g++ make catch2 libstb-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libopenblas-dev libreadline8)
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
