@@ -1,9 +1,9 @@
 // nn/cpu/adamw.cpp: the fused AdamW update (formula in nn/kernel_list.inc). One pass over the
-// parameter instead of the dozen temporaries a composition of tensor ops would allocate.
-// CUDA twin: nn/cuda/adamw.cu; reference: the PyTorch fixture test (tests/test_gpt_parity.cpp).
-#include <cmath>
-
+// parameter instead of the dozen temporaries a composition of tensor ops would allocate. The
+// per-element update is nnmath::adamw_element (nn/nn_math.h), shared with the CUDA twin
+// nn/cuda/adamw.cu; reference: the PyTorch fixture test (tests/test_gpt_parity.cpp).
 #include "nn/kernels.h"
+#include "nn/nn_math.h"
 #include "tensor/cpu/parallel.h"
 
 namespace lm {
@@ -15,17 +15,10 @@ void adamw_step(const Tensor& p, const Tensor& g, const Tensor& m, const Tensor&
   LM_DISPATCH_FLOAT(p.dtype(), "adamw_step", {
     scalar_t *pp = p.data<scalar_t>(), *pm = m.data<scalar_t>(), *pv = v.data<scalar_t>();
     const scalar_t* pg = g.data<scalar_t>();
-    const scalar_t b1 = static_cast<scalar_t>(beta1), b2 = static_cast<scalar_t>(beta2);
-    const scalar_t decay = static_cast<scalar_t>(1.0 - lr * weight_decay);
-    const scalar_t step = static_cast<scalar_t>(lr / bc1), inv_sqrt_bc2 = static_cast<scalar_t>(1.0 / std::sqrt(bc2));
-    const scalar_t e = static_cast<scalar_t>(eps);
+    const nnmath::AdamWCoeffs<scalar_t> c =
+        nnmath::adamw_coeffs<scalar_t>(lr, beta1, beta2, eps, weight_decay, bc1, bc2);
     parallel_for(n, 8, [&](int64_t b, int64_t end) {
-      for (int64_t i = b; i < end; ++i) {
-        const scalar_t gi = pg[i];
-        pm[i] = b1 * pm[i] + (scalar_t(1) - b1) * gi;
-        pv[i] = b2 * pv[i] + (scalar_t(1) - b2) * gi * gi;
-        pp[i] = pp[i] * decay - step * pm[i] / (std::sqrt(pv[i]) * inv_sqrt_bc2 + e);
-      }
+      for (int64_t i = b; i < end; ++i) nnmath::adamw_element(pp[i], pm[i], pv[i], pg[i], c);
     });
   });
 }

@@ -18,30 +18,12 @@ namespace cpu {
 namespace {
 constexpr int64_t kRowBlock = 64;
 
-// C (m x n, ldc) = alpha op(A) op(B) + beta C, single matrix, row-major.
-template <class T>
-void mm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const T* A, int64_t lda, const T* B,
-        int64_t ldb, double beta, T* C, int64_t ldc) {
-  GemmArgs g;
-  g.trans_a = ta;
-  g.trans_b = tb;
-  g.M = m;
-  g.N = n;
-  g.K = k;
-  g.lda = lda;
-  g.ldb = ldb;
-  g.ldc = ldc;
-  g.alpha = alpha;
-  g.beta = beta;
-  gemm_blocked<T>(g, A, B, C);
-}
-
 template <class T>
 void forward_head(const T* q, const T* k, const T* v, T scale, T* P, T* o, int64_t Tn, int64_t HS) {
   for (int64_t r0 = 0; r0 < Tn; r0 += kRowBlock) {
     const int64_t rows = std::min(kRowBlock, Tn - r0), keys = r0 + rows;  // keys 0..keys-1 are visible
     T* Pb = P + r0 * Tn;
-    mm<T>(false, true, rows, keys, HS, scale, q + r0 * HS, HS, k, HS, 0.0, Pb, Tn);  // S = scale q k^T
+    gemm_single<T>(false, true, rows, keys, HS, scale, q + r0 * HS, HS, k, HS, 0.0, Pb, Tn);  // S = scale q k^T
     for (int64_t r = 0; r < rows; ++r) {
       T* p = Pb + r * Tn;
       const int64_t n = r0 + r + 1;  // causal: j <= i
@@ -56,7 +38,7 @@ void forward_head(const T* q, const T* k, const T* v, T scale, T* P, T* o, int64
       for (int64_t j = 0; j < n; ++j) p[j] *= inv;
       for (int64_t j = n; j < Tn; ++j) p[j] = 0;
     }
-    mm<T>(false, false, rows, HS, keys, 1.0, Pb, Tn, v, HS, 0.0, o + r0 * HS, HS);  // o = P v
+    gemm_single<T>(false, false, rows, HS, keys, 1.0, Pb, Tn, v, HS, 0.0, o + r0 * HS, HS);  // o = P v
   }
 }
 
@@ -71,8 +53,8 @@ void backward_head(const T* q, const T* k, const T* v, const T* P, const T* dout
     const int64_t rows = std::min(kRowBlock, Tn - r0), keys = r0 + rows;
     const T* Pb = P + r0 * Tn;
     const T* dob = dout + r0 * HS;
-    mm<T>(true, false, keys, HS, rows, 1.0, Pb, Tn, dob, HS, 1.0, dv, HS);      // dv += P^T dout
-    mm<T>(false, true, rows, keys, HS, 1.0, dob, HS, v, HS, 0.0, dS, keys);     // dP = dout v^T
+    gemm_single<T>(true, false, keys, HS, rows, 1.0, Pb, Tn, dob, HS, 1.0, dv, HS);      // dv += P^T dout
+    gemm_single<T>(false, true, rows, keys, HS, 1.0, dob, HS, v, HS, 0.0, dS, keys);     // dP = dout v^T
     for (int64_t r = 0; r < rows; ++r) {                                         // dS = P (dP - <P, dP>)
       const T* p = Pb + r * Tn;
       T* d = dS + r * keys;
@@ -82,8 +64,8 @@ void backward_head(const T* q, const T* k, const T* v, const T* P, const T* dout
       for (int64_t j = 0; j < n; ++j) d[j] = p[j] * (d[j] - dot);
       for (int64_t j = n; j < keys; ++j) d[j] = 0;
     }
-    mm<T>(false, false, rows, HS, keys, scale, dS, keys, k, HS, 0.0, dq + r0 * HS, HS);  // dq = scale dS k
-    mm<T>(true, false, keys, HS, rows, scale, dS, keys, q + r0 * HS, HS, 1.0, dk, HS);   // dk += scale dS^T q
+    gemm_single<T>(false, false, rows, HS, keys, scale, dS, keys, k, HS, 0.0, dq + r0 * HS, HS);  // dq = scale dS k
+    gemm_single<T>(true, false, keys, HS, rows, scale, dS, keys, q + r0 * HS, HS, 1.0, dk, HS);   // dk += scale dS^T q
   }
 }
 }  // namespace

@@ -1,6 +1,8 @@
 // nn/cpu/rotary.cpp: rotary position embedding, interleaved pairs. The cos/sin tables come from
-// rotary_tables() (nn/rotary.cpp), computed in f64 and rounded once. CUDA twin: nn/cuda/rotary.cu.
+// rotary_tables() (nn/functional.cpp), computed in f64 and rounded once. The pair rotation is
+// nnmath::rotate_pair (nn/nn_math.h), shared with the CUDA twin nn/cuda/rotary.cu.
 #include "nn/kernels.h"
+#include "nn/nn_math.h"
 #include "tensor/cpu/parallel.h"
 
 namespace lm {
@@ -23,9 +25,7 @@ void rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse,
         const scalar_t* xr = px + r * HS;
         scalar_t* yr = po + r * HS;
         for (int64_t i = 0; i < half; ++i) {
-          const scalar_t x0 = xr[2 * i], x1 = xr[2 * i + 1], si = sign * s[i];
-          yr[2 * i] = x0 * c[i] - x1 * si;
-          yr[2 * i + 1] = x0 * si + x1 * c[i];
+          nnmath::rotate_pair(xr[2 * i], xr[2 * i + 1], c[i], sign * s[i], yr[2 * i], yr[2 * i + 1]);
         }
       }
     });

@@ -258,6 +258,23 @@ template <class T> void gemm_blocked(const GemmArgs& g, const T* A, const T* B, 
   }
 }
 
+template <class T>
+void gemm_single(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const T* A, int64_t lda,
+                 const T* B, int64_t ldb, double beta, T* C, int64_t ldc) {
+  GemmArgs g;
+  g.trans_a = trans_a;
+  g.trans_b = trans_b;
+  g.M = m;
+  g.N = n;
+  g.K = k;
+  g.lda = lda;
+  g.ldb = ldb;
+  g.ldc = ldc;
+  g.alpha = alpha;
+  g.beta = beta;
+  gemm_blocked<T>(g, A, B, C);
+}
+
 template <class T> GemmTiling gemm_tiling() {
   return GemmTiling{Tile<T>::MR, Tile<T>::NR, Tile<T>::KC, Tile<T>::MC, Tile<T>::NC};
 }
@@ -266,6 +283,10 @@ template void gemm_naive<float>(const GemmArgs&, const float*, const float*, flo
 template void gemm_naive<double>(const GemmArgs&, const double*, const double*, double*);
 template void gemm_blocked<float>(const GemmArgs&, const float*, const float*, float*);
 template void gemm_blocked<double>(const GemmArgs&, const double*, const double*, double*);
+template void gemm_single<float>(bool, bool, int64_t, int64_t, int64_t, double, const float*, int64_t, const float*,
+                                 int64_t, double, float*, int64_t);
+template void gemm_single<double>(bool, bool, int64_t, int64_t, int64_t, double, const double*, int64_t, const double*,
+                                  int64_t, double, double*, int64_t);
 template GemmTiling gemm_tiling<float>();
 template GemmTiling gemm_tiling<double>();
 

@@ -1,0 +1,112 @@
+// nn/cuda/attention.cu: fused causal attention on CUDA. The products (q k^T, P v and the four of
+// the backward) are strided-batched cuBLAS GEMMs over all heads at once, through lm::cuda::gemm
+// (tensor/cuda/gemm.cu); the causal softmax and its backward are one block per row, reduced in a
+// fixed order with no atomics. Not flash attention: the full (T, T) score matrix is formed, and
+// the masked upper triangle is computed then overwritten. CPU twin: nn/cpu/attention.cpp.
+#include <cmath>
+
+#include "nn/kernels.h"
+#include "tensor/cuda/common.cuh"
+#include "tensor/kernels.h"
+
+namespace lm {
+namespace cuda {
+
+namespace {
+
+// C_h = alpha op(A_h) op(B_h) for every head h in one call. Every per-head matrix is stored
+// row-major with Tn rows ((T, HS) or (T, T)), so operand x of head h starts x_cols * Tn elements
+// after that of head h - 1 and its leading dimension is x_cols.
+GemmArgs per_head(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t a_cols, int64_t b_cols,
+                  int64_t c_cols, int64_t Tn, int64_t BH, double alpha) {
+  GemmArgs g;
+  g.trans_a = trans_a;
+  g.trans_b = trans_b;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.batch = BH;
+  g.lda = a_cols;
+  g.ldb = b_cols;
+  g.ldc = c_cols;
+  g.stride_a = a_cols * Tn;
+  g.stride_b = b_cols * Tn;
+  g.stride_c = c_cols * Tn;
+  g.alpha = alpha;
+  g.beta = 0.0;  // C is overwritten, never read (cuBLAS ignores C's contents when beta == 0)
+  return g;
+}
+
+// probs (BH, T, T) holds S = scale q k^T on entry and P on exit. Row r is query i = r % T, which
+// sees keys 0..i: P[i, j] = exp(S[i, j] - max) / sum for j <= i, and 0 for j > i. One block per
+// row; the branch on the row is uniform, so every thread reaches the same barriers.
+template <class T> __global__ void causal_softmax_kernel(T* probs, int64_t Tn, int64_t rows) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    T* p = probs + r * Tn;
+    const int64_t n = r % Tn + 1;
+    T m = -static_cast<T>(INFINITY);
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = MaxOp{}(m, p[j]);
+    m = block_allreduce(m, MaxOp{});
+    // Each thread rescales only the entries it wrote itself, so no barrier is needed between.
+    T s = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
+      p[j] = std::exp(p[j] - m);
+      s += p[j];
+    }
+    s = block_allreduce(s, SumOp{});
+    const T inv = T(1) / s;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) p[j] *= inv;
+    for (int64_t j = n + threadIdx.x; j < Tn; j += blockDim.x) p[j] = T(0);
+  }
+}
+
+// d (BH, T, T) holds dP = dout v^T on entry and dS on exit:
+//   dS[i, j] = P[i, j] (dP[i, j] - sum_{j' <= i} P[i, j'] dP[i, j'])  for j <= i, 0 above.
+// The masked entries of dP are garbage from the full GEMM and are never read. One block per row.
+template <class T> __global__ void causal_softmax_backward_kernel(const T* probs, T* d, int64_t Tn, int64_t rows) {
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const T* p = probs + r * Tn;
+    T* dr = d + r * Tn;
+    const int64_t n = r % Tn + 1;
+    T dot = 0;
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) dot += p[j] * dr[j];
+    dot = block_allreduce(dot, SumOp{});
+    for (int64_t j = threadIdx.x; j < n; j += blockDim.x) dr[j] = p[j] * (dr[j] - dot);
+    for (int64_t j = n + threadIdx.x; j < Tn; j += blockDim.x) dr[j] = T(0);
+  }
+}
+
+}  // namespace
+
+void causal_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& probs,
+                              const Tensor& out) {
+  const int64_t BH = q.size(0), Tn = q.size(1), HS = q.size(2), rows = BH * Tn;
+  if (rows == 0) return;
+  // q, k, v, out (BH, T, HS); probs (BH, T, T).
+  gemm(per_head(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, scale), q, k, probs);  // S = scale q k^T
+  LM_DISPATCH_FLOAT(q.dtype(), "causal_attention", {
+    causal_softmax_kernel<scalar_t><<<row_blocks(rows), kRowThreads>>>(probs.data<scalar_t>(), Tn, rows);
+    LM_CUDA_CHECK_LAUNCH("causal_softmax_kernel");
+  });
+  gemm(per_head(false, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, 1.0), probs, v, out);  // out = P v
+}
+
+void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
+                               const Tensor& dout, double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
+  const int64_t BH = q.size(0), Tn = q.size(1), HS = q.size(2), rows = BH * Tn;
+  if (rows == 0) return;
+  // q, k, v, dout, dq, dk, dv (BH, T, HS); probs P (BH, T, T); dS scratch (BH, T, T).
+  Tensor dS({BH, Tn, Tn}, q.dtype(), Device::CUDA);
+  gemm(per_head(true, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, 1.0), probs, dout, dv);  // dv = P^T dout
+  gemm(per_head(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, 1.0), dout, v, dS);     // dP = dout v^T
+  LM_DISPATCH_FLOAT(q.dtype(), "causal_attention_backward", {
+    causal_softmax_backward_kernel<scalar_t>
+        <<<row_blocks(rows), kRowThreads>>>(probs.data<scalar_t>(), dS.data<scalar_t>(), Tn, rows);
+    LM_CUDA_CHECK_LAUNCH("causal_softmax_backward_kernel");
+  });
+  gemm(per_head(false, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, scale), dS, k, dq);  // dq = scale dS k
+  gemm(per_head(true, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, scale), dS, q, dk);   // dk = scale dS^T q
+}
+
+}  // namespace cuda
+}  // namespace lm
