@@ -74,6 +74,10 @@ Command prepare_command(CLI::App& app) {
       tok = std::make_unique<BpeTokenizer>(BpeTokenizer::train(
           sample, *vocab, [](int64_t d, int64_t t) { progress_bar("bpe merges", d, t); }));
     }
+    // Every tokenizer carries the two special tokens landmark models need, so one prepared
+    // directory serves standard and landmark training alike (specials are part of the fingerprint).
+    tok->add_special("<|landmark|>");
+    tok->add_special("<|cmt|>");
     const std::string tok_path = *out + "/tokenizer.json";
     save_tokenizer(*tok, tok_path);
     PrepareStats tr = prepare_tokens(*train_txt, *tok, *out + "/train.tokens",

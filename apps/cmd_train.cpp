@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "apps/commands.h"
+#include "tensor/check.h"
 #include "nn/checkpoint.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
@@ -43,6 +44,20 @@ Command train_command(CLI::App& app) {
   sub->add_option("--heads", *heads, "Override the preset's number of heads")->check(CLI::PositiveNumber);
   sub->add_option("--block-size", *block, "Override the preset's context length T")->check(CLI::PositiveNumber);
   sub->add_option("--batch", *batch, "Override the preset's batch size B")->check(CLI::PositiveNumber);
+  sub->add_option("--attention", o->model.attention, "standard (causal) or landmark (grouped softmax, Section 3.1)")
+      ->check(CLI::IsMember({"standard", "landmark"}))
+      ->capture_default_str();
+  sub->add_option("--landmark-every", o->model.landmark_every, "F: regular tokens per landmark block")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->capture_default_str();
+  sub->add_flag("--cmt", o->model.context_miss, "Train a context-miss token (Appendix D; landmark attention only)");
+  sub->add_option("--cmt-prob", o->cmt_prob, "P_CMT: chance that a landmark is CMT-controlled in training")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  sub->add_option("--jump", o->jump_max, "p_jump: positions advance by U{1..p_jump} after each landmark in training "
+                                         "(Appendix E; 1 = off)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->capture_default_str();
   sub->add_option("--dropout", o->model.dropout, "Dropout probability")->check(CLI::Range(0.0, 0.95))->capture_default_str();
   sub->add_option("--steps", o->steps, "Total optimizer steps")->check(CLI::Range(int64_t(2), int64_t(1) << 40))->capture_default_str();
   sub->add_option("--lr", o->lr, "Peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
@@ -82,6 +97,8 @@ Command train_command(CLI::App& app) {
     o->model.block_size = *block ? *block : p.block;
     o->batch_size = *batch ? *batch : p.batch;
     o->device = parse_device(*device);
+    LM_CHECK(o->model.attention == "landmark" || (!o->model.context_miss && o->jump_max == 1),
+             "train: --cmt and --jump need --attention landmark");
     std::signal(SIGINT, on_sigint);
     TrainResult r = train(*o, std::cout);
     std::signal(SIGINT, SIG_DFL);

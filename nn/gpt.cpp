@@ -16,6 +16,9 @@ void GPTConfig::validate() const {
   LM_CHECK(head_size() % 2 == 0, "GPTConfig: head size n_embd / n_head = " << head_size() << " must be even (rotary pairs)");
   LM_CHECK(block_size > 0, "GPTConfig: block_size must be positive, got " << block_size);
   LM_CHECK(dropout >= 0 && dropout < 1, "GPTConfig: dropout must be in [0, 1), got " << dropout);
+  LM_CHECK(attention == "standard" || attention == "landmark",
+           "GPTConfig: attention must be standard or landmark, got '" << attention << "'");
+  LM_CHECK(landmark_every > 0, "GPTConfig: landmark_every (F) must be positive, got " << landmark_every);
 }
 
 namespace {
@@ -28,13 +31,13 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& cfg)
   register_module("proj", proj);
 }
 
-Var CausalSelfAttention::forward(const Var& x, const RotaryTables& rot) const {
+Var CausalSelfAttention::forward(const Var& x, const RotaryTables& rot, const AttentionFn& core) const {
   const int64_t B = x.size(0), T = x.size(1), C = cfg_.n_embd, NH = cfg_.n_head, HS = cfg_.head_size();
   Var qkv_out = qkv.forward(x);  // (B, T, 3C)
   // Split q, k, v and move heads forward: (B, T, C) -> (B, T, NH, HS) -> (B, NH, T, HS).
   auto heads = [&](int64_t part) { return transpose(reshape(narrow(qkv_out, 2, part * C, C), {B, T, NH, HS}), 1, 2); };
   Var q = rotary(contiguous(heads(0)), rot), k = rotary(contiguous(heads(1)), rot), v = heads(2);
-  Var y = cfg_.fused_attention ? causal_attention(q, k, v) : causal_attention_reference(q, k, contiguous(v));
+  Var y = core ? core(q, k, v) : cfg_.fused_attention ? causal_attention(q, k, v) : causal_attention_reference(q, k, contiguous(v));
   y = reshape(transpose(y, 1, 2), {B, T, C});  // heads back together
   return dropout(proj.forward(y), cfg_.dropout, is_training());
 }
@@ -55,8 +58,8 @@ Block::Block(const GPTConfig& cfg) : ln1(cfg.n_embd, cfg.ln_eps), ln2(cfg.n_embd
   register_module("mlp", mlp);
 }
 
-Var Block::forward(const Var& x, const RotaryTables& rot) const {
-  Var h = add(x, attn.forward(ln1.forward(x), rot));
+Var Block::forward(const Var& x, const RotaryTables& rot, const AttentionFn& core) const {
+  Var h = add(x, attn.forward(ln1.forward(x), rot, core));
   return add(h, mlp.forward(ln2.forward(h)));
 }
 
@@ -69,7 +72,7 @@ GPT::GPT(const GPTConfig& cfg) : wte((cfg.validate(), cfg.vocab_size), cfg.n_emb
   register_module("ln_f", ln_f);
 }
 
-Var GPT::forward(const Tensor& idx, const Tensor& positions) const {
+Var GPT::forward(const Tensor& idx, const Tensor& positions, const AttentionFn& core) const {
   LM_CHECK(idx.defined() && idx.dim() == 2 && idx.dtype() == DType::I32,
            "GPT: idx must be i32 (B, T), got " << describe(idx));
   const int64_t B = idx.size(0), T = idx.size(1);
@@ -79,16 +82,17 @@ Var GPT::forward(const Tensor& idx, const Tensor& positions) const {
   const Device dev = device();
   RotaryTables rot = rotary_tables(pos, cfg_.head_size(), cfg_.rotary_base, wte.weight.dtype(), dev);
   Var x = dropout(wte.forward(idx.to(dev)), cfg_.dropout, is_training());
-  for (const auto& b : blocks) x = b->forward(x, rot);
+  for (const auto& b : blocks) x = b->forward(x, rot, core);
   x = ln_f.forward(x);
   Var logits = matmul(reshape(x, {B * T, cfg_.n_embd}), wte.weight, false, true);  // tied head
   return reshape(logits, {B, T, cfg_.vocab_size});
 }
 
-Var GPT::loss(const Tensor& idx, const Tensor& targets, const Tensor& positions, int64_t ignore_index) const {
+Var GPT::loss(const Tensor& idx, const Tensor& targets, const Tensor& positions, int64_t ignore_index,
+              const AttentionFn& core) const {
   LM_CHECK(targets.defined() && targets.shape() == idx.shape() && targets.dtype() == DType::I32,
            "GPT: targets " << describe(targets) << " must be i32 with the shape of idx " << describe(idx));
-  Var logits = reshape(forward(idx, positions), {-1, cfg_.vocab_size});
+  Var logits = reshape(forward(idx, positions, core), {-1, cfg_.vocab_size});
   return cross_entropy(logits, targets.to(device()).reshape({-1}), ignore_index);
 }
 

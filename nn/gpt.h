@@ -5,6 +5,7 @@
 // each block use 0.02 / sqrt(2 n_layer) so the residual stream's variance does not grow with depth.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,15 +26,24 @@ struct GPTConfig {
   double ln_eps = 1e-5;
   bool bias = false;          // biases in Linear layers
   bool fused_attention = true;  // false: the composed reference (slow; for tests)
+  // Which attention the model was trained with: "standard" or "landmark". nn/ does not interpret
+  // it (the landmark variant lives in landmark/ and is passed in as an AttentionFn); it travels
+  // with the config into checkpoints, next to the landmark settings below.
+  std::string attention = "standard";
+  int64_t landmark_every = 50;   // F: regular tokens per landmark block
+  bool context_miss = false;     // trained with a context-miss token (Appendix D)
   int64_t head_size() const { return n_embd / n_head; }
   void validate() const;  // throws naming the bad field
 };
+
+// An attention core: q, k, v (B, NH, T, HS) after rotary -> (B, NH, T, HS). Empty = causal.
+using AttentionFn = std::function<Var(const Var& q, const Var& k, const Var& v)>;
 
 class CausalSelfAttention : public Module {
  public:
   explicit CausalSelfAttention(const GPTConfig& cfg);
   // x (B, T, C) -> (B, T, C); positions enter through the rotary tables.
-  Var forward(const Var& x, const RotaryTables& rot) const;
+  Var forward(const Var& x, const RotaryTables& rot, const AttentionFn& core = nullptr) const;
   Linear qkv, proj;  // qkv: C -> 3C (q, k, v stacked in that order); proj: C -> C
 
  private:
@@ -53,7 +63,7 @@ class MLP : public Module {
 class Block : public Module {
  public:
   explicit Block(const GPTConfig& cfg);
-  Var forward(const Var& x, const RotaryTables& rot) const;
+  Var forward(const Var& x, const RotaryTables& rot, const AttentionFn& core = nullptr) const;
   LayerNorm ln1, ln2;
   CausalSelfAttention attn;
   MLP mlp;
@@ -62,11 +72,12 @@ class Block : public Module {
 class GPT : public Module {
  public:
   explicit GPT(const GPTConfig& cfg);  // parameters drawn from the global RNG (seed it first)
-  // idx i32 (B, T) -> logits (B, T, V). `positions` i32 (1 or B, T) defaults to 0..T-1.
-  Var forward(const Tensor& idx, const Tensor& positions = Tensor()) const;
+  // idx i32 (B, T) -> logits (B, T, V). `positions` i32 (1 or B, T) defaults to 0..T-1;
+  // `core` replaces causal attention in every block (e.g. landmark attention).
+  Var forward(const Tensor& idx, const Tensor& positions = Tensor(), const AttentionFn& core = nullptr) const;
   // Mean cross-entropy of forward(idx) against targets i32 (B, T); ignore_index rows skipped.
   Var loss(const Tensor& idx, const Tensor& targets, const Tensor& positions = Tensor(),
-           int64_t ignore_index = -100) const;
+           int64_t ignore_index = -100, const AttentionFn& core = nullptr) const;
   const GPTConfig& config() const { return cfg_; }
   Device device() const { return wte.weight.device(); }
 

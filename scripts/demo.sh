@@ -3,12 +3,12 @@
 # corpus from Debian packages (five Austen novels + the King James Bible; Persuasion held out),
 # trains a BPE tokenizer, trains the `tiny` GPT for about 10 minutes on the CPU and writes the
 # loss curve. Everything lands in data/ and runs/demo/. Re-running skips finished steps.
-#   DEMO_STEPS (default 600) and DEMO_MINUTES (default 10, a hard stop) tune the run.
+#   DEMO_STEPS (default 500) and DEMO_MINUTES (default 10, a hard stop) tune the run.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 LANDMARK=build/apps/landmark
-STEPS="${DEMO_STEPS:-600}"
+STEPS="${DEMO_STEPS:-500}"
 MINUTES="${DEMO_MINUTES:-10}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 

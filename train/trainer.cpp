@@ -16,7 +16,9 @@
 #include "tensor/create.h"
 #include "tensor/ops.h"
 #include "tensor/rng.h"
+#include "landmark/attention.h"
 #include "train/batch.h"
+#include "train/landmark_batch.h"
 #include "train/token_file.h"
 #include "train/tokenizer.h"
 
@@ -28,9 +30,12 @@ std::atomic<bool>& stop_requested() {
 }
 
 nlohmann::json gpt_config_to_json(const GPTConfig& c) {
-  return nlohmann::json{{"vocab_size", c.vocab_size}, {"n_layer", c.n_layer},         {"n_head", c.n_head},
-                        {"n_embd", c.n_embd},         {"block_size", c.block_size}, {"dropout", c.dropout},
-                        {"rotary_base", c.rotary_base}, {"ln_eps", c.ln_eps},       {"bias", c.bias}};
+  return nlohmann::json{{"vocab_size", c.vocab_size},     {"n_layer", c.n_layer},
+                        {"n_head", c.n_head},             {"n_embd", c.n_embd},
+                        {"block_size", c.block_size},     {"dropout", c.dropout},
+                        {"rotary_base", c.rotary_base},   {"ln_eps", c.ln_eps},
+                        {"bias", c.bias},                 {"attention", c.attention},
+                        {"landmark_every", c.landmark_every}, {"context_miss", c.context_miss}};
 }
 
 GPTConfig gpt_config_from_json(const nlohmann::json& j) {
@@ -46,6 +51,9 @@ GPTConfig gpt_config_from_json(const nlohmann::json& j) {
     c.rotary_base = j.at("rotary_base").get<double>();
     c.ln_eps = j.at("ln_eps").get<double>();
     c.bias = j.at("bias").get<bool>();
+    c.attention = j.value("attention", std::string("standard"));
+    c.landmark_every = j.value("landmark_every", int64_t(50));
+    c.context_miss = j.value("context_miss", false);
   } catch (const nlohmann::json::exception& e) {
     LM_FAIL("model config: " << e.what() << " in " << j.dump());
   }
@@ -105,16 +113,30 @@ void validate(const TrainOptions& o) {
   LM_CHECK(!o.out_dir.empty(), "train: --out must not be empty");
 }
 
+// One batch through the model: plain windows for a standard model; for a landmark model,
+// windows with landmarks (and CMT / jumps as configured) and landmark attention as the core.
+struct BatchLoss {
+  const TrainOptions& o;
+  const GPTConfig& mc;
+  LandmarkDataOptions lmo;
+  Var operator()(GPT& model, const TokenFile& data, uint64_t seed, uint64_t cursor, bool training) const {
+    if (mc.attention != "landmark") {
+      Batch b = sample_batch(data, o.batch_size, mc.block_size, seed, cursor);
+      return model.loss(b.x, b.y);
+    }
+    LandmarkBatch b = sample_landmark_batch(data, o.batch_size, mc.block_size, lmo, seed, cursor, training);
+    LandmarkLayout layout = make_layout(b.kinds, model.device());
+    return model.loss(b.x, b.y, b.positions.to(model.device()), kIgnoreIndex, landmark_attention_core(layout));
+  }
+};
+
 // Mean loss over a fixed set of validation windows (same windows at every evaluation).
-double evaluate(GPT& model, const TokenFile& val, const TrainOptions& o) {
+double evaluate(GPT& model, const TokenFile& val, const TrainOptions& o, const BatchLoss& batch_loss) {
   NoGradGuard ng;
   model.eval();
   double total = 0;
-  for (int64_t i = 0; i < o.eval_batches; ++i) {
-    Batch b = sample_batch(val, o.batch_size, model.config().block_size, o.seed ^ 0x5EEDEFA1ULL,
-                           static_cast<uint64_t>(i * o.batch_size));
-    total += model.loss(b.x, b.y).item();
-  }
+  for (int64_t i = 0; i < o.eval_batches; ++i)
+    total += batch_loss(model, val, o.seed ^ 0x5EEDEFA1ULL, static_cast<uint64_t>(i * o.batch_size), false).item();
   model.train();
   return total / static_cast<double>(o.eval_batches);
 }
@@ -161,6 +183,20 @@ TrainResult train(const TrainOptions& o, std::ostream& log) {
            "train: the token files need more than block_size + 1 = " << mc.block_size + 1 << " tokens (train has "
                                                                      << train_data.size() << ", val " << val_data.size() << ")");
 
+  BatchLoss batch_loss{o, mc, LandmarkDataOptions{}};
+  if (mc.attention == "landmark") {
+    batch_loss.lmo.every = mc.landmark_every;
+    batch_loss.lmo.landmark_id = tok->special_id("<|landmark|>");
+    batch_loss.lmo.context_miss = mc.context_miss;
+    batch_loss.lmo.cmt_id = tok->special_id("<|cmt|>");
+    batch_loss.lmo.cmt_prob = o.cmt_prob;
+    batch_loss.lmo.jump_max = o.jump_max;
+    LM_CHECK(batch_loss.lmo.landmark_id >= 0, "train: the tokenizer in " << tok_path
+                                                  << " has no <|landmark|> token; re-run `landmark prepare`");
+    LM_CHECK(!mc.context_miss || batch_loss.lmo.cmt_id >= 0,
+             "train: the tokenizer in " << tok_path << " has no <|cmt|> token; re-run `landmark prepare`");
+  }
+
   manual_seed(o.seed);
   GPT model(mc);
   AdamW opt(model, o.adamw);
@@ -184,7 +220,9 @@ TrainResult train(const TrainOptions& o, std::ostream& log) {
 
   const int64_t T = mc.block_size, tokens_per_step = o.batch_size * T * o.grad_accum;
   log << "training " << model.num_parameters() << " parameters (" << mc.n_layer << " layers, d " << mc.n_embd << ", "
-      << mc.n_head << " heads, T " << T << ", vocab " << mc.vocab_size << ") on " << device_name(o.device) << ", "
+      << mc.n_head << " heads, T " << T << ", vocab " << mc.vocab_size << ", " << mc.attention << " attention"
+      << (mc.attention == "landmark" ? " every " + std::to_string(mc.landmark_every) + (mc.context_miss ? " + CMT" : "") : "")
+      << ") on " << device_name(o.device) << ", "
       << threads_note() << "\n"
       << "data: " << train_data.size() << " train / " << val_data.size() << " val tokens; " << tokens_per_step
       << " tokens per step; " << (o.resume.empty() ? "fresh start" : "resuming at step " + std::to_string(step)) << "\n";
@@ -199,7 +237,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log) {
                           {"model", gpt_config_to_json(mc)},
                           {"train",
                            {{"batch_size", o.batch_size}, {"lr", o.lr}, {"schedule", o.schedule}, {"grad_accum", o.grad_accum},
-                            {"grad_clip", o.grad_clip}, {"weight_decay", o.adamw.weight_decay}}},
+                            {"grad_clip", o.grad_clip}, {"weight_decay", o.adamw.weight_decay},
+                            {"cmt_prob", o.cmt_prob}, {"jump_max", o.jump_max}}},
                           {"tokenizer", tok->to_json()},
                           {"tokenizer_fingerprint", tok->fingerprint()}};
   };
@@ -215,9 +254,8 @@ TrainResult train(const TrainOptions& o, std::ostream& log) {
     model.zero_grad();
     double loss_value = 0;
     for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
-      Batch b = sample_batch(train_data, o.batch_size, T, o.seed, cursor);
+      Var loss = batch_loss(model, train_data, o.seed, cursor, true);
       cursor += static_cast<uint64_t>(o.batch_size);
-      Var loss = model.loss(b.x, b.y);
       const double lv = loss.item();
       LM_CHECK(std::isfinite(lv), "train: the loss became " << lv << " at step " << step + 1 << " (tensor: loss)");
       (o.grad_accum == 1 ? loss : mul(loss, 1.0 / static_cast<double>(o.grad_accum))).backward();
@@ -247,7 +285,7 @@ TrainResult train(const TrainOptions& o, std::ostream& log) {
     }
     const bool last = step == o.steps;
     if (o.eval_every > 0 && (step % o.eval_every == 0 || last)) {
-      res.last_val_loss = evaluate(model, val_data, o);
+      res.last_val_loss = evaluate(model, val_data, o, batch_loss);
       metrics << "{\"step\":" << step << ",\"val_loss\":" << std::setprecision(8) << res.last_val_loss << "}\n";
       log << "step " << step << " | validation loss " << std::fixed << std::setprecision(4) << res.last_val_loss
           << std::defaultfloat << "\n";

@@ -38,6 +38,9 @@ struct TrainOptions {
   Device device = Device::CPU;
   std::string resume;            // checkpoint to continue from ("" = start fresh)
   bool quiet = false;            // no per-step progress lines
+  // Landmark models only (model.attention == "landmark"; F and the CMT switch live in model):
+  double cmt_prob = 0.5;         // P_CMT, chance that a landmark is CMT-controlled in training
+  int64_t jump_max = 1;          // p_jump for positional jumps in training (1 = off)
 };
 
 struct TrainResult {

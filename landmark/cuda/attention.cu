@@ -1,0 +1,158 @@
+// landmark/cuda/attention.cu: fused landmark attention on CUDA. The products (the scores, W v and
+// the four of the backward) are strided-batched cuBLAS GEMMs over all heads at once, through
+// lm::cuda::gemm; between them one thread per query row runs the grouped softmax of
+// grouped_softmax.h, the very LM_HD functions the CPU twin (landmark/cpu/attention.cpp) calls.
+// Not flash attention: full (T, T) scores, weights and gradients are formed for every head.
+#include "landmark/grouped_softmax.h"
+#include "landmark/kernels.h"
+#include "tensor/cuda/common.cuh"
+#include "tensor/kernels.h"
+
+namespace lm {
+namespace cuda {
+
+namespace {
+
+// C_h = alpha op(A_h) op(B_h) for every head h in one call. Every per-head matrix is row-major
+// with Tn rows, (T, HS) or (T, T); `x_cols` is operand x's column count, so its leading dimension
+// is x_cols and head h's matrix starts x_cols * Tn elements after head h - 1's.
+GemmArgs heads_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t a_cols, int64_t b_cols,
+                    int64_t c_cols, int64_t Tn, int64_t BH, double alpha) {
+  GemmArgs g;
+  g.trans_a = trans_a;
+  g.trans_b = trans_b;
+  g.M = M;
+  g.N = N;
+  g.K = K;
+  g.batch = BH;
+  g.lda = a_cols;
+  g.ldb = b_cols;
+  g.ldc = c_cols;
+  g.stride_a = a_cols * Tn;
+  g.stride_b = b_cols * Tn;
+  g.stride_c = c_cols * Tn;
+  g.alpha = alpha;
+  g.beta = 0.0;  // C is overwritten: every output here is a whole product, never an accumulation
+  return g;
+}
+
+// The layout tensors (landmark/layout.h) on the device, passed to kernels by value. Head h
+// belongs to batch row h / NH, whose RowLayout the row kernels hand to grouped_softmax.h.
+struct DeviceLayout {
+  const int32_t* kind;         // (B, T)
+  const int32_t* block_of;     // (B, T)
+  const int32_t* block_start;  // (B, T + 1)
+  const int32_t* cmt;          // (B)
+  int64_t Tn, NH;
+
+  __device__ RowLayout of_head(int64_t h) const {
+    const int64_t b = h / NH;
+    return RowLayout{kind + b * Tn, block_of + b * Tn, block_start + b * (Tn + 1), cmt[b]};
+  }
+};
+
+DeviceLayout device_layout(const Tensor& kind, const Tensor& block_of, const Tensor& block_start, const Tensor& cmt,
+                           int64_t BH) {
+  const int64_t B = kind.size(0), Tn = kind.size(1);
+  LM_CHECK(kind.device() == Device::CUDA && block_of.device() == Device::CUDA &&
+               block_start.device() == Device::CUDA && cmt.device() == Device::CUDA,
+           "landmark_attention on cuda: the layout tensors must live on cuda (make_layout(kinds, Device::CUDA)); kind "
+               << describe(kind) << ", block_of " << describe(block_of) << ", block_start " << describe(block_start)
+               << ", cmt " << describe(cmt));
+  LM_CHECK(B > 0 && BH % B == 0, "landmark_attention on cuda: " << BH << " heads do not split evenly over the " << B
+                                                                 << " batch rows of the layout");
+  return DeviceLayout{kind.data<int32_t>(), block_of.data<int32_t>(), block_start.data<int32_t>(),
+                      cmt.data<int32_t>(), Tn, BH / B};
+}
+
+// One thread per row r = (head h, query i) of probs and W (BH, T, T). On entry probs holds the
+// scaled scores S; on exit P' (grouped_softmax.h), and W the final weights, both 0 for j > i.
+// In place like the CPU: row_forward reads each score before it writes that entry of P'. The
+// full GEMM filled j > i with scores of future keys; they are never read, only overwritten.
+template <class T> __global__ void grouped_softmax_kernel(DeviceLayout lay, T* probs, T* W, int64_t rows) {
+  const int64_t Tn = lay.Tn;
+  LM_CUDA_FOR(r, rows) {
+    const RowLayout L = lay.of_head(r / Tn);
+    const int i = static_cast<int>(r % Tn);
+    T* p = probs + r * Tn;
+    T* w = W + r * Tn;
+    gsm::row_forward<T>(L, i, p, p, w);  // S -> P' in place, and the weights
+    for (int64_t j = i + 1; j < Tn; ++j) p[j] = w[j] = T(0);
+  }
+}
+
+// The backward's first step: the weights W (BH, T, T) again from the saved P' (cheaper to
+// recompute than to keep a second T x T matrix per head alive between forward and backward).
+template <class T> __global__ void grouped_weights_kernel(DeviceLayout lay, const T* probs, T* W, int64_t rows) {
+  const int64_t Tn = lay.Tn;
+  LM_CUDA_FOR(r, rows) {
+    const RowLayout L = lay.of_head(r / Tn);
+    const int i = static_cast<int>(r % Tn);
+    T* w = W + r * Tn;
+    gsm::row_weights<T>(L, i, probs + r * Tn, w);
+    for (int64_t j = i + 1; j < Tn; ++j) w[j] = T(0);
+  }
+}
+
+// d (BH, T, T) holds G = dL/dW = dout v^T on entry and dS = dL/dS on exit (unscaled: the scale
+// enters the dq and dk GEMMs as alpha). In place like the CPU: row_backward reads G[j] before it
+// writes dS[j]. G's entries j > i come from the full GEMM and are never read.
+template <class T>
+__global__ void grouped_softmax_backward_kernel(DeviceLayout lay, const T* probs, const T* W, T* d, int64_t rows) {
+  const int64_t Tn = lay.Tn;
+  LM_CUDA_FOR(r, rows) {
+    const RowLayout L = lay.of_head(r / Tn);
+    const int i = static_cast<int>(r % Tn);
+    T* dr = d + r * Tn;
+    gsm::row_backward<T>(L, i, probs + r * Tn, W + r * Tn, dr, dr);  // G -> dS in place
+    for (int64_t j = i + 1; j < Tn; ++j) dr[j] = T(0);
+  }
+}
+
+}  // namespace
+
+void landmark_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kind,
+                                const Tensor& block_of, const Tensor& block_start, const Tensor& cmt, double scale,
+                                const Tensor& probs, const Tensor& out) {
+  const int64_t BH = q.size(0), Tn = q.size(1), HS = q.size(2), rows = BH * Tn;
+  if (rows == 0) return;
+  const DeviceLayout lay = device_layout(kind, block_of, block_start, cmt, BH);
+  // q, k, v, out (BH, T, HS); probs P' (BH, T, T); W scratch (BH, T, T).
+  Tensor W({BH, Tn, Tn}, q.dtype(), Device::CUDA);
+  gemm(heads_gemm(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, scale), q, k, probs);  // S = scale q k^T
+  LM_DISPATCH_FLOAT(q.dtype(), "landmark_attention", {
+    grouped_softmax_kernel<scalar_t><<<blocks_for(rows), kThreads>>>(lay, probs.data<scalar_t>(),
+                                                                     W.data<scalar_t>(), rows);
+    LM_CUDA_CHECK_LAUNCH("grouped_softmax_kernel");
+  });
+  gemm(heads_gemm(false, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, 1.0), W, v, out);  // out = W v
+}
+
+void landmark_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kind,
+                                 const Tensor& block_of, const Tensor& block_start, const Tensor& cmt,
+                                 const Tensor& probs, const Tensor& dout, double scale, const Tensor& dq,
+                                 const Tensor& dk, const Tensor& dv) {
+  const int64_t BH = q.size(0), Tn = q.size(1), HS = q.size(2), rows = BH * Tn;
+  if (rows == 0) return;
+  const DeviceLayout lay = device_layout(kind, block_of, block_start, cmt, BH);
+  // q, k, v, dout, dq, dk, dv (BH, T, HS); probs P' (BH, T, T); W and dS scratch (BH, T, T).
+  Tensor W({BH, Tn, Tn}, q.dtype(), Device::CUDA), dS({BH, Tn, Tn}, q.dtype(), Device::CUDA);
+  LM_DISPATCH_FLOAT(q.dtype(), "landmark_attention_backward", {
+    grouped_weights_kernel<scalar_t><<<blocks_for(rows), kThreads>>>(lay, probs.data<scalar_t>(),
+                                                                     W.data<scalar_t>(), rows);
+    LM_CUDA_CHECK_LAUNCH("grouped_weights_kernel");
+  });
+  gemm(heads_gemm(true, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, 1.0), W, dout, dv);   // dv = W^T dout
+  gemm(heads_gemm(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, 1.0), dout, v, dS);  // G = dout v^T
+  LM_DISPATCH_FLOAT(q.dtype(), "landmark_attention_backward", {
+    grouped_softmax_backward_kernel<scalar_t><<<blocks_for(rows), kThreads>>>(
+        lay, probs.data<scalar_t>(), W.data<scalar_t>(), dS.data<scalar_t>(), rows);
+    LM_CUDA_CHECK_LAUNCH("grouped_softmax_backward_kernel");
+  });
+  // The forward's S = scale q k^T, differentiated: dq = scale dS k, dk = scale dS^T q.
+  gemm(heads_gemm(false, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, scale), dS, k, dq);
+  gemm(heads_gemm(true, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, scale), dS, q, dk);
+}
+
+}  // namespace cuda
+}  // namespace lm

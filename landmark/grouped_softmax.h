@@ -1,0 +1,168 @@
+// grouped_softmax.h: the grouped softmax of one query row, forward and backward, as LM_HD
+// functions shared by the CPU kernel (landmark/cpu/attention.cpp) and the CUDA kernel
+// (landmark/cuda/attention.cu), so the CPU tests check the exact arithmetic the GPU runs.
+// DESIGN.md section 3 and the paper's Section 3.1 / Appendix D define it; the composed reference
+// (landmark/reference.cpp) spells the same thing with tensor ops.
+//
+// For query i in block b (positions j <= i only):
+//   top group  = regular tokens of block b, free landmarks of blocks 0..b-1, and the CMT token;
+//   group g<b  = the regular tokens of block g;
+//   group CMT  = the controlled landmarks of blocks 0..b-1 (only with a CMT token).
+// Softmax within each group (own max). We keep P' (T x T, the "probabilities" row):
+//   P'[j] = top-group probability for top-group members, in-group probability otherwise
+// and the final weights
+//   own token j            w = P'[j]
+//   token j of block g     w = gate_g P'[j],  gate_g = P'[lm_g] (free) or P'[cmt] P'[lm_g] (controlled)
+//   landmarks and the CMT  w = 0
+// Block b's own landmark is excluded (it matters when i is that landmark).
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "landmark/tokens.h"
+#include "tensor/hostdevice.h"
+
+namespace lm {
+
+// The block structure of one batch row of length T (built by make_layout, landmark/layout.h).
+struct RowLayout {
+  const int32_t* kind;         // (T) TokenKind of each position
+  const int32_t* block_of;     // (T) block index; -1 for the CMT token
+  const int32_t* block_start;  // (T + 1) first position of block g; block g's landmark sits at
+                               // block_start[g + 1] - 1 for every closed block g
+  int32_t cmt;                 // position of the CMT token, or -1
+};
+
+namespace gsm {
+
+template <class T> LM_HD T neg_inf() { return -INFINITY; }
+
+// Forward for row i: s[0..i] are the scaled scores; writes pp[0..i] (P') and w[0..i] (weights).
+// Entries beyond i are not touched. A CMT query attends to nothing: pp = w = 0.
+template <class T> LM_HD void row_forward(const RowLayout& L, int i, const T* s, T* pp, T* w) {
+  if (L.kind[i] == kContextMiss) {
+    for (int j = 0; j <= i; ++j) pp[j] = w[j] = T(0);
+    return;
+  }
+  const int b = L.block_of[i];
+  const int own_begin = L.block_start[b];
+  // --- the top group: own regular tokens, free landmarks of earlier blocks, the CMT ---
+  T m = neg_inf<T>();
+  for (int j = own_begin; j <= i; ++j)
+    if (L.kind[j] == kRegular) m = s[j] > m ? s[j] : m;
+  for (int g = 0; g < b; ++g) {
+    const int lmk = L.block_start[g + 1] - 1;
+    if (L.kind[lmk] == kLandmark) m = s[lmk] > m ? s[lmk] : m;
+  }
+  if (L.cmt >= 0) m = s[L.cmt] > m ? s[L.cmt] : m;
+  T z = 0;
+  for (int j = own_begin; j <= i; ++j)
+    if (L.kind[j] == kRegular) z += std::exp(s[j] - m);
+  for (int g = 0; g < b; ++g) {
+    const int lmk = L.block_start[g + 1] - 1;
+    if (L.kind[lmk] == kLandmark) z += std::exp(s[lmk] - m);
+  }
+  if (L.cmt >= 0) z += std::exp(s[L.cmt] - m);
+  const T inv_top = T(1) / z;
+  for (int j = own_begin; j <= i; ++j) {
+    pp[j] = L.kind[j] == kRegular ? std::exp(s[j] - m) * inv_top : T(0);  // own landmark (j == i) excluded
+    w[j] = pp[j];
+  }
+  T p_cmt = 0;
+  if (L.cmt >= 0) {
+    p_cmt = std::exp(s[L.cmt] - m) * inv_top;
+    pp[L.cmt] = p_cmt;
+    w[L.cmt] = 0;
+  }
+  // --- the controlled-landmark group (under the CMT) ---
+  T mc = neg_inf<T>(), zc = 0;
+  for (int g = 0; g < b; ++g) {
+    const int lmk = L.block_start[g + 1] - 1;
+    if (L.kind[lmk] == kControlledLandmark) mc = s[lmk] > mc ? s[lmk] : mc;
+  }
+  for (int g = 0; g < b; ++g) {
+    const int lmk = L.block_start[g + 1] - 1;
+    if (L.kind[lmk] == kControlledLandmark) zc += std::exp(s[lmk] - mc);
+  }
+  // --- each earlier block: its landmark's entry, then its own softmax gated by it ---
+  for (int g = 0; g < b; ++g) {
+    const int begin = L.block_start[g], lmk = L.block_start[g + 1] - 1;
+    T gate;
+    if (L.kind[lmk] == kLandmark) {
+      pp[lmk] = std::exp(s[lmk] - m) * inv_top;
+      gate = pp[lmk];
+    } else {
+      pp[lmk] = std::exp(s[lmk] - mc) / zc;
+      gate = p_cmt * pp[lmk];
+    }
+    w[lmk] = 0;
+    T mg = neg_inf<T>(), zg = 0;
+    for (int j = begin; j < lmk; ++j) mg = s[j] > mg ? s[j] : mg;
+    for (int j = begin; j < lmk; ++j) zg += std::exp(s[j] - mg);
+    for (int j = begin; j < lmk; ++j) {
+      pp[j] = std::exp(s[j] - mg) / zg;
+      w[j] = gate * pp[j];
+    }
+  }
+}
+
+// The final weights of row i from its P' row (the forward's second output, recomputed in the
+// backward instead of being stored).
+template <class T> LM_HD void row_weights(const RowLayout& L, int i, const T* pp, T* w) {
+  if (L.kind[i] == kContextMiss) {
+    for (int j = 0; j <= i; ++j) w[j] = T(0);
+    return;
+  }
+  const int b = L.block_of[i];
+  const T p_cmt = L.cmt >= 0 ? pp[L.cmt] : T(0);
+  if (L.cmt >= 0) w[L.cmt] = 0;
+  for (int g = 0; g < b; ++g) {
+    const int begin = L.block_start[g], lmk = L.block_start[g + 1] - 1;
+    const T gate = L.kind[lmk] == kLandmark ? pp[lmk] : p_cmt * pp[lmk];
+    for (int j = begin; j < lmk; ++j) w[j] = gate * pp[j];
+    w[lmk] = 0;
+  }
+  for (int j = L.block_start[b]; j <= i; ++j) w[j] = L.kind[j] == kRegular ? pp[j] : T(0);
+}
+
+// Backward for row i, given P' (pp), the weights (w) and G[j] = dL/dw[j]: writes dS[0..i] =
+// dL/ds. With delta = sum_j w_j G_j, a_g = sum_{j in block g} P'_j G_j and
+// a_cmt = sum over controlled g of P'[lm_g] a_g:
+//   own token         P'_j (G_j - delta)
+//   free landmark g   P'[lm_g] (a_g - delta)
+//   controlled lm g   P'[cmt] P'[lm_g] (a_g - a_cmt)
+//   CMT               P'[cmt] (a_cmt - delta)
+//   token j in g      w_j (G_j - a_g)
+template <class T> LM_HD void row_backward(const RowLayout& L, int i, const T* pp, const T* w, const T* G, T* ds) {
+  if (L.kind[i] == kContextMiss) {
+    for (int j = 0; j <= i; ++j) ds[j] = T(0);
+    return;
+  }
+  const int b = L.block_of[i];
+  T delta = 0;
+  for (int j = 0; j <= i; ++j) delta += w[j] * G[j];
+  T a_cmt = 0;
+  for (int g = 0; g < b; ++g) {
+    const int begin = L.block_start[g], lmk = L.block_start[g + 1] - 1;
+    T a = 0;
+    for (int j = begin; j < lmk; ++j) a += pp[j] * G[j];
+    for (int j = begin; j < lmk; ++j) ds[j] = w[j] * (G[j] - a);
+    if (L.kind[lmk] == kLandmark) {
+      ds[lmk] = pp[lmk] * (a - delta);
+    } else {
+      a_cmt += pp[lmk] * a;
+      ds[lmk] = a;  // finished below, once a_cmt is known
+    }
+  }
+  const T p_cmt = L.cmt >= 0 ? pp[L.cmt] : T(0);
+  for (int g = 0; g < b; ++g) {
+    const int lmk = L.block_start[g + 1] - 1;
+    if (L.kind[lmk] == kControlledLandmark) ds[lmk] = p_cmt * pp[lmk] * (ds[lmk] - a_cmt);
+  }
+  if (L.cmt >= 0) ds[L.cmt] = p_cmt * (a_cmt - delta);
+  for (int j = L.block_start[b]; j <= i; ++j) ds[j] = L.kind[j] == kRegular ? pp[j] * (G[j] - delta) : T(0);
+}
+
+}  // namespace gsm
+}  // namespace lm
