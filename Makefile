@@ -29,6 +29,7 @@ test: build
 bench: build
 	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_gemm
 	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_train
+	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_landmark
 
 demo: build
 	@bash scripts/demo.sh

@@ -39,7 +39,10 @@ namespace gsm {
 template <class T> LM_HD T neg_inf() { return -INFINITY; }
 
 // Forward for row i: s[0..i] are the scaled scores; writes pp[0..i] (P') and w[0..i] (weights).
-// Entries beyond i are not touched. A CMT query attends to nothing: pp = w = 0.
+// Entries beyond i are not touched. A CMT query attends to nothing: pp = w = 0. pp may alias s
+// (the CPU kernel turns scores into P' in place): every s[j] is read before pp[j] is written.
+// Each group costs three short passes (max, exp + sum, scale), one exp per element; the own
+// block and each earlier block are contiguous runs of regular tokens, so the passes vectorise.
 template <class T> LM_HD void row_forward(const RowLayout& L, int i, const T* s, T* pp, T* w) {
   if (L.kind[i] == kContextMiss) {
     for (int j = 0; j <= i; ++j) pp[j] = w[j] = T(0);
@@ -47,62 +50,70 @@ template <class T> LM_HD void row_forward(const RowLayout& L, int i, const T* s,
   }
   const int b = L.block_of[i];
   const int own_begin = L.block_start[b];
-  // --- the top group: own regular tokens, free landmarks of earlier blocks, the CMT ---
-  T m = neg_inf<T>();
-  for (int j = own_begin; j <= i; ++j)
-    if (L.kind[j] == kRegular) m = s[j] > m ? s[j] : m;
+  const int own_end = L.kind[i] == kRegular ? i + 1 : i;  // i's own landmark is excluded
+  // --- maxima of the top group (own tokens, free landmarks, CMT) and the controlled group ---
+  T m = neg_inf<T>(), mc = neg_inf<T>();
+  for (int j = own_begin; j < own_end; ++j) m = s[j] > m ? s[j] : m;
   for (int g = 0; g < b; ++g) {
     const int lmk = L.block_start[g + 1] - 1;
     if (L.kind[lmk] == kLandmark) m = s[lmk] > m ? s[lmk] : m;
+    else mc = s[lmk] > mc ? s[lmk] : mc;
   }
   if (L.cmt >= 0) m = s[L.cmt] > m ? s[L.cmt] : m;
-  T z = 0;
-  for (int j = own_begin; j <= i; ++j)
-    if (L.kind[j] == kRegular) z += std::exp(s[j] - m);
+  // --- exponentials (stored unnormalised) and the two normalisers ---
+  T z = 0, zc = 0;
+  for (int j = own_begin; j < own_end; ++j) {
+    pp[j] = std::exp(s[j] - m);
+    z += pp[j];
+  }
   for (int g = 0; g < b; ++g) {
     const int lmk = L.block_start[g + 1] - 1;
-    if (L.kind[lmk] == kLandmark) z += std::exp(s[lmk] - m);
-  }
-  if (L.cmt >= 0) z += std::exp(s[L.cmt] - m);
-  const T inv_top = T(1) / z;
-  for (int j = own_begin; j <= i; ++j) {
-    pp[j] = L.kind[j] == kRegular ? std::exp(s[j] - m) * inv_top : T(0);  // own landmark (j == i) excluded
-    w[j] = pp[j];
+    if (L.kind[lmk] == kLandmark) {
+      pp[lmk] = std::exp(s[lmk] - m);
+      z += pp[lmk];
+    } else {
+      pp[lmk] = std::exp(s[lmk] - mc);
+      zc += pp[lmk];
+    }
   }
   T p_cmt = 0;
   if (L.cmt >= 0) {
-    p_cmt = std::exp(s[L.cmt] - m) * inv_top;
-    pp[L.cmt] = p_cmt;
-    w[L.cmt] = 0;
+    pp[L.cmt] = std::exp(s[L.cmt] - m);
+    z += pp[L.cmt];
   }
-  // --- the controlled-landmark group (under the CMT) ---
-  T mc = neg_inf<T>(), zc = 0;
-  for (int g = 0; g < b; ++g) {
-    const int lmk = L.block_start[g + 1] - 1;
-    if (L.kind[lmk] == kControlledLandmark) mc = s[lmk] > mc ? s[lmk] : mc;
+  const T inv_top = T(1) / z, inv_ctrl = zc > T(0) ? T(1) / zc : T(0);
+  for (int j = own_begin; j < own_end; ++j) {
+    pp[j] *= inv_top;
+    w[j] = pp[j];
   }
-  for (int g = 0; g < b; ++g) {
-    const int lmk = L.block_start[g + 1] - 1;
-    if (L.kind[lmk] == kControlledLandmark) zc += std::exp(s[lmk] - mc);
+  if (own_end == i) pp[i] = w[i] = T(0);
+  if (L.cmt >= 0) {
+    pp[L.cmt] *= inv_top;
+    p_cmt = pp[L.cmt];
+    w[L.cmt] = T(0);
   }
-  // --- each earlier block: its landmark's entry, then its own softmax gated by it ---
+  // --- each earlier block: its own softmax, gated by its landmark (and the CMT if controlled) ---
   for (int g = 0; g < b; ++g) {
     const int begin = L.block_start[g], lmk = L.block_start[g + 1] - 1;
     T gate;
     if (L.kind[lmk] == kLandmark) {
-      pp[lmk] = std::exp(s[lmk] - m) * inv_top;
+      pp[lmk] *= inv_top;
       gate = pp[lmk];
     } else {
-      pp[lmk] = std::exp(s[lmk] - mc) / zc;
+      pp[lmk] *= inv_ctrl;
       gate = p_cmt * pp[lmk];
     }
-    w[lmk] = 0;
+    w[lmk] = T(0);
     T mg = neg_inf<T>(), zg = 0;
     for (int j = begin; j < lmk; ++j) mg = s[j] > mg ? s[j] : mg;
-    for (int j = begin; j < lmk; ++j) zg += std::exp(s[j] - mg);
     for (int j = begin; j < lmk; ++j) {
-      pp[j] = std::exp(s[j] - mg) / zg;
-      w[j] = gate * pp[j];
+      pp[j] = std::exp(s[j] - mg);
+      zg += pp[j];
+    }
+    const T inv = T(1) / zg, gate_inv = gate * inv;
+    for (int j = begin; j < lmk; ++j) {
+      w[j] = pp[j] * gate_inv;
+      pp[j] *= inv;
     }
   }
 }

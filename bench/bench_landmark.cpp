@@ -1,0 +1,88 @@
+// bench_landmark.cpp: the cost of landmark attention. Fused landmark attention (forward +
+// backward) against our fused causal attention at the paper's training shape (B 8, NH 4,
+// T 512, HS 64, F 50), and against the composed reference (which builds a (B, T, T, T) tensor, so
+// it runs at T 128). Same inputs, same thread count, one run. Last line:
+//   landmark overhead_vs_causal=<fused landmark time / fused causal time>
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "autograd/functions.h"
+#include "landmark/attention.h"
+#include "landmark/tokens.h"
+#include "nn/functional.h"
+#include "tensor/cpu/parallel.h"
+#include "tensor/create.h"
+#include "tensor/rng.h"
+
+using namespace lm;
+
+namespace {
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+// Kinds for B rows of length T with a landmark after every F regular tokens, each row starting
+// at a different phase (as random training windows do).
+Tensor window_kinds(int64_t B, int64_t T, int64_t F) {
+  std::vector<int32_t> k(B * T, kRegular);
+  for (int64_t b = 0; b < B; ++b) {
+    int64_t phase = (b * 13) % F;
+    for (int64_t t = 0; t < T; ++t) {
+      if (phase == F) {
+        k[b * T + t] = kLandmark;
+        phase = 0;
+      } else {
+        ++phase;
+      }
+    }
+  }
+  return from_vector(k, {B, T});
+}
+
+template <class F> double best_of(int reps, F&& f) {
+  f();  // warm-up
+  double best = 1e30;
+  for (int r = 0; r < reps; ++r) {
+    double t0 = now();
+    f();
+    best = std::min(best, now() - t0);
+  }
+  return best;
+}
+
+double run(const std::string& which, int64_t B, int64_t NH, int64_t T, int64_t HS, int64_t F, int reps) {
+  manual_seed(3);
+  Tensor q = randn({B, NH, T, HS}), k = randn({B, NH, T, HS}), v = randn({B, NH, T, HS}), g = randn({B, NH, T, HS});
+  Tensor kinds = window_kinds(B, T, F);
+  LandmarkLayout layout = make_layout(kinds);
+  return best_of(reps, [&] {
+    Var qv(q, true), kv(k, true), vv(v, true);
+    Var y = which == "causal"     ? causal_attention(qv, kv, vv)
+            : which == "landmark" ? landmark_attention(qv, kv, vv, layout)
+                                  : landmark_attention_reference(qv, kv, vv, kinds);
+    y.backward(g);
+  });
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  int reps = 5;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quick") reps = 1;
+    else {
+      std::printf("usage: bench_landmark [--quick]\n  Fused landmark vs fused causal attention (fwd+bwd) and vs the composed reference.\n");
+      return a == "--help" ? 0 : 2;
+    }
+  }
+  std::printf("landmark attention benchmark: f32, %d thread(s), forward + backward, best of %d\n", cpu::num_threads(), reps);
+  const int64_t B = 8, NH = 4, T = 512, HS = 64, F = 50;
+  double causal = run("causal", B, NH, T, HS, F, reps), landmark = run("landmark", B, NH, T, HS, F, reps);
+  std::printf("B %lld NH %lld T %lld HS %lld F %lld: fused causal %.4f s, fused landmark %.4f s\n", (long long)B,
+              (long long)NH, (long long)T, (long long)HS, (long long)F, causal, landmark);
+  const int64_t Ts = 128;
+  double small_landmark = run("landmark", B, NH, Ts, HS, F, reps), reference = run("reference", B, NH, Ts, HS, F, reps);
+  std::printf("T %lld: fused landmark %.4f s, composed reference %.4f s (fused is %.1fx faster)\n", (long long)Ts,
+              small_landmark, reference, reference / small_landmark);
+  std::printf("landmark overhead_vs_causal=%.3f\n", landmark / causal);
+  return 0;
+}
