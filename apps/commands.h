@@ -19,6 +19,7 @@ Command corpus_command(CLI::App& app);   // apps/cmd_data.cpp
 Command train_command(CLI::App& app);    // apps/cmd_train.cpp
 Command plot_command(CLI::App& app);     // apps/cmd_train.cpp
 Command info_command(CLI::App& app);     // apps/cmd_train.cpp
+Command groups_command(CLI::App& app);   // apps/cmd_landmark.cpp
 
 }  // namespace app
 }  // namespace lm

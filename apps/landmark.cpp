@@ -16,7 +16,7 @@ int main(int argc, char** argv) {
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
   std::vector<lm::app::Command> commands = {lm::app::prepare_command(app), lm::app::corpus_command(app),
                                             lm::app::train_command(app), lm::app::plot_command(app),
-                                            lm::app::info_command(app)};
+                                            lm::app::info_command(app), lm::app::groups_command(app)};
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -226,3 +226,21 @@ TEST_CASE("landmark layout rejects windows that start with a landmark, misplaced
   CHECK_THROWS_WITH(landmark_attention(Var(q), Var(q), Var(q), make_layout(kinds_tensor({kinds_row(6, {3})}))),
                     Catch::Contains("layout"));
 }
+
+#include "landmark/groups_plot.h"
+#include <filesystem>
+
+TEST_CASE("landmark groups picture: categories of Appendix A's example", "[landmark]") {
+  const std::string png = (std::filesystem::temp_directory_path() / "lm_test_groups.png").string();
+  std::vector<int> cat = plot_groups(kinds_row(9, {2, 5, 8}), png, "test");
+  auto at = [&](int i, int j) { return cat[i * 9 + j]; };
+  CHECK(at(6, 0) == 5);   // block 0's own softmax
+  CHECK(at(6, 2) == 1);   // landmark 2 gates block 0 from the top group
+  CHECK(at(6, 3) == 6);   // block 1
+  CHECK(at(6, 5) == 1);
+  CHECK(at(6, 6) == 0);   // own block, top group
+  CHECK(at(6, 7) == -1);  // the future is masked
+  CHECK(at(5, 5) == 3);   // a landmark ignores itself
+  CHECK(at(5, 3) == 0);   // ... and attends to its own block in the top group
+  CHECK(std::filesystem::file_size(png) > 1000);
+}
