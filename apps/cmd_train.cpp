@@ -87,7 +87,9 @@ Command train_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--seed", o->seed, "Seed for initialisation, dropout and batches")->capture_default_str();
   sub->add_option("--device", *device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  sub->add_option("--resume", o->resume, "Continue from this checkpoint (configs come from it)");
+  sub->add_option("--resume", o->resume, "Continue from this checkpoint: the model and training settings (seed, batch, "
+                                         "lr, schedule, ...) come from it; --steps may extend the run")
+      ->check(CLI::ExistingFile);
   sub->add_flag("--quiet", o->quiet, "No per-step progress lines");
   auto run = [=]() {
     Preset p = preset_of(*preset);

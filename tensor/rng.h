@@ -59,7 +59,7 @@ template <class T> LM_HD T normal_from(const Philox4& r) {
 // The global generator: element i of the next draw of n values uses counter offset + i; the draw
 // then advances offset by n. Streams keep uniform, normal and later users (dropout, data
 // sampling) apart even when their counters coincide.
-enum class RngStream : uint32_t { Uniform = 1, Normal = 2, Dropout = 3, Data = 4, Jumps = 5, ContextMiss = 6, User = 16 };
+enum class RngStream : uint32_t { Uniform = 1, Normal = 2, Data = 4, Jumps = 5, ContextMiss = 6, User = 16 };
 
 struct RngState {
   uint64_t seed = 0x5EED;

@@ -107,6 +107,9 @@ TEST_CASE("trainer: N steps + save + resume + N steps == 2N steps, bit for bit",
   TrainOptions c = a;
   c.out_dir = split;
   c.resume = split + "/checkpoint.safetensors";
+  c.batch_size = 3;  // ignored: a resumed run takes its training settings from the checkpoint
+  c.lr = 5.0;
+  c.seed = 7;
   TrainResult second = train(c, log);
   CHECK(second.step == 8);
   Checkpoint x = load_safetensors(straight + "/checkpoint.safetensors"), y = load_safetensors(split + "/checkpoint.safetensors");

@@ -153,7 +153,8 @@ std::string first_nonfinite_grad(GPT& model) {
 
 }  // namespace
 
-TrainResult train(const TrainOptions& o, std::ostream& log) {
+TrainResult train(const TrainOptions& opts, std::ostream& log) {
+  TrainOptions o = opts;  // on resume, the training settings are replaced by the checkpoint's
   validate(o);
   namespace fs = std::filesystem;
   const std::string tok_path = o.data_dir + "/tokenizer.json";
@@ -177,6 +178,27 @@ TrainResult train(const TrainOptions& o, std::ostream& log) {
              "train: checkpoint " << o.resume << " was trained with tokenizer " << prev["tokenizer_fingerprint"].get<std::string>()
                                   << " but the data in " << o.data_dir << " uses " << tok->fingerprint());
     mc = gpt_config_from_json(prev["model"]);
+    // Everything that shapes the trajectory comes from the checkpoint, so a resumed run is the
+    // run that was interrupted; only --steps (to extend a run) and bookkeeping flags (output,
+    // evaluation, checkpoint cadence, time limits) are taken from the command line.
+    const nlohmann::json& t = prev.at("train");
+    o.seed = prev.at("seed").get<uint64_t>();
+    o.batch_size = t.at("batch_size").get<int64_t>();
+    o.lr = t.at("lr").get<double>();
+    o.schedule = t.at("schedule").get<std::string>();
+    o.warmup = t.value("warmup", o.warmup);
+    o.min_lr = t.value("min_lr", o.min_lr);
+    o.grad_accum = t.at("grad_accum").get<int64_t>();
+    o.grad_clip = t.at("grad_clip").get<double>();
+    o.adamw.weight_decay = t.at("weight_decay").get<double>();
+    o.adamw.beta1 = t.value("beta1", o.adamw.beta1);
+    o.adamw.beta2 = t.value("beta2", o.adamw.beta2);
+    o.adamw.eps = t.value("eps", o.adamw.eps);
+    o.cmt_prob = t.value("cmt_prob", o.cmt_prob);
+    o.jump_max = t.value("jump_max", o.jump_max);
+    if (prev.value("total_steps", o.steps) != o.steps)
+      log << "note: --steps " << o.steps << " differs from the checkpoint's " << prev.value("total_steps", o.steps)
+          << "; the learning-rate schedule now spans " << o.steps << " steps\n";
   }
   mc.validate();
   LM_CHECK(train_data.size() > mc.block_size + 1 && val_data.size() > mc.block_size + 1,
@@ -236,9 +258,10 @@ TrainResult train(const TrainOptions& o, std::ostream& log) {
                           {"seed", o.seed},
                           {"model", gpt_config_to_json(mc)},
                           {"train",
-                           {{"batch_size", o.batch_size}, {"lr", o.lr}, {"schedule", o.schedule}, {"grad_accum", o.grad_accum},
-                            {"grad_clip", o.grad_clip}, {"weight_decay", o.adamw.weight_decay},
-                            {"cmt_prob", o.cmt_prob}, {"jump_max", o.jump_max}}},
+                           {{"batch_size", o.batch_size}, {"lr", o.lr}, {"schedule", o.schedule}, {"warmup", o.warmup},
+                            {"min_lr", o.min_lr}, {"grad_accum", o.grad_accum}, {"grad_clip", o.grad_clip},
+                            {"weight_decay", o.adamw.weight_decay}, {"beta1", o.adamw.beta1}, {"beta2", o.adamw.beta2},
+                            {"eps", o.adamw.eps}, {"cmt_prob", o.cmt_prob}, {"jump_max", o.jump_max}}},
                           {"tokenizer", tok->to_json()},
                           {"tokenizer_fingerprint", tok->fingerprint()}};
   };

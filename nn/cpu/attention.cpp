@@ -2,7 +2,7 @@
 // the rows are processed in blocks of kRowBlock queries, and each block only touches keys up to
 // its last row, so the GEMMs skip (most of) the masked upper triangle. The softmax probabilities
 // are saved for the backward (T x T per head). Composed reference: causal_attention_reference in
-// nn/attention.cpp; CUDA twin: nn/cuda/attention.cu.
+// nn/functional.cpp; CUDA twin: nn/cuda/attention.cu.
 #include <cmath>
 #include <algorithm>
 #include <limits>
