@@ -60,7 +60,7 @@ GradcheckResult gradcheck(const VarFunction& fn, const std::vector<Tensor>& inpu
   L.backward();
 
   GradcheckResult res;
-  double worst_violation = -1;
+  double worst_ratio = -1;  // largest err / tolerance seen; > 1 fails
   for (size_t i = 0; i < xs.size(); ++i) {
     if (!is_floating(xs[i].dtype())) continue;
     Tensor analytic = vars[i].grad().defined() ? vars[i].grad() : zeros(xs[i].shape(), DType::F64);
@@ -81,14 +81,16 @@ GradcheckResult gradcheck(const VarFunction& fn, const std::vector<Tensor>& inpu
       const double err = std::fabs(an[k] - numeric);
       const double rel = err / std::max(std::fabs(numeric), 1e-8);
       // A NaN compares false with everything, so it is handled explicitly: it fails the check,
-      // ranks as the worst violation and stays visible in the maxima.
+      // ranks as the worst element and stays visible in the maxima.
       res.max_abs_err = std::isnan(err) ? err : std::max(res.max_abs_err, err);
       res.max_rel_err = std::isnan(err) ? err : std::max(res.max_rel_err, std::min(rel, err / 1e-8));
-      double violation = err - (opts.atol + opts.rtol * std::fabs(numeric));
-      if (std::isnan(violation)) violation = std::numeric_limits<double>::infinity();
-      if (violation > 0) res.ok = false;
-      if (violation > worst_violation) {
-        worst_violation = violation;
+      // How close this element is to failing: its error over its tolerance (> 1 fails). The
+      // worst element is the one closest to failing, which is also the one to report when all pass.
+      double ratio = err / (opts.atol + opts.rtol * std::fabs(numeric));
+      if (std::isnan(ratio)) ratio = std::numeric_limits<double>::infinity();
+      if (ratio > 1) res.ok = false;
+      if (ratio > worst_ratio) {
+        worst_ratio = ratio;
         res.worst_input = static_cast<int>(i);
         res.worst_index = k;
         res.worst_analytic = an[k];

@@ -24,7 +24,8 @@ struct GradcheckResult {
   bool ok = true;
   double max_abs_err = 0;  // max over all checked elements of |analytic - numeric|
   double max_rel_err = 0;  // max of |analytic - numeric| / max(|numeric|, 1e-8)... see gradcheck.cpp
-  int worst_input = -1;    // input index and flat element index of the largest violation
+  int worst_input = -1;    // input and flat element index of the element closest to failing
+                           // (largest error / tolerance), whether or not the check passed
   int64_t worst_index = -1;
   double worst_analytic = 0, worst_numeric = 0;
   int64_t checked = 0;  // number of elements compared
