@@ -52,19 +52,25 @@ struct DeviceLayout {
 };
 
 DeviceLayout device_layout(const Tensor& kind, const Tensor& block_of, const Tensor& block_start, const Tensor& cmt,
-                           int64_t BH) {
-  const int64_t B = kind.size(0), Tn = kind.size(1);
+                           int64_t BH, int64_t Tn) {
+  const int64_t B = kind.size(0);
   LM_CHECK(kind.device() == Device::CUDA && block_of.device() == Device::CUDA &&
                block_start.device() == Device::CUDA && cmt.device() == Device::CUDA,
            "landmark_attention on cuda: the layout tensors must live on cuda (make_layout(kinds, Device::CUDA)); kind "
                << describe(kind) << ", block_of " << describe(block_of) << ", block_start " << describe(block_start)
                << ", cmt " << describe(cmt));
-  LM_CHECK(B > 0 && BH % B == 0, "landmark_attention on cuda: " << BH << " heads do not split evenly over the " << B
-                                                                 << " batch rows of the layout");
+  LM_CHECK(B > 0 && BH % B == 0 && kind.size(1) == Tn,
+           "landmark_attention on cuda: " << BH << " heads of length " << Tn << " do not match the layout "
+                                          << describe(kind) << " (B, T): the heads must split evenly over B");
   return DeviceLayout{kind.data<int32_t>(), block_of.data<int32_t>(), block_start.data<int32_t>(),
                       cmt.data<int32_t>(), Tn, BH / B};
 }
 
+// Why a thread per row: it runs the very row functions the CPU runs, and the number of groups in a
+// row is dynamic, so a block-parallel version would be a second spelling of the math to keep in
+// step. The cost: a warp walks 32 rows at once (uncoalesced reads), unmeasured so far against the
+// GEMMs. Rows stay balanced: each does its i + 1 entries plus T - 1 - i zeros.
+//
 // One thread per row r = (head h, query i) of probs and W (BH, T, T). On entry probs holds the
 // scaled scores S; on exit P' (grouped_softmax.h), and W the final weights, both 0 for j > i.
 // In place like the CPU: row_forward reads each score before it writes that entry of P'. The
@@ -116,7 +122,7 @@ void landmark_attention_forward(const Tensor& q, const Tensor& k, const Tensor& 
                                 const Tensor& probs, const Tensor& out) {
   const int64_t BH = q.size(0), Tn = q.size(1), HS = q.size(2), rows = BH * Tn;
   if (rows == 0) return;
-  const DeviceLayout lay = device_layout(kind, block_of, block_start, cmt, BH);
+  const DeviceLayout lay = device_layout(kind, block_of, block_start, cmt, BH, Tn);
   // q, k, v, out (BH, T, HS); probs P' (BH, T, T); W scratch (BH, T, T).
   Tensor W({BH, Tn, Tn}, q.dtype(), Device::CUDA);
   gemm(heads_gemm(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, scale), q, k, probs);  // S = scale q k^T
@@ -134,7 +140,7 @@ void landmark_attention_backward(const Tensor& q, const Tensor& k, const Tensor&
                                  const Tensor& dk, const Tensor& dv) {
   const int64_t BH = q.size(0), Tn = q.size(1), HS = q.size(2), rows = BH * Tn;
   if (rows == 0) return;
-  const DeviceLayout lay = device_layout(kind, block_of, block_start, cmt, BH);
+  const DeviceLayout lay = device_layout(kind, block_of, block_start, cmt, BH, Tn);
   // q, k, v, dout, dq, dk, dv (BH, T, HS); probs P' (BH, T, T); W and dS scratch (BH, T, T).
   Tensor W({BH, Tn, Tn}, q.dtype(), Device::CUDA), dS({BH, Tn, Tn}, q.dtype(), Device::CUDA);
   LM_DISPATCH_FLOAT(q.dtype(), "landmark_attention_backward", {
