@@ -54,6 +54,10 @@ Command train_command(CLI::App& app) {
   sub->add_option("--cmt-prob", o->cmt_prob, "P_CMT: chance that a landmark is CMT-controlled in training")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  sub->add_option("--cmt-cutoff", o->cmt_cutoff, "Validation with a CMT: drop the controlled blocks where P(CMT) < this "
+                                                 "(Appendix D); the drop rate is logged")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
   sub->add_option("--jump", o->jump_max, "p_jump: positions advance by U{1..p_jump} after each landmark in training "
                                          "(Appendix E; 1 = off)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20))

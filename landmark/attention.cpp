@@ -2,6 +2,7 @@
 #include "landmark/attention.h"
 
 #include <cmath>
+#include <vector>
 
 #include "autograd/functions.h"
 #include "landmark/kernels.h"
@@ -22,6 +23,20 @@ void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const Landm
   LM_CHECK(L.kind.device() == q.device(), "landmark_attention: layout on " << device_name(L.kind.device()) << " but q on "
                                                                             << device_name(q.device()));
 }
+// Appendix D's drop rate: rows (head, query) of batch rows that have a CMT at position 0, the
+// CMT's own row excluded; dropped when P'(cmt) < cutoff.
+void count_cmt_drops(const Tensor& probs, const LandmarkLayout& L, int64_t NH) {
+  const int64_t T = L.T;
+  std::vector<double> col = probs.select(2, 0).narrow(1, 1, T - 1).to_double_vector();  // (BH, T - 1)
+  std::vector<int32_t> cmt = L.cmt.to_vector<int32_t>();
+  for (int64_t h = 0; h < L.B * NH; ++h) {
+    if (cmt[h / NH] != 0) continue;
+    for (int64_t i = 0; i < T - 1; ++i) {
+      ++L.cmt_stats->rows;
+      if (col[h * (T - 1) + i] < L.cmt_cutoff) ++L.cmt_stats->dropped;
+    }
+  }
+}
 }  // namespace
 
 // y = W(q, k) v with the grouped-softmax weights W. Backward: closed form (grouped_softmax.h).
@@ -31,10 +46,13 @@ Var landmark_attention(const Var& q, const Var& k, const Var& v, const LandmarkL
   const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
   Tensor q3 = q.value().contiguous().view({B * NH, T, HS}), k3 = k.value().contiguous().view({B * NH, T, HS}),
          v3 = v.value().contiguous().view({B * NH, T, HS});
+  LM_CHECK(L.cmt_cutoff == 0 || !grad_enabled() || !(q.requires_grad() || k.requires_grad() || v.requires_grad()),
+           "landmark_attention: the CMT cutoff (" << L.cmt_cutoff << ") is for evaluation only; run under NoGradGuard");
   Tensor probs({B * NH, T, T}, q.dtype(), q.device()), out({B * NH, T, HS}, q.dtype(), q.device());
   if (out.numel() > 0)
-    LM_KERNEL(q.device(), landmark_attention_forward, q3, k3, v3, L.kind, L.block_of, L.block_start, L.cmt, scale, probs,
-              out);
+    LM_KERNEL(q.device(), landmark_attention_forward, q3, k3, v3, L.kind, L.block_of, L.block_start, L.cmt, scale,
+              L.cmt_cutoff, probs, out);
+  if (L.cmt_stats && T > 1) count_cmt_drops(probs, L, NH);
   Shape shape = q.shape();
   return make_op_result("landmark_attention", out.view(shape), {q, k, v}, [q3, k3, v3, probs, L, scale, shape](const Tensor& g) {
     Tensor dq(q3.shape(), q3.dtype(), q3.device()), dk(q3.shape(), q3.dtype(), q3.device()), dv(q3.shape(), q3.dtype(), q3.device());
@@ -54,9 +72,10 @@ Tensor landmark_attention_weights(const Tensor& q, const Tensor& k, const Landma
   Tensor q3 = q.contiguous().view({B * NH, T, HS}), k3 = k.contiguous().view({B * NH, T, HS});
   if (out.numel() > 0)
     LM_KERNEL(q.device(), landmark_attention_forward, q3, k3, k3, L.kind, L.block_of, L.block_start, L.cmt,
-              1.0 / std::sqrt(static_cast<double>(HS)), probs, out);
+              1.0 / std::sqrt(static_cast<double>(HS)), L.cmt_cutoff, probs, out);
   Tensor p = probs.to(Device::CPU), w = zeros({B * NH, T, T}, q.dtype());
   LandmarkLayout host = L.kind.device() == Device::CPU ? L : make_layout(L.kind.to(Device::CPU));
+  host.cmt_cutoff = L.cmt_cutoff;
   LM_DISPATCH_FLOAT(q.dtype(), "landmark_attention_weights", {
     for (int64_t h = 0; h < B * NH; ++h) {
       const RowLayout row = host.row(h / NH);

@@ -32,6 +32,8 @@ struct RowLayout {
   const int32_t* block_start;  // (T + 1) first position of block g; block g's landmark sits at
                                // block_start[g + 1] - 1 for every closed block g
   int32_t cmt;                 // position of the CMT token, or -1
+  double cmt_cutoff = 0;       // evaluation only (Appendix D): a CMT probability below this gates
+                               // the controlled blocks with 0, as if no retrieval happened
 };
 
 namespace gsm {
@@ -91,6 +93,7 @@ template <class T> LM_HD void row_forward(const RowLayout& L, int i, const T* s,
     pp[L.cmt] *= inv_top;
     p_cmt = pp[L.cmt];
     w[L.cmt] = T(0);
+    if (p_cmt < T(L.cmt_cutoff)) p_cmt = T(0);  // the cutoff: pp keeps the true value
   }
   // --- each earlier block: its own softmax, gated by its landmark (and the CMT if controlled) ---
   for (int g = 0; g < b; ++g) {
@@ -126,7 +129,8 @@ template <class T> LM_HD void row_weights(const RowLayout& L, int i, const T* pp
     return;
   }
   const int b = L.block_of[i];
-  const T p_cmt = L.cmt >= 0 ? pp[L.cmt] : T(0);
+  T p_cmt = L.cmt >= 0 ? pp[L.cmt] : T(0);
+  if (p_cmt < T(L.cmt_cutoff)) p_cmt = T(0);
   if (L.cmt >= 0) w[L.cmt] = 0;
   for (int g = 0; g < b; ++g) {
     const int begin = L.block_start[g], lmk = L.block_start[g + 1] - 1;

@@ -14,6 +14,7 @@ RowLayout LandmarkLayout::row(int64_t b) const {
   r.block_of = block_of.data<int32_t>() + b * T;
   r.block_start = block_start.data<int32_t>() + b * (T + 1);
   r.cmt = cmt.data<int32_t>()[b];
+  r.cmt_cutoff = cmt_cutoff;
   return r;
 }
 

@@ -5,10 +5,19 @@
 // position 0 outside every block.
 #pragma once
 
+#include <memory>
+
 #include "landmark/grouped_softmax.h"
 #include "tensor/tensor.h"
 
 namespace lm {
+
+// The drop-rate statistic of Appendix D: over every (head, query) that sees the CMT, how many had
+// a CMT probability below the cutoff (so their controlled blocks were dropped).
+struct CmtStats {
+  int64_t rows = 0, dropped = 0;
+  double drop_rate() const { return rows == 0 ? 0.0 : static_cast<double>(dropped) / static_cast<double>(rows); }
+};
 
 struct LandmarkLayout {
   Tensor kind;         // i32 (B, T)
@@ -16,6 +25,8 @@ struct LandmarkLayout {
   Tensor block_start;  // i32 (B, T + 1), unused entries = T
   Tensor cmt;          // i32 (B), position of the CMT or -1
   int64_t B = 0, T = 0;
+  double cmt_cutoff = 0;                 // evaluation only; see RowLayout::cmt_cutoff
+  std::shared_ptr<CmtStats> cmt_stats;   // when set, every forward adds its counts here
   // Host view of row b (valid only for CPU tensors).
   RowLayout row(int64_t b) const;
 };

@@ -244,3 +244,57 @@ TEST_CASE("landmark groups picture: categories of Appendix A's example", "[landm
   CHECK(at(5, 3) == 0);   // ... and attends to its own block in the top group
   CHECK(std::filesystem::file_size(png) > 1000);
 }
+
+TEST_CASE("landmark attention: the CMT cutoff drops controlled blocks where P(CMT) is small; drop rate", "[landmark]") {
+  manual_seed(87);
+  const int64_t T = 20, HS = 4, NH = 2;
+  // CMT at 0; landmarks at 5 (controlled), 10 (free), 15 (controlled).
+  std::vector<int32_t> kr = kinds_row(T, {10}, true, {5, 15});
+  Tensor kinds = kinds_tensor({kr});
+  Tensor q = randn({1, NH, T, HS}, DType::F64), k = randn({1, NH, T, HS}, DType::F64), v = randn({1, NH, T, HS}, DType::F64);
+  std::vector<double> sv = values(mul(matmul(q, k, false, true), 0.5));  // scale 1/sqrt(4)
+  for (double cutoff : {0.0, 0.05, 0.2, 1.0}) {
+    INFO("cutoff " << cutoff);
+    LandmarkLayout L = make_layout(kinds);
+    L.cmt_cutoff = cutoff;
+    L.cmt_stats = std::make_shared<CmtStats>();
+    std::vector<double> w = values(landmark_attention_weights(q, k, L));
+    {
+      NoGradGuard ng;
+      landmark_attention(Var(q), Var(k), Var(v), L);  // fills the statistic
+    }
+    int64_t dropped = 0;
+    for (int64_t h = 0; h < NH; ++h)
+      for (int64_t i = 1; i < T; ++i) {
+        const double* srow = sv.data() + (h * T + i) * T;
+        std::vector<double> expect = weights_by_definition(kr, std::vector<double>(srow, srow + T), i);
+        // P(CMT) by definition: its share of the top group (own tokens, free landmarks, the CMT).
+        // Blocks: 1..5, 6..10, 11..15, 16..19 (a landmark closes each of the first three).
+        const int64_t own_begin = i <= 5 ? 1 : i <= 10 ? 6 : i <= 15 ? 11 : 16;
+        double z = std::exp(srow[0]);
+        for (int64_t j = own_begin; j <= i; ++j)
+          if (kr[j] == kRegular) z += std::exp(srow[j]);
+        if (i > 10) z += std::exp(srow[10]);  // the free landmark, from queries after block 1
+        const double p_cmt = std::exp(srow[0]) / z;
+        const bool drop = p_cmt < cutoff;
+        dropped += drop;
+        for (int64_t j = 0; j <= i; ++j) {
+          const bool controlled_block = (j >= 1 && j <= 4 && i > 5) || (j >= 11 && j <= 14 && i > 15);
+          const double e = drop && controlled_block ? 0.0 : expect[j];
+          CHECK(std::fabs(w[(h * T + i) * T + j] - e) < 1e-14);
+        }
+      }
+    CHECK(L.cmt_stats->rows == NH * (T - 1));
+    CHECK(L.cmt_stats->dropped == dropped);
+    if (cutoff == 0.0) CHECK(dropped == 0);
+    if (cutoff == 1.0) CHECK(dropped == NH * (T - 1));
+  }
+}
+
+TEST_CASE("landmark attention: the CMT cutoff is evaluation-only", "[landmark]") {
+  Tensor kinds = kinds_tensor({kinds_row(8, {3}, true, {3})});
+  LandmarkLayout L = make_layout(kinds);
+  L.cmt_cutoff = 0.1;
+  Var q(zeros({1, 1, 8, 2}, DType::F64), true);
+  CHECK_THROWS_WITH(landmark_attention(q, q, q, L), Catch::Contains("evaluation only"));
+}

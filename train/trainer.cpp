@@ -109,6 +109,7 @@ void validate(const TrainOptions& o) {
   LM_CHECK(o.grad_clip >= 0, "train: --grad-clip must be >= 0, got " << o.grad_clip);
   LM_CHECK(o.eval_every >= 0 && o.eval_batches > 0, "train: --eval-every must be >= 0 and --eval-batches > 0");
   LM_CHECK(o.ckpt_every >= 0, "train: --ckpt-every must be >= 0, got " << o.ckpt_every);
+  LM_CHECK(o.cmt_cutoff >= 0 && o.cmt_cutoff <= 1, "train: --cmt-cutoff must be in [0, 1], got " << o.cmt_cutoff);
   LM_CHECK(!o.data_dir.empty(), "train: --data is required (a directory made by `landmark prepare`)");
   LM_CHECK(!o.out_dir.empty(), "train: --out must not be empty");
 }
@@ -119,6 +120,7 @@ struct BatchLoss {
   const TrainOptions& o;
   const GPTConfig& mc;
   LandmarkDataOptions lmo;
+  std::shared_ptr<CmtStats> cmt_stats = std::make_shared<CmtStats>();  // validation drop rate
   Var operator()(GPT& model, const TokenFile& data, uint64_t seed, uint64_t cursor, bool training) const {
     if (mc.attention != "landmark") {
       Batch b = sample_batch(data, o.batch_size, mc.block_size, seed, cursor);
@@ -126,6 +128,10 @@ struct BatchLoss {
     }
     LandmarkBatch b = sample_landmark_batch(data, o.batch_size, mc.block_size, lmo, seed, cursor, training);
     LandmarkLayout layout = make_layout(b.kinds, model.device());
+    if (!training && mc.context_miss) {
+      layout.cmt_cutoff = o.cmt_cutoff;
+      layout.cmt_stats = cmt_stats;
+    }
     return model.loss(b.x, b.y, b.positions.to(model.device()), kIgnoreIndex, landmark_attention_core(layout));
   }
 };
@@ -134,6 +140,7 @@ struct BatchLoss {
 double evaluate(GPT& model, const TokenFile& val, const TrainOptions& o, const BatchLoss& batch_loss) {
   NoGradGuard ng;
   model.eval();
+  *batch_loss.cmt_stats = CmtStats{};
   double total = 0;
   for (int64_t i = 0; i < o.eval_batches; ++i)
     total += batch_loss(model, val, o.seed ^ 0x5EEDEFA1ULL, static_cast<uint64_t>(i * o.batch_size), false).item();
@@ -309,9 +316,15 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
     const bool last = step == o.steps;
     if (o.eval_every > 0 && (step % o.eval_every == 0 || last)) {
       res.last_val_loss = evaluate(model, val_data, o, batch_loss);
-      metrics << "{\"step\":" << step << ",\"val_loss\":" << std::setprecision(8) << res.last_val_loss << "}\n";
-      log << "step " << step << " | validation loss " << std::fixed << std::setprecision(4) << res.last_val_loss
-          << std::defaultfloat << "\n";
+      metrics << "{\"step\":" << step << ",\"val_loss\":" << std::setprecision(8) << res.last_val_loss;
+      if (mc.context_miss) {
+        res.last_cmt_drop_rate = batch_loss.cmt_stats->drop_rate();
+        metrics << ",\"cmt_cutoff\":" << o.cmt_cutoff << ",\"cmt_drop_rate\":" << res.last_cmt_drop_rate;
+      }
+      metrics << "}\n";
+      log << "step " << step << " | validation loss " << std::fixed << std::setprecision(4) << res.last_val_loss;
+      if (mc.context_miss) log << " | CMT cutoff " << o.cmt_cutoff << ", drop rate " << res.last_cmt_drop_rate;
+      log << std::defaultfloat << "\n";
     }
     metrics.flush();
     const bool out_of_time = o.time_limit_min > 0 && now_s() - t_start > 60.0 * o.time_limit_min;

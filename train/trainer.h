@@ -41,11 +41,13 @@ struct TrainOptions {
   // Landmark models only (model.attention == "landmark"; F and the CMT switch live in model):
   double cmt_prob = 0.5;         // P_CMT, chance that a landmark is CMT-controlled in training
   int64_t jump_max = 1;          // p_jump for positional jumps in training (1 = off)
+  double cmt_cutoff = 0;         // validation with a CMT: drop controlled blocks when P(CMT) < this
 };
 
 struct TrainResult {
   int64_t step = 0;              // steps completed in total (incl. before a resume)
   double last_loss = 0, last_val_loss = -1;
+  double last_cmt_drop_rate = -1;  // of the last validation, for CMT models
   std::string stop_reason;       // "done", "time limit", "stop-at", "interrupted"
   std::string checkpoint;        // path of the last checkpoint written
 };

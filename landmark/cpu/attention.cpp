@@ -18,10 +18,11 @@ namespace cpu {
 namespace {
 constexpr int64_t kRowBlock = 64;
 
-RowLayout row_layout(const Tensor& kind, const Tensor& block_of, const Tensor& block_start, const Tensor& cmt, int64_t b) {
+RowLayout row_layout(const Tensor& kind, const Tensor& block_of, const Tensor& block_start, const Tensor& cmt, int64_t b,
+                     double cmt_cutoff = 0) {
   const int64_t T = kind.size(1);
   return RowLayout{kind.data<int32_t>() + b * T, block_of.data<int32_t>() + b * T,
-                   block_start.data<int32_t>() + b * (T + 1), cmt.data<int32_t>()[b]};
+                   block_start.data<int32_t>() + b * (T + 1), cmt.data<int32_t>()[b], cmt_cutoff};
 }
 
 template <class T>
@@ -74,7 +75,7 @@ void backward_head(const RowLayout& L, const T* q, const T* k, const T* v, const
 
 void landmark_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kind,
                                 const Tensor& block_of, const Tensor& block_start, const Tensor& cmt, double scale,
-                                const Tensor& probs, const Tensor& out) {
+                                double cmt_cutoff, const Tensor& probs, const Tensor& out) {
   const int64_t BH = q.size(0), Tn = q.size(1), HS = q.size(2), NH = BH / kind.size(0);
   LM_DISPATCH_FLOAT(q.dtype(), "landmark_attention", {
     const scalar_t *pq = q.data<scalar_t>(), *pk = k.data<scalar_t>(), *pv = v.data<scalar_t>();
@@ -82,7 +83,7 @@ void landmark_attention_forward(const Tensor& q, const Tensor& k, const Tensor& 
     parallel_for(BH, Tn * Tn * HS, [&](int64_t h0, int64_t h1) {
       std::vector<scalar_t> W(static_cast<size_t>(kRowBlock * Tn));
       for (int64_t h = h0; h < h1; ++h) {
-        const RowLayout L = row_layout(kind, block_of, block_start, cmt, h / NH);
+        const RowLayout L = row_layout(kind, block_of, block_start, cmt, h / NH, cmt_cutoff);
         const int64_t o = h * Tn * HS;
         forward_head<scalar_t>(L, pq + o, pk + o, pv + o, static_cast<scalar_t>(scale), pp + h * Tn * Tn, po + o,
                                W.data(), Tn, HS);

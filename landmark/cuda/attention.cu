@@ -44,10 +44,11 @@ struct DeviceLayout {
   const int32_t* block_start;  // (B, T + 1)
   const int32_t* cmt;          // (B)
   int64_t Tn, NH;
+  double cmt_cutoff = 0;  // evaluation-time CMT cutoff (forward only)
 
   __device__ RowLayout of_head(int64_t h) const {
     const int64_t b = h / NH;
-    return RowLayout{kind + b * Tn, block_of + b * Tn, block_start + b * (Tn + 1), cmt[b]};
+    return RowLayout{kind + b * Tn, block_of + b * Tn, block_start + b * (Tn + 1), cmt[b], cmt_cutoff};
   }
 };
 
@@ -63,7 +64,7 @@ DeviceLayout device_layout(const Tensor& kind, const Tensor& block_of, const Ten
            "landmark_attention on cuda: " << BH << " heads of length " << Tn << " do not match the layout "
                                           << describe(kind) << " (B, T): the heads must split evenly over B");
   return DeviceLayout{kind.data<int32_t>(), block_of.data<int32_t>(), block_start.data<int32_t>(),
-                      cmt.data<int32_t>(), Tn, BH / B};
+                      cmt.data<int32_t>(), Tn, BH / B, 0.0};
 }
 
 // Why a thread per row: it runs the very row functions the CPU runs, and the number of groups in a
@@ -119,10 +120,11 @@ __global__ void grouped_softmax_backward_kernel(DeviceLayout lay, const T* probs
 
 void landmark_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kind,
                                 const Tensor& block_of, const Tensor& block_start, const Tensor& cmt, double scale,
-                                const Tensor& probs, const Tensor& out) {
+                                double cmt_cutoff, const Tensor& probs, const Tensor& out) {
   const int64_t BH = q.size(0), Tn = q.size(1), HS = q.size(2), rows = BH * Tn;
   if (rows == 0) return;
-  const DeviceLayout lay = device_layout(kind, block_of, block_start, cmt, BH, Tn);
+  DeviceLayout lay = device_layout(kind, block_of, block_start, cmt, BH, Tn);
+  lay.cmt_cutoff = cmt_cutoff;
   // q, k, v, out (BH, T, HS); probs P' (BH, T, T); W scratch (BH, T, T).
   Tensor W({BH, Tn, Tn}, q.dtype(), Device::CUDA);
   gemm(heads_gemm(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, scale), q, k, probs);  // S = scale q k^T
