@@ -60,4 +60,9 @@ void Module::to(Device device) {
   for (auto& p : named_parameters()) *p.second = Var(p.second->value().to(device), true);
 }
 
+void Module::to(DType dtype) {
+  LM_CHECK(is_floating(dtype), "Module::to: parameters must be f32 or f64, not " << dtype_name(dtype));
+  for (auto& p : named_parameters()) *p.second = Var(p.second->value().to(dtype).contiguous(), true);
+}
+
 }  // namespace lm

@@ -32,6 +32,7 @@ class Module {
 
   void zero_grad();             // drop the accumulated gradient of every parameter
   void to(Device device);       // move every parameter (gradients are dropped)
+  void to(DType dtype);         // convert every parameter, e.g. to f64 for reference checks
 
  protected:
   // Called from constructors with members of the derived class (so they live as long as the

@@ -1,0 +1,53 @@
+// chunk_attention.h: one layer's attention for one chunk at inference: retrieval of the top-k
+// cached blocks by landmark scores, the stingy (or exact) positions of what was retrieved, and
+// the grouped softmax over [retrieved blocks | tail | chunk] for every (head, query). The
+// grouped softmax is the very row function the training kernels use (landmark/grouped_softmax.h),
+// applied to each query's own "virtual row". Also the per-layer cache (LayerCache).
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <vector>
+
+#include "infer/block_store.h"
+#include "infer/config.h"
+#include "infer/session.h"
+#include "tensor/tensor.h"
+
+namespace lm {
+
+// One layer's cache: block K/V (un-rotated, (NH, F+1, HS) each) in slow memory, landmark keys
+// ((NH, HS) per block, un-rotated) in fast memory, and the unfinished tail.
+struct LayerCache {
+  LayerCache(int64_t NH, int64_t F, int64_t HS, DType dtype, int64_t capacity, const std::string& path);
+  std::unique_ptr<BlockStore> store;
+  std::deque<Tensor> landmark_keys;  // one (NH, HS) tensor per cached block, oldest first
+  Tensor tail_k, tail_v;             // (NH, tail_len, HS)
+  int64_t tail_len = 0;
+  int64_t NH, F, HS;
+  DType dtype;
+  // Takes the local sequence [tail | chunk] (NH, L, HS) of a processed chunk: every completed
+  // block (ending in a landmark) goes to the cache, the rest becomes the new tail. Returns the
+  // number of completed blocks.
+  int64_t absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& local_kinds);
+};
+
+struct ChunkContext {
+  int64_t F = 50, k = 4;
+  Granularity granularity = Granularity::TokenHead;
+  PositionMode positions = PositionMode::Stingy;
+  int64_t blocks_done = 0;  // blocks completed before this chunk (global index of the next one)
+  double rotary_base = 10000.0;
+  const std::vector<int32_t>* local_kinds = nullptr;  // kinds of [tail | chunk]
+  int64_t chunk = 0, layer = 0;
+  int64_t aug_start = 0;  // global augmented position of the chunk's first token
+  AttentionCapture* capture = nullptr;
+};
+
+// q_rot (NH, n, HS) rotated queries of the chunk; k_rot (NH, L, HS) rotated keys and v_loc (NH, L,
+// HS) values of [tail | chunk], L = tail + n. Returns the attention output (NH, n, HS) and fills
+// `record` with what retrieval did.
+Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, const Tensor& k_rot,
+                       const Tensor& v_loc, RetrievalRecord* record);
+
+}  // namespace lm

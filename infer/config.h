@@ -1,0 +1,27 @@
+// config.h: the knobs of cached chunked inference (Section 3.2): chunk length, how many blocks to
+// retrieve (k), how many to keep (capacity), who shares a retrieval (granularity), how retrieved
+// blocks are positioned (stingy or exact), and where block K/V live (RAM or a memory-mapped file).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "landmark/retrieval.h"
+
+namespace lm {
+
+enum class PositionMode { Stingy, Exact };
+PositionMode parse_position_mode(const std::string& s);  // "stingy" | "exact"
+const char* position_mode_name(PositionMode m);
+
+struct InferConfig {
+  int64_t chunk_len = 250;       // raw tokens fed per step (the local context)
+  int64_t k = 4;                 // blocks retrieved per query (clamped to the blocks cached)
+  int64_t capacity = 0;          // keep only the newest S blocks (0: all)
+  Granularity granularity = Granularity::TokenHead;
+  PositionMode positions = PositionMode::Stingy;
+  std::string mmap_dir;          // non-empty: block K/V in memory-mapped files there (slow memory)
+  void validate() const;
+};
+
+}  // namespace lm

@@ -1,0 +1,177 @@
+// session.cpp: InferenceSession (session.h). The dense parts of a layer (layer norms, the qkv and
+// output projections, the MLP) reuse the model's own modules; the attention over
+// [retrieved | tail | chunk] is in infer/chunk_attention.cpp.
+#include "infer/session.h"
+
+#include <deque>
+
+#include "autograd/functions.h"
+#include "infer/block_store.h"
+#include "infer/chunk_attention.h"
+#include "landmark/attention.h"
+#include "landmark/tokens.h"
+#include "nn/functional.h"
+#include "tensor/create.h"
+#include "tensor/ops.h"
+
+namespace lm {
+
+PositionMode parse_position_mode(const std::string& s) {
+  if (s == "stingy") return PositionMode::Stingy;
+  if (s == "exact") return PositionMode::Exact;
+  LM_FAIL("unknown position mode '" << s << "' (expected stingy or exact)");
+}
+const char* position_mode_name(PositionMode m) { return m == PositionMode::Stingy ? "stingy" : "exact"; }
+
+void InferConfig::validate() const {
+  LM_CHECK(chunk_len > 0, "inference: chunk length must be positive, got " << chunk_len);
+  LM_CHECK(k >= 0, "inference: k must be >= 0, got " << k);
+  LM_CHECK(capacity >= 0, "inference: capacity must be >= 0 (0 = unlimited), got " << capacity);
+}
+
+struct InferenceSession::Impl {
+  const GPT& model;
+  InferConfig cfg;
+  int64_t F, NH, HS, C;
+  DType dtype;
+  LandmarkInserter inserter;
+  int64_t raw_fed = 0, aug_fed = 0, blocks_done = 0, chunks = 0;
+  std::vector<LayerCache> layers;
+  std::vector<RetrievalRecord> log;
+  AttentionCapture* capture = nullptr;
+
+  Impl(const GPT& m, const InferConfig& c, int32_t landmark_id)
+      : model(m),
+        cfg(c),
+        F(m.config().landmark_every),
+        NH(m.config().n_head),
+        HS(m.config().head_size()),
+        C(m.config().n_embd),
+        dtype(m.wte.weight.dtype()),
+        inserter(m.config().landmark_every, landmark_id) {
+    cfg.validate();
+    LM_CHECK(m.config().attention == "landmark",
+             "inference: the model was trained with " << m.config().attention
+                                                      << " attention; cached retrieval needs a landmark model");
+    LM_CHECK(landmark_id >= 0 && landmark_id < m.config().vocab_size,
+             "inference: landmark id " << landmark_id << " is outside the vocabulary of " << m.config().vocab_size);
+    LM_CHECK(m.device() == Device::CPU, "inference: the cached CPU path needs the model on the CPU");
+    for (int64_t l = 0; l < m.config().n_layer; ++l) {
+      std::string path = cfg.mmap_dir.empty() ? "" : cfg.mmap_dir + "/layer" + std::to_string(l) + ".blocks";
+      layers.emplace_back(NH, F, HS, dtype, cfg.capacity, path);
+    }
+  }
+
+  // Positions of the local sequence [tail | chunk] (tl + n entries) under the position mode.
+  std::vector<int32_t> local_positions(int64_t tl, int64_t n) const {
+    std::vector<int32_t> p(static_cast<size_t>(tl + n));
+    const int64_t base = cfg.positions == PositionMode::Exact ? aug_fed - tl : (cfg.k + 1) * (F + 1);
+    for (int64_t j = 0; j < tl + n; ++j) p[j] = static_cast<int32_t>(base + j);
+    return p;
+  }
+
+  Tensor feed_chunk(const std::vector<int32_t>& raw) {
+    LM_CHECK(static_cast<int64_t>(raw.size()) <= cfg.chunk_len,
+             "feed_chunk: " << raw.size() << " tokens exceed the chunk length " << cfg.chunk_len);
+    for (int32_t t : raw)  // checked before anything changes state
+      LM_CHECK(t >= 0 && t < model.config().vocab_size, "inference: token " << t << " is outside the vocabulary");
+    std::vector<int32_t> toks, kinds;
+    inserter.push(raw, toks, &kinds);
+    const int64_t n = static_cast<int64_t>(toks.size());
+    if (n == 0) return zeros({0, model.config().vocab_size}, dtype);
+    NoGradGuard ng;
+    const int64_t tl = layers[0].tail_len;
+    std::vector<int32_t> pos = local_positions(tl, n);
+    std::vector<int32_t> local_kinds(static_cast<size_t>(tl), kRegular);  // the tail holds no landmark
+    local_kinds.insert(local_kinds.end(), kinds.begin(), kinds.end());
+    const double base = model.config().rotary_base;
+    RotaryTables rot_local = rotary_tables(from_vector(pos, {1, tl + n}), HS, base, dtype, Device::CPU);
+    RotaryTables rot_q{rot_local.cos.narrow(1, tl, n), rot_local.sin.narrow(1, tl, n)};
+
+    ChunkContext ctx;
+    ctx.F = F;
+    ctx.k = cfg.k;
+    ctx.granularity = cfg.granularity;
+    ctx.positions = cfg.positions;
+    ctx.blocks_done = blocks_done;
+    ctx.rotary_base = base;
+    ctx.local_kinds = &local_kinds;
+    ctx.chunk = chunks;
+    ctx.aug_start = aug_fed;
+
+    Var x = model.wte.forward(from_vector(toks, {1, n}));  // (1, n, C)
+    std::vector<Tensor> new_k(layers.size()), new_v(layers.size());
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const Block& blk = *model.blocks[l];
+      Tensor qkv = blk.attn.qkv.forward(blk.ln1.forward(x)).value();  // (1, n, 3C)
+      auto heads = [&](int64_t part) { return qkv.narrow(2, part * C, C).reshape({n, NH, HS}).transpose(0, 1).contiguous(); };
+      Tensor q = heads(0), k = heads(1), v = heads(2);  // (NH, n, HS), k and v un-rotated
+      LayerCache& cache = layers[l];
+      Tensor k_loc = tl > 0 ? concat({cache.tail_k, k}, 1) : k, v_loc = tl > 0 ? concat({cache.tail_v, v}, 1) : v;
+      Tensor k_rot = rotary(k_loc.unsqueeze(0), rot_local).squeeze(0), q_rot = rotary(q.unsqueeze(0), rot_q).squeeze(0);
+      ctx.layer = static_cast<int64_t>(l);
+      ctx.capture = capture && capture->layer == static_cast<int64_t>(l) ? capture : nullptr;
+      RetrievalRecord rec;
+      Tensor y = chunk_attention(cache, ctx, q_rot, k_rot, v_loc, &rec);  // (NH, n, HS)
+      log.push_back(rec);
+      Var att(y.transpose(0, 1).contiguous().reshape({1, n, C}));
+      x = add(x, blk.attn.proj.forward(att));
+      x = add(x, blk.mlp.forward(blk.ln2.forward(x)));
+      new_k[l] = k_loc;
+      new_v[l] = v_loc;
+    }
+    // Logits of the regular positions only: aligned 1:1 with the raw tokens.
+    Tensor h = model.ln_f.forward(x).value().reshape({n, C});
+    std::vector<Tensor> rows;
+    for (int64_t t = 0; t < n; ++t)
+      if (kinds[t] == kRegular) rows.push_back(h.narrow(0, t, 1));
+    Tensor logits = matmul(concat(rows, 0), model.wte.weight.value(), false, true);
+
+    // The chunk's completed blocks join the caches; what follows the last landmark is the tail.
+    int64_t completed = 0;
+    for (size_t l = 0; l < layers.size(); ++l) completed = layers[l].absorb(new_k[l], new_v[l], local_kinds);
+    blocks_done += completed;
+    raw_fed += static_cast<int64_t>(raw.size());
+    aug_fed += n;
+    ++chunks;
+    return logits;
+  }
+};
+
+InferenceSession::InferenceSession(const GPT& model, const InferConfig& cfg, int32_t landmark_id)
+    : impl_(std::make_unique<Impl>(model, cfg, landmark_id)) {}
+InferenceSession::~InferenceSession() = default;
+InferenceSession::InferenceSession(InferenceSession&&) noexcept = default;
+
+Tensor InferenceSession::feed(const std::vector<int32_t>& raw) {
+  std::vector<Tensor> parts;
+  for (size_t at = 0; at < raw.size(); at += static_cast<size_t>(impl_->cfg.chunk_len)) {
+    size_t end = std::min(raw.size(), at + static_cast<size_t>(impl_->cfg.chunk_len));
+    parts.push_back(impl_->feed_chunk(std::vector<int32_t>(raw.begin() + at, raw.begin() + end)));
+  }
+  if (parts.empty()) return zeros({0, impl_->model.config().vocab_size}, impl_->dtype);
+  return parts.size() == 1 ? parts[0] : concat(parts, 0);
+}
+
+Tensor InferenceSession::feed_chunk(const std::vector<int32_t>& raw) { return impl_->feed_chunk(raw); }
+int64_t InferenceSession::cached_blocks() const { return impl_->layers[0].store->size(); }
+int64_t InferenceSession::tokens_fed() const { return impl_->raw_fed; }
+int64_t InferenceSession::augmented_fed() const { return impl_->aug_fed; }
+const std::vector<RetrievalRecord>& InferenceSession::retrieval_log() const { return impl_->log; }
+void InferenceSession::set_capture(AttentionCapture* c) { impl_->capture = c; }
+const InferConfig& InferenceSession::config() const { return impl_->cfg; }
+
+Tensor one_shot_logits(const GPT& model, const std::vector<int32_t>& raw, int32_t landmark_id) {
+  NoGradGuard ng;
+  std::vector<int32_t> toks, kinds;
+  LandmarkInserter ins(model.config().landmark_every, landmark_id);
+  ins.push(raw, toks, &kinds);
+  const int64_t n = static_cast<int64_t>(toks.size());
+  Tensor kinds_t = from_vector(kinds, {1, n});
+  LandmarkLayout layout = make_layout(kinds_t, model.device());
+  Tensor logits = model.forward(from_vector(toks, {1, n}), arange(n, DType::I32).reshape({1, n}),
+                                landmark_attention_core(layout)).value();  // (1, n, V)
+  return select_regular(logits, kinds_t).squeeze(0);
+}
+
+}  // namespace lm

@@ -1,0 +1,115 @@
+// retrieval.cpp: block selection and stingy positions (retrieval.h).
+#include "landmark/retrieval.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "tensor/check.h"
+
+namespace lm {
+
+Granularity parse_granularity(const std::string& s) {
+  if (s == "token-head") return Granularity::TokenHead;
+  if (s == "token") return Granularity::Token;
+  if (s == "head") return Granularity::Head;
+  LM_FAIL("unknown retrieval granularity '" << s << "' (expected token-head, token or head)");
+}
+
+const char* granularity_name(Granularity g) {
+  return g == Granularity::TokenHead ? "token-head" : g == Granularity::Token ? "token" : "head";
+}
+
+namespace {
+// Indices of the k largest values (ties: smaller index first), returned in ascending order.
+template <class T> std::vector<int32_t> top_k(const T* v, int64_t nb, int64_t k) {
+  std::vector<int32_t> idx(static_cast<size_t>(nb));
+  std::iota(idx.begin(), idx.end(), 0);
+  const int64_t kk = std::min(k, nb);
+  std::partial_sort(idx.begin(), idx.begin() + kk, idx.end(), [&](int32_t a, int32_t b) {
+    return v[a] > v[b] || (v[a] == v[b] && a < b);
+  });
+  idx.resize(static_cast<size_t>(kk));
+  std::sort(idx.begin(), idx.end());
+  return idx;
+}
+
+// Softmax over the nb landmark scores of one (head, query), into out.
+template <class T> void softmax_row(const T* s, int64_t nb, double* out) {
+  double m = -INFINITY, z = 0;
+  for (int64_t b = 0; b < nb; ++b) m = std::max(m, static_cast<double>(s[b]));
+  for (int64_t b = 0; b < nb; ++b) z += out[b] = std::exp(static_cast<double>(s[b]) - m);
+  for (int64_t b = 0; b < nb; ++b) out[b] /= z;
+}
+}  // namespace
+
+template <class T>
+std::vector<std::vector<int32_t>> select_blocks(const T* scores, int64_t NH, int64_t n, int64_t nb, int64_t k,
+                                                Granularity g) {
+  LM_CHECK(NH > 0 && n >= 0 && nb >= 0 && k >= 0, "select_blocks: bad sizes NH=" << NH << " n=" << n << " nb=" << nb << " k=" << k);
+  std::vector<std::vector<int32_t>> out(static_cast<size_t>(NH * n));
+  if (nb == 0 || k == 0 || n == 0) return out;
+  if (g == Granularity::TokenHead) {
+    for (int64_t r = 0; r < NH * n; ++r) out[r] = top_k(scores + r * nb, nb, k);
+    return out;
+  }
+  // Shared sets compare blocks by their softmax probability, so heads (or tokens) with different
+  // score scales weigh in alike; the max keeps a block any one of them strongly wants.
+  std::vector<double> p(static_cast<size_t>(nb)), best;
+  if (g == Granularity::Token) {
+    for (int64_t i = 0; i < n; ++i) {
+      best.assign(static_cast<size_t>(nb), 0.0);
+      for (int64_t h = 0; h < NH; ++h) {
+        softmax_row(scores + (h * n + i) * nb, nb, p.data());
+        for (int64_t b = 0; b < nb; ++b) best[b] = std::max(best[b], p[b]);
+      }
+      std::vector<int32_t> chosen = top_k(best.data(), nb, k);
+      for (int64_t h = 0; h < NH; ++h) out[h * n + i] = chosen;
+    }
+  } else {
+    for (int64_t h = 0; h < NH; ++h) {
+      best.assign(static_cast<size_t>(nb), 0.0);
+      for (int64_t i = 0; i < n; ++i) {
+        softmax_row(scores + (h * n + i) * nb, nb, p.data());
+        for (int64_t b = 0; b < nb; ++b) best[b] = std::max(best[b], p[b]);
+      }
+      std::vector<int32_t> chosen = top_k(best.data(), nb, k);
+      for (int64_t i = 0; i < n; ++i) out[h * n + i] = chosen;
+    }
+  }
+  return out;
+}
+
+template std::vector<std::vector<int32_t>> select_blocks<float>(const float*, int64_t, int64_t, int64_t, int64_t, Granularity);
+template std::vector<std::vector<int32_t>> select_blocks<double>(const double*, int64_t, int64_t, int64_t, int64_t, Granularity);
+
+std::vector<int32_t> stingy_score_slots(int64_t n, int64_t k) {
+  LM_CHECK(n >= 0 && k >= 0, "stingy_score_slots: n and k must be >= 0, got " << n << ", " << k);
+  std::vector<int32_t> slot(static_cast<size_t>(n), 0);
+  // The newest block sits in slot k, the one before in k - 1, ..., the k-th newest in slot 1.
+  for (int64_t r = 0; r < std::min(n, k); ++r) slot[n - 1 - r] = static_cast<int32_t>(k - r);
+  return slot;
+}
+
+std::vector<int32_t> stingy_attention_slots(const std::vector<int32_t>& chosen, int64_t n, int64_t k) {
+  LM_CHECK(static_cast<int64_t>(chosen.size()) <= k, "stingy_attention_slots: " << chosen.size() << " blocks for k = " << k);
+  std::vector<int32_t> score = stingy_score_slots(n, k), out(chosen.size(), -1);
+  std::vector<bool> used(static_cast<size_t>(k + 1), false);
+  for (size_t c = 0; c < chosen.size(); ++c) {
+    LM_CHECK(chosen[c] >= 0 && chosen[c] < n, "stingy_attention_slots: block " << chosen[c] << " not in cache of " << n);
+    if (score[chosen[c]] > 0) {  // a recent block keeps its true slot
+      out[c] = score[chosen[c]];
+      used[static_cast<size_t>(out[c])] = true;
+    }
+  }
+  int32_t next = 0;  // older blocks, in chronological order, into the lowest free slots
+  for (size_t c = 0; c < chosen.size(); ++c) {
+    if (out[c] >= 0) continue;
+    while (used[static_cast<size_t>(next)]) ++next;
+    out[c] = next;
+    used[static_cast<size_t>(next)] = true;
+  }
+  return out;
+}
+
+}  // namespace lm

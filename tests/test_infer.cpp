@@ -1,0 +1,202 @@
+// test_infer.cpp: cached chunked inference against its oracle, the one-shot forward of the
+// landmark-augmented sequence (exact positions, every cached block retrieved, no capacity), in
+// f64 and f32, across chunk boundaries that split blocks; plus what changes when k is smaller,
+// the retrieval math (granularities, stingy slots), capacity, and the mmap block store.
+#include "tests/helpers.h"
+
+#include <filesystem>
+
+#include "infer/block_store.h"
+#include "infer/session.h"
+#include "landmark/retrieval.h"
+#include "nn/gpt.h"
+#include "tensor/rng.h"
+
+using namespace lm;
+using namespace lm::test;
+
+namespace {
+const int32_t kLandmarkId = 40;
+
+// A small landmark GPT with weights large enough that attention is far from uniform.
+std::unique_ptr<GPT> make_model(DType dtype, int64_t F = 5) {
+  manual_seed(101);
+  GPTConfig c;
+  c.vocab_size = 41;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.block_size = 64;
+  c.attention = "landmark";
+  c.landmark_every = F;
+  auto m = std::make_unique<GPT>(c);
+  for (Var* p : m->parameters())
+    if (p->dim() == 2) p->value().copy_(mul(p->value(), 8.0));
+  m->to(dtype);
+  return m;
+}
+
+std::vector<int32_t> random_raw(int64_t n, uint64_t seed) {
+  manual_seed(seed);
+  Tensor t = rand({n}, DType::F64, Device::CPU, 0, 40).to(DType::I32);
+  return t.to_vector<int32_t>();
+}
+
+InferConfig exact_all(int64_t chunk) {
+  InferConfig c;
+  c.chunk_len = chunk;
+  c.k = 1000;  // more than ever cached: everything is retrieved
+  c.positions = PositionMode::Exact;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("inference: chunked logits equal the one-shot forward (exact positions, all blocks, f64)", "[infer]") {
+  auto model = make_model(DType::F64);
+  std::vector<int32_t> raw = random_raw(123, 7);
+  Tensor ref = one_shot_logits(*model, raw, kLandmarkId);
+  REQUIRE(ref.shape() == Shape{123, 41});
+  for (int64_t chunk : {123, 50, 37, 5, 1}) {  // 37 and 1 split blocks across chunks; 123 is one chunk
+    INFO("chunk " << chunk);
+    InferenceSession s(*model, exact_all(chunk), kLandmarkId);
+    Tensor got = s.feed(raw);
+    CHECK(max_abs_diff(got, ref) < 1e-12);  // f64: same math, different summation order
+    CHECK(s.tokens_fed() == 123);
+    CHECK(s.cached_blocks() == 123 / 5);
+  }
+}
+
+TEST_CASE("inference: f32 chunked logits match the one-shot forward to ~1e-5", "[infer]") {
+  auto model = make_model(DType::F32);
+  std::vector<int32_t> raw = random_raw(140, 8);
+  Tensor ref = one_shot_logits(*model, raw, kLandmarkId);
+  InferenceSession s(*model, exact_all(33), kLandmarkId);
+  Tensor got = s.feed(raw);
+  const double scale = std::max(1.0, max(ref.reshape({-1}), 0).item());
+  CHECK(max_abs_diff(got, ref) < 1e-5 * scale * 10);  // f32 rounding of logits of size ~`scale`
+}
+
+TEST_CASE("inference: exactly k blocks cached is the one-shot forward; fewer retrieved blocks converge as k grows",
+          "[infer]") {
+  auto model = make_model(DType::F64);
+  std::vector<int32_t> raw = random_raw(100, 9);  // 20 blocks of 5
+  Tensor ref = one_shot_logits(*model, raw, kLandmarkId);
+  // The last chunk starts after 60 raw tokens = 12 full blocks: k = 12 retrieves all of them.
+  InferConfig c = exact_all(60);
+  c.k = 12;
+  InferenceSession s(*model, c, kLandmarkId);
+  Tensor first = s.feed_chunk(std::vector<int32_t>(raw.begin(), raw.begin() + 60));
+  REQUIRE(s.cached_blocks() == 12);
+  Tensor second = s.feed_chunk(std::vector<int32_t>(raw.begin() + 60, raw.end()));
+  CHECK(max_abs_diff(concat({first, second}, 0), ref) < 1e-12);
+  // With k below the cache size the result differs, and the error shrinks to 0 as k grows.
+  std::vector<double> err;
+  for (int64_t k : {1, 2, 4, 8, 12, 19}) {
+    InferConfig ck = exact_all(10);
+    ck.k = k;
+    InferenceSession sk(*model, ck, kLandmarkId);
+    err.push_back(max_abs_diff(sk.feed(raw), ref));
+  }
+  CHECK(err.front() > 1e-3);
+  CHECK(err.back() < 1e-12);  // 19 = every block cached before the last chunk
+  CHECK(err[4] < err[0]);
+}
+
+TEST_CASE("retrieval: granularities select what they should", "[infer][retrieval]") {
+  // NH 2, n 2 queries, nb 4 blocks; scores chosen by hand.
+  const double s[] = {/* h0 q0 */ 5, 1, 0, 4, /* h0 q1 */ 0, 6, 1, 0,
+                      /* h1 q0 */ 0, 0, 7, 0, /* h1 q1 */ 3, 0, 0, 2};
+  auto th = select_blocks<double>(s, 2, 2, 4, 2, Granularity::TokenHead);
+  CHECK(th[0] == std::vector<int32_t>{0, 3});  // chronological order, not score order
+  CHECK(th[1] == std::vector<int32_t>{1, 2});
+  CHECK(th[2] == std::vector<int32_t>{0, 2});  // ties among zeros go to the older block
+  CHECK(th[3] == std::vector<int32_t>{0, 3});
+  // Token: per token, max over heads of the per-head softmax. q0: h1's 7 dominates block 2 (p~0.997),
+  // h0 gives block 0 p~0.72: {0, 2}. q1: h0's block 1 p~0.99, h1's block 0 p~0.69: {0, 1}.
+  auto tok = select_blocks<double>(s, 2, 2, 4, 2, Granularity::Token);
+  CHECK(tok[0] == std::vector<int32_t>{0, 2});
+  CHECK(tok[2] == std::vector<int32_t>{0, 2});  // shared by both heads
+  CHECK(tok[1] == std::vector<int32_t>{0, 1});
+  // Head: per head, max over the chunk's tokens. h0: block 1 (0.99 from q1), block 0 (0.72 from q0).
+  auto head = select_blocks<double>(s, 2, 2, 4, 2, Granularity::Head);
+  CHECK(head[0] == std::vector<int32_t>{0, 1});
+  CHECK(head[1] == std::vector<int32_t>{0, 1});  // shared by both tokens of head 0
+  CHECK(head[2] == std::vector<int32_t>{0, 2});  // h1: block 2 (q0), block 0 (q1)
+  CHECK(select_blocks<double>(s, 2, 2, 4, 9, Granularity::TokenHead)[0].size() == 4);  // k clamped
+  CHECK_THROWS_AS(parse_granularity("tokens"), Error);
+}
+
+TEST_CASE("retrieval: stingy positions on a hand-worked case", "[infer][retrieval]") {
+  // 5 cached blocks, k = 2: the two newest keep slots 1 and 2, the rest are scored at slot 0.
+  CHECK(stingy_score_slots(5, 2) == std::vector<int32_t>{0, 0, 0, 1, 2});
+  CHECK(stingy_score_slots(2, 4) == std::vector<int32_t>{3, 4});  // fewer cached than k
+  // Chosen {1, 4}: block 4 keeps slot 2, block 1 takes the lowest free slot 0 (slot 1 stays empty).
+  CHECK(stingy_attention_slots({1, 4}, 5, 2) == std::vector<int32_t>{0, 2});
+  CHECK(stingy_attention_slots({0, 2}, 5, 2) == std::vector<int32_t>{0, 1});  // two old blocks
+  CHECK(stingy_attention_slots({3, 4}, 5, 2) == std::vector<int32_t>{1, 2});  // the two newest
+  CHECK(stingy_attention_slots({0, 3}, 5, 2) == std::vector<int32_t>{0, 1});
+}
+
+TEST_CASE("inference: stingy positions change the result but keep it finite; capacity keeps the newest blocks",
+          "[infer]") {
+  auto model = make_model(DType::F64);
+  std::vector<int32_t> raw = random_raw(200, 10);
+  InferConfig c;
+  c.chunk_len = 25;
+  c.k = 2;
+  InferenceSession stingy(*model, c, kLandmarkId);
+  Tensor a = stingy.feed(raw);
+  CHECK(a.shape() == Shape{200, 41});
+  CHECK(std::isfinite(sum(a).item()));
+  c.capacity = 6;
+  InferenceSession capped(*model, c, kLandmarkId);
+  AttentionCapture cap;
+  cap.layer = 1;
+  cap.head = 0;
+  capped.set_capture(&cap);
+  capped.feed(raw);
+  CHECK(capped.cached_blocks() == 6);
+  // Every retrieval of the last chunk came from the newest 6 blocks held at that time.
+  const int64_t blocks_before_last = (200 - 25) / 5;
+  for (const auto& row : cap.rows)
+    if (row.query >= (200 - 25) + (200 - 25) / 5)
+      for (int64_t g : row.retrieved) CHECK(g >= blocks_before_last - 6);
+}
+
+TEST_CASE("block store: ring order under a capacity; mmap gives the same logits as RAM", "[infer]") {
+  BlockStore ring(4, DType::F32, 3);
+  for (int b = 0; b < 5; ++b) {
+    float k[4] = {float(b), 0, 0, 0}, v[4] = {0, float(b), 0, 0};
+    ring.append(k, v);
+  }
+  CHECK(ring.size() == 3);
+  CHECK(ring.evicted() == 2);
+  for (int i = 0; i < 3; ++i) {
+    CHECK(static_cast<const float*>(ring.k(i))[0] == float(i + 2));  // oldest held first
+    CHECK(static_cast<const float*>(ring.v(i))[1] == float(i + 2));
+  }
+  CHECK_THROWS_AS(ring.k(3), Error);
+  auto model = make_model(DType::F32);
+  std::vector<int32_t> raw = random_raw(150, 11);
+  InferConfig c;
+  c.chunk_len = 30;
+  c.k = 3;
+  Tensor in_ram = InferenceSession(*model, c, kLandmarkId).feed(raw);
+  std::string dir = (std::filesystem::temp_directory_path() / "lm_test_mmap").string();
+  std::filesystem::create_directories(dir);
+  c.mmap_dir = dir;
+  InferenceSession mapped(*model, c, kLandmarkId);
+  CHECK(max_abs_diff(mapped.feed(raw), in_ram) == 0);
+}
+
+TEST_CASE("inference: bad configurations and models are refused", "[infer]") {
+  auto model = make_model(DType::F32);
+  InferConfig c;
+  c.chunk_len = 0;
+  CHECK_THROWS_WITH(InferenceSession(*model, c, kLandmarkId), Catch::Contains("chunk length"));
+  c.chunk_len = 10;
+  CHECK_THROWS_WITH(InferenceSession(*model, c, 99), Catch::Contains("landmark id 99"));
+  InferenceSession s(*model, c, kLandmarkId);
+  CHECK_THROWS_WITH(s.feed_chunk(std::vector<int32_t>(11, 1)), Catch::Contains("chunk length"));
+  CHECK_THROWS_WITH(s.feed({77}), Catch::Contains("token 77"));
+}
