@@ -6,6 +6,7 @@
 #include <iostream>
 #include <memory>
 #include <sstream>
+#include <tuple>
 
 #include "apps/commands.h"
 #include "tensor/check.h"
@@ -102,6 +103,49 @@ Command corpus_command(CLI::App& app) {
   sub->add_option("out_dir", *out, "Where to write one .txt per novel")->required();
   auto run = [=]() {
     for (const std::string& f : write_austen(*dir, *out)) std::cout << "wrote " << f << "\n";
+    return 0;
+  };
+  return {sub, run};
+}
+
+}  // namespace app
+}  // namespace lm
+
+#include "train/passkey.h"
+
+namespace lm {
+namespace app {
+
+Command passkey_data_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("passkey-data", "Write synthetic pass-key training text (train.txt, val.txt)");
+  auto out = std::make_shared<std::string>();
+  auto docs = std::make_shared<int64_t>(20000);
+  auto max_fill = std::make_shared<int64_t>(6);
+  auto filler_only = std::make_shared<double>(0.1);
+  auto seed = std::make_shared<uint64_t>(1);
+  sub->add_option("--out", *out, "Output directory")->required();
+  sub->add_option("--docs", *docs, "Training documents")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--max-fillers", *max_fill, "Filler sentences per document, at most")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--filler-only", *filler_only, "Fraction of documents that are plain filler")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  sub->add_option("--seed", *seed, "Seed (the validation text uses seed + 1)")->capture_default_str();
+  auto run = [=]() {
+    std::filesystem::create_directories(*out);
+    for (auto [name, n, s] : {std::tuple<std::string, int64_t, uint64_t>{"train.txt", *docs, *seed},
+                              std::tuple<std::string, int64_t, uint64_t>{"val.txt", std::max<int64_t>(*docs / 20, 50), *seed + 1}}) {
+      const std::string path = *out + "/" + name, tmp = path + ".tmp";
+      const std::string text = passkey_training_text(n, *max_fill, *filler_only, s);
+      {
+        std::ofstream f(tmp, std::ios::binary);
+        LM_CHECK(f.good(), "passkey-data: cannot write " << tmp);
+        f << text;
+      }
+      std::filesystem::rename(tmp, path);
+      std::cout << "wrote " << path << " (" << n << " documents, " << text.size() << " bytes)\n";
+    }
     return 0;
   };
   return {sub, run};

@@ -16,10 +16,15 @@ struct Command {
 
 Command prepare_command(CLI::App& app);  // apps/cmd_data.cpp
 Command corpus_command(CLI::App& app);   // apps/cmd_data.cpp
+Command passkey_data_command(CLI::App& app);  // apps/cmd_data.cpp
 Command train_command(CLI::App& app);    // apps/cmd_train.cpp
 Command plot_command(CLI::App& app);     // apps/cmd_train.cpp
 Command info_command(CLI::App& app);     // apps/cmd_train.cpp
 Command groups_command(CLI::App& app);   // apps/cmd_landmark.cpp
+Command passkey_command(CLI::App& app);  // apps/cmd_infer.cpp
+Command eval_command(CLI::App& app);     // apps/cmd_infer.cpp
+Command generate_command(CLI::App& app); // apps/cmd_infer.cpp
+Command attn_map_command(CLI::App& app); // apps/cmd_infer.cpp
 
 }  // namespace app
 }  // namespace lm

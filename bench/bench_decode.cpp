@@ -1,0 +1,113 @@
+// bench_decode.cpp: the cost of one generated token at long contexts. Landmark retrieval (an
+// InferenceSession with k = 4: score the cached landmarks, attend to 4 blocks + the tail) against
+// a full KV cache of the same model (attend to every past token), at 2k, 8k, 32k and 128k tokens
+// of context. Same weights, same thread count, one run. The landmark cache is built by really
+// reading the context (prefill time printed); the full cache is filled with random keys/values of
+// the right size, because an O(n^2) prefill of 128k tokens would take hours here and a decode
+// step's cost does not depend on the values. Resident memory is the process's RSS growth while
+// each cache is alive. Last line:
+//   decode speedup_at_32k=<full-cache step time / landmark step time at 32k>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "infer/full_cache.h"
+#include "infer/session.h"
+#include "tensor/cpu/parallel.h"
+#include "tensor/create.h"
+#include "tensor/rng.h"
+
+using namespace lm;
+
+namespace {
+double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
+
+double rss_mb() {
+  std::ifstream f("/proc/self/statm");
+  long pages_total = 0, pages_rss = 0;
+  f >> pages_total >> pages_rss;
+  return static_cast<double>(pages_rss) * 4096.0 / (1024.0 * 1024.0);
+}
+constexpr double kMB = 1024.0 * 1024.0;
+
+std::vector<int32_t> tokens(int64_t n, int64_t vocab, uint64_t seed) {
+  manual_seed(seed);
+  return rand({n}, DType::F64, Device::CPU, 0, static_cast<double>(vocab - 2)).to(DType::I32).to_vector<int32_t>();
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<int64_t> lengths = {2048, 8192, 32768, 131072};
+  int steps = 16;
+  std::string mmap_dir;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--quick") {
+      lengths = {2048, 8192, 32768};
+      steps = 4;
+    } else if (a == "--mmap-dir" && i + 1 < argc) {
+      mmap_dir = argv[++i];
+    } else {
+      std::printf("usage: bench_decode [--quick] [--mmap-dir DIR]\n  Decode-step time and memory: landmark retrieval (k 4) vs a full KV cache.\n");
+      return a == "--help" ? 0 : 2;
+    }
+  }
+  GPTConfig c;  // the `tiny` preset with a BPE-sized vocabulary; random weights (speed only)
+  c.vocab_size = 4098;
+  c.n_layer = 4;
+  c.n_head = 4;
+  c.n_embd = 256;
+  c.block_size = 512;
+  c.attention = "landmark";
+  manual_seed(1);
+  GPT model(c);
+  model.eval();
+  const int32_t landmark_id = 4096;
+  InferConfig ic;
+  ic.chunk_len = 250;
+  ic.k = 4;
+  ic.mmap_dir = mmap_dir;
+  std::printf("decode benchmark: tiny model (4 layers, d 256, 4 heads), f32, %d thread(s); landmark k %lld, chunk %lld, "
+              "block K/V in %s\n", cpu::num_threads(), (long long)ic.k, (long long)ic.chunk_len,
+              mmap_dir.empty() ? "RAM" : ("memory-mapped files in " + mmap_dir).c_str());
+  std::printf("%8s | %12s %11s %11s %11s | %12s %11s | %8s\n", "context", "lm prefill s", "lm step ms", "lm fast MB",
+              "lm slow MB", "full step ms", "full KV MB", "speedup");
+  double speedup_32k = 0;
+  for (int64_t n : lengths) {
+    std::vector<int32_t> ctx = tokens(n, c.vocab_size, 7), next = tokens(steps, c.vocab_size, 8);
+    double lm_prefill, lm_step, lm_fast, lm_slow;
+    {
+      const double t0 = now();
+      InferenceSession s(model, ic, landmark_id);
+      s.feed(ctx);
+      lm_prefill = now() - t0;
+      const double t1 = now();
+      for (int i = 0; i < steps; ++i) s.feed_chunk({next[i]});
+      lm_step = (now() - t1) / steps;
+      // Per layer: a landmark key (NH x HS) per block + a tail of < F + 1 tokens in fast memory;
+      // K and V of F + 1 positions per block in slow memory. f32.
+      const double blocks = static_cast<double>(s.cached_blocks()), L = c.n_layer, HS = c.head_size(), NH = c.n_head;
+      lm_fast = L * (blocks * NH * HS + 2 * NH * (c.landmark_every + 1) * HS) * 4 / kMB;
+      lm_slow = L * blocks * 2 * NH * (c.landmark_every + 1) * HS * 4 / kMB;
+    }
+    double full_step, full_kv;
+    {
+      FullKVCache fc(model, n + steps);
+      fc.fill_random(n, 9);
+      fc.step(next[0]);  // warm-up
+      const double t1 = now();
+      for (int i = 1; i < steps; ++i) fc.step(next[i]);
+      full_step = (now() - t1) / (steps - 1);
+      full_kv = static_cast<double>(fc.bytes()) / kMB;
+    }
+    const double speedup = full_step / lm_step;
+    if (n == 32768) speedup_32k = speedup;
+    std::printf("%8lld | %12.1f %11.2f %11.1f %11.1f | %12.2f %11.1f | %7.1fx\n", (long long)n, lm_prefill, 1e3 * lm_step,
+                lm_fast, lm_slow, 1e3 * full_step, full_kv, speedup);
+    std::fflush(stdout);
+  }
+  std::printf("process RSS at the end: %.0f MB\n", rss_mb());
+  std::printf("decode speedup_at_32k=%.1f\n", speedup_32k);
+  return 0;
+}

@@ -1,0 +1,139 @@
+// test_infer_tools.cpp: what sits on top of the inference session: the full-KV-cache decoder
+// (against the model's one-shot forward), sampling (against the softmax it samples from),
+// generation (against one-shot greedy decoding), perplexity (against one-shot logits) and the
+// pass-key prompts.
+#include "tests/helpers.h"
+
+#include "infer/eval.h"
+#include "infer/full_cache.h"
+#include "infer/generate.h"
+#include "infer/session.h"
+#include "tensor/rng.h"
+#include "train/passkey.h"
+#include "train/tokenizer.h"
+
+using namespace lm;
+using namespace lm::test;
+
+namespace {
+std::unique_ptr<GPT> model(const std::string& attention, DType dt) {
+  manual_seed(201);
+  GPTConfig c;
+  c.vocab_size = 33;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.block_size = 128;
+  c.attention = attention;
+  c.landmark_every = 4;
+  auto m = std::make_unique<GPT>(c);
+  for (Var* p : m->parameters())
+    if (p->dim() == 2) p->value().copy_(mul(p->value(), 6.0));
+  m->to(dt);
+  return m;
+}
+std::vector<int32_t> toks(int64_t n, uint64_t seed) {
+  manual_seed(seed);
+  return rand({n}, DType::F64, Device::CPU, 0, 32).to(DType::I32).to_vector<int32_t>();
+}
+}  // namespace
+
+TEST_CASE("full KV cache: token-by-token logits equal the one-shot causal forward", "[infer]") {
+  auto m = model("standard", DType::F32);
+  std::vector<int32_t> t = toks(40, 1);
+  Tensor ref = m->forward(from_vector(t, {1, 40})).value().squeeze(0);
+  FullKVCache fc(*m, 40);
+  for (int64_t i = 0; i < 40; ++i) {
+    Tensor row = fc.step(t[i]);
+    CHECK(max_abs_diff(row, ref.select(0, i)) < 1e-4);  // f32, different summation orders
+  }
+  CHECK(fc.size() == 40);
+  CHECK_THROWS_AS(fc.step(1), Error);  // full
+}
+
+TEST_CASE("sampling: greedy is argmax; samples follow the softmax; top-k stays in the top k", "[infer]") {
+  Tensor logits = from_vector(std::vector<float>{0.0f, 1.0f, 2.0f, -1.0f}, {4});
+  SampleOptions greedy;
+  CHECK(sample_token(logits, greedy, 0) == 2);
+  SampleOptions t1;
+  t1.temperature = 1.0;
+  std::vector<int64_t> counts(4, 0);
+  const int n = 20000;
+  for (int i = 0; i < n; ++i) ++counts[sample_token(logits, t1, static_cast<uint64_t>(i))];
+  std::vector<double> p = values(softmax(logits.to(DType::F64)));
+  for (int v = 0; v < 4; ++v) CHECK(std::fabs(static_cast<double>(counts[v]) / n - p[v]) < 0.015);  // ~5 sigma at n=2e4
+  SampleOptions top2 = t1;
+  top2.top_k = 2;
+  for (int i = 0; i < 2000; ++i) {
+    const int32_t s = sample_token(logits, top2, static_cast<uint64_t>(i));
+    CHECK((s == 1 || s == 2));
+  }
+  CHECK(sample_token(logits, t1, 77) == sample_token(logits, t1, 77));  // same seed and counter
+}
+
+TEST_CASE("generation through the cache equals one-shot greedy decoding", "[infer]") {
+  auto m = model("landmark", DType::F64);
+  std::vector<int32_t> prompt = toks(23, 2);
+  InferConfig c;
+  c.chunk_len = 7;
+  c.k = 100;
+  c.positions = PositionMode::Exact;
+  InferenceSession s(*m, c, 32);
+  std::vector<int32_t> out = generate(s, prompt, 12, SampleOptions{});
+  std::vector<int32_t> text = prompt;
+  for (int32_t tok : out) {
+    Tensor logits = one_shot_logits(*m, text, 32);
+    CHECK(sample_token(logits.select(0, logits.size(0) - 1), SampleOptions{}, 0) == tok);
+    text.push_back(tok);
+  }
+  CHECK(out.size() == 12);
+  CHECK(s.tokens_fed() == 23 + 11);  // the last sampled token is not fed
+}
+
+TEST_CASE("perplexity through the cache equals the one-shot loss per window", "[infer]") {
+  auto m = model("landmark", DType::F64);
+  std::vector<int32_t> t = toks(90, 3);
+  InferConfig c;
+  c.chunk_len = 11;
+  c.k = 100;
+  c.positions = PositionMode::Exact;
+  PerplexityResult r = evaluate_perplexity(*m, t, c, 32, 40);  // 2 windows of 40; 10 tokens dropped
+  CHECK(r.windows == 2);
+  CHECK(r.tokens == 2 * 39);
+  double total = 0;
+  for (int w = 0; w < 2; ++w) {
+    std::vector<int32_t> win(t.begin() + w * 40, t.begin() + (w + 1) * 40);
+    std::vector<double> lsm = values(log_softmax(one_shot_logits(*m, win, 32)));
+    for (int i = 0; i < 39; ++i) total -= lsm[i * 33 + win[i + 1]];
+  }
+  CHECK(std::fabs(r.nll - total / 78) < 1e-12);
+  CHECK(std::fabs(r.perplexity() - std::exp(total / 78)) < 1e-9);
+  CHECK(!r.unique_blocks.empty());  // 4 chunks per window: the penultimate one retrieved something
+  auto s = model("standard", DType::F64);
+  CHECK_THROWS_WITH(evaluate_perplexity(*s, t, c, 32, 200), Catch::Contains("block size"));
+}
+
+TEST_CASE("pass-key prompts: the paper's wording, the requested length, the key in range", "[passkey]") {
+  PasskeyPrompt p = make_passkey_prompt(4217, 1, 2);
+  CHECK(p.text.rfind(kPasskeyTask, 0) == 0);
+  CHECK(p.text.find("The pass key is 4217. Remember it. 4217 is the pass key.") != std::string::npos);
+  CHECK(p.text.size() >= std::string(kPasskeyQuestion).size());
+  CHECK(p.text.substr(p.text.size() - std::string(kPasskeyQuestion).size()) == kPasskeyQuestion);
+  ByteTokenizer tok;
+  for (int64_t len : {400, 1000, 5000}) {
+    for (uint64_t trial = 0; trial < 5; ++trial) {
+      PasskeyPrompt q = passkey_prompt_for_length(tok, len, 9, trial);
+      const int64_t n = static_cast<int64_t>(tok.encode(q.text).size());
+      CHECK(n <= len);
+      CHECK(n > len - 90);  // within one filler sentence (88 bytes + space) of the target
+      CHECK(q.key >= 1);
+      CHECK(q.key <= 50000);
+    }
+  }
+  CHECK(passkey_prompt_for_length(tok, 5000, 9, 1).key == passkey_prompt_for_length(tok, 5000, 9, 1).key);
+  CHECK_THROWS_AS(passkey_prompt_for_length(tok, 50, 9, 0), Error);
+  CHECK(passkey_answer_digits(" 31415. Then") == "31415");
+  CHECK(passkey_answer_digits("  x1") == "");
+  std::string train = passkey_training_text(50, 3, 0.2, 4);
+  CHECK(std::count(train.begin(), train.end(), '\n') == 50);
+}

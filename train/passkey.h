@@ -1,0 +1,43 @@
+// passkey.h: the synthetic pass-key task of the paper (Section 4 / Mohtashami & Jaggi's prompt):
+// a task line, filler sentences repeated, "The pass key is K. Remember it. K is the pass key.",
+// more filler, and the question "What is the pass key? The pass key is". Used two ways: as
+// training text (documents with the answer appended, mixed with plain filler) and as evaluation
+// prompts of a given length (infer/passkey_eval.h). Keys are uniform in 1..50000.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace lm {
+
+class Tokenizer;
+
+extern const char* const kPasskeyTask;      // "There is an important info hidden inside ..."
+extern const char* const kPasskeyFiller;    // "The grass is green. The sky is blue. ..."
+extern const char* const kPasskeyQuestion;  // "What is the pass key? The pass key is"
+std::string passkey_sentence(int32_t key);  // "The pass key is K. Remember it. K is the pass key."
+
+struct PasskeyPrompt {
+  std::string text;   // ends with the question (no answer)
+  int32_t key = 0;
+  int64_t fillers_before = 0, fillers_after = 0;
+};
+
+// The prompt with the given filler counts around the key sentence.
+PasskeyPrompt make_passkey_prompt(int32_t key, int64_t fillers_before, int64_t fillers_after);
+
+// A prompt of about `target_tokens` tokens under `tok` (never more), the key sentence at a
+// uniformly random filler boundary; key and position drawn from Philox with (seed, trial).
+PasskeyPrompt passkey_prompt_for_length(const Tokenizer& tok, int64_t target_tokens, uint64_t seed, uint64_t trial);
+
+// Training text: `docs` documents separated by newlines. A fraction `filler_only` of them are
+// plain filler paragraphs; the rest are prompts with 0..max_fillers filler sentences in total
+// (split at random around the key) followed by " K." as the answer.
+std::string passkey_training_text(int64_t docs, int64_t max_fillers, double filler_only, uint64_t seed);
+
+// The digits a model produced after the question ("" when it produced none), read from the
+// generated text: leading spaces skipped, then the longest run of digits.
+std::string passkey_answer_digits(const std::string& generated);
+
+}  // namespace lm
