@@ -1,8 +1,11 @@
 // landmark.cpp: the `landmark` command-line program. Each subcommand parses flags (CLI11) and
 // calls one library function; no logic lives here. `landmark <command> --help` lists every flag
 // with its default.
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -11,6 +14,14 @@
 #include "tensor/check.h"
 
 int main(int argc, char** argv) {
+  // OpenMP threads that busy-wait between parallel regions steal the CPU from everything else on
+  // a small shared machine (inference alternates short parallel and serial phases: we measured
+  // 70% of a pass-key run spinning). libgomp reads OMP_WAIT_POLICY when the program loads, so
+  // when it is unset we set it to PASSIVE and start ourselves again. An explicit value wins.
+  if (!std::getenv("OMP_WAIT_POLICY")) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execv("/proc/self/exe", argv);  // returns only on failure: then carry on as we are
+  }
   CLI::App app{"landmark: Landmark Attention from scratch in C++ (train, evaluate, inspect)"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
