@@ -2,7 +2,8 @@
 # (scripts/install-deps.sh), then drives CMake in ./build.
 #   make          release build (CUDA kernels too when nvcc is found)
 #   make test     build + run the whole test suite through CTest
-#   make demo     build + the main job (scripts/demo.sh): corpus, tokenizer, a 10-minute training run
+#   make demo     build + the main job (scripts/demo.sh): pass-key retrieval up to 32k tokens
+#   make demo-corpus  build + language modelling on Austen + KJV (scripts/demo_corpus.sh)
 #   make bench    build + run the benchmarks (prints ratios measured in one run)
 #   make clean    remove ./build
 # Extra CMake options: make CMAKE_ARGS="-DLANDMARK_CUDA=OFF"
@@ -10,7 +11,7 @@ BUILD      ?= build
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps configure build test bench demo clean
+.PHONY: all deps configure build test bench demo demo-corpus clean
 
 all: build
 
@@ -33,6 +34,9 @@ bench: build
 
 demo: build
 	@bash scripts/demo.sh
+
+demo-corpus: build
+	@bash scripts/demo_corpus.sh
 
 clean:
 	rm -rf $(BUILD)
