@@ -6,6 +6,8 @@
 // on the spot and gsm::row_forward gives the weights, so a retrieved block is gated by its
 // landmark exactly as an earlier block is in training. With exact positions and every cached
 // block retrieved, the virtual row *is* the one-shot row: the equivalence test relies on that.
+// Retrieval (what each row takes, and where) is planned here for both devices; the rows run here
+// on the CPU or in infer/cuda/chunk_attention.cu on CUDA.
 #include "infer/chunk_attention.h"
 
 #include <cmath>
@@ -13,6 +15,7 @@
 #include <map>
 #include <set>
 
+#include "infer/cuda/chunk_attention.h"
 #include "landmark/grouped_softmax.h"
 #include "landmark/retrieval.h"
 #include "nn/functional.h"
@@ -22,25 +25,46 @@
 
 namespace lm {
 
-LayerCache::LayerCache(int64_t nh, int64_t f, int64_t hs, DType dt, int64_t capacity, const std::string& path)
-    : store(std::make_unique<BlockStore>(nh * (f + 1) * hs, dt, capacity, path)), NH(nh), F(f), HS(hs), dtype(dt) {
-  tail_k = zeros({nh, 0, hs}, dt);
-  tail_v = zeros({nh, 0, hs}, dt);
+LayerCache::LayerCache(int64_t nh, int64_t f, int64_t hs, DType dt, int64_t capacity, const std::string& path,
+                       Device dev)
+    : store(std::make_unique<BlockStore>(nh * (f + 1) * hs, dt, capacity, path)),
+      NH(nh),
+      F(f),
+      HS(hs),
+      dtype(dt),
+      device(dev) {
+  landmark_keys = zeros({nh, 0, hs}, dt, dev);
+  tail_k = zeros({nh, 0, hs}, dt, dev);
+  tail_v = zeros({nh, 0, hs}, dt, dev);
 }
 
 int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& kinds) {
   const int64_t L = k_loc.size(1);
   LM_CHECK(static_cast<int64_t>(kinds.size()) == L, "LayerCache: " << kinds.size() << " kinds for " << L << " keys");
+  LM_CHECK(k_loc.device() == device && v_loc.device() == device,
+           "LayerCache: keys " << describe(k_loc) << " and values " << describe(v_loc) << " must be on "
+                               << device_name(device) << ", the cache's device");
+  int64_t end = 0;  // the completed blocks are [0, end): everything up to the last landmark
+  for (int64_t j = 0; j < L; ++j)
+    if (kinds[j] == kLandmark) end = j + 1;
+  // The store is host memory: from a device, the completed blocks cross in one copy each for K
+  // and V (on the CPU these are views, no copy).
+  const Tensor k_host = k_loc.narrow(1, 0, end).to(Device::CPU), v_host = v_loc.narrow(1, 0, end).to(Device::CPU);
+  std::vector<Tensor> keys{landmark_keys};  // held landmark keys, then the new ones
   int64_t begin = 0, completed = 0;
-  for (int64_t j = 0; j < L; ++j) {
+  for (int64_t j = 0; j < end; ++j) {
     if (kinds[j] != kLandmark) continue;
     LM_CHECK(j - begin == F, "LayerCache: a block of " << j - begin << " regular tokens (F = " << F << ")");
-    Tensor kb = k_loc.narrow(1, begin, F + 1).contiguous(), vb = v_loc.narrow(1, begin, F + 1).contiguous();
+    Tensor kb = k_host.narrow(1, begin, F + 1).contiguous(), vb = v_host.narrow(1, begin, F + 1).contiguous();
     store->append(kb.raw_data(), vb.raw_data());
-    landmark_keys.push_back(k_loc.select(1, j).contiguous());
-    while (static_cast<int64_t>(landmark_keys.size()) > store->size()) landmark_keys.pop_front();  // capacity
+    keys.push_back(k_loc.narrow(1, j, 1));
     begin = j + 1;
     ++completed;
+  }
+  if (completed > 0) {  // keep as many landmark keys as the store keeps blocks (capacity): the newest
+    Tensor all = concat(keys, 1);
+    const int64_t held = store->size();
+    landmark_keys = all.narrow(1, all.size(1) - held, held).contiguous();
   }
   tail_len = L - begin;
   tail_k = k_loc.narrow(1, begin, tail_len).contiguous();
@@ -52,7 +76,8 @@ namespace {
 
 // Dot product with an explicit summation order: four independent partial sums (which the
 // compiler can keep in vector lanes) added at the end. Deterministic and fast without
-// -ffast-math, which would let the compiler reorder sums on its own.
+// -ffast-math, which would let the compiler reorder sums on its own. The CUDA kernel spells the
+// same order (chunk_attention.cu).
 template <class T> T dot(const T* a, const T* b, int64_t n) {
   T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
   int64_t d = 0;
@@ -66,46 +91,85 @@ template <class T> T dot(const T* a, const T* b, int64_t n) {
   return (s0 + s1) + (s2 + s3);
 }
 
-template <class T>
-Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, const Tensor& k_rot,
-              const Tensor& v_loc, RetrievalRecord* rec) {
-  const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), L = k_rot.size(1), tl = L - n;
+// Steps 1 and 2 of both devices: every query scores every cached landmark key and keeps its top
+// k; then each chosen block gets its place. The scores are computed on q_rot's device and only
+// the (NH, n, nb) score matrix comes to the host, where the selection runs.
+template <class T> RetrievalPlan plan_retrieval(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot) {
+  const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2);
   const int64_t F = ctx.F, B1 = F + 1, nb = cache.store->size();
   const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(HS)));
-  const DType dt = q_rot.dtype();
-  const int64_t first_gid = ctx.blocks_done - nb;  // global index of the oldest cached block
+  RetrievalPlan plan;
+  plan.nb = nb;
+  plan.first_gid = ctx.blocks_done - nb;
+  const int64_t first_gid = plan.first_gid;
+  LM_CHECK(cache.landmark_keys.size(1) == nb,
+           "chunk_attention: " << cache.landmark_keys.size(1) << " landmark keys for " << nb << " cached blocks");
 
   // --- 1. retrieval: every query scores every cached landmark key, keeps its top k ---
-  std::vector<std::vector<int32_t>> sel(static_cast<size_t>(NH * n));
+  plan.sel.resize(static_cast<size_t>(NH * n));
   if (nb > 0 && ctx.k > 0) {
-    Tensor lk({NH, nb, HS}, dt);
-    for (int64_t b = 0; b < nb; ++b) lk.select(1, b).copy_(cache.landmark_keys[b]);
     std::vector<int32_t> score_pos(static_cast<size_t>(nb));
     std::vector<int32_t> slots = stingy_score_slots(nb, ctx.k);
     for (int64_t b = 0; b < nb; ++b)
       score_pos[b] = static_cast<int32_t>(ctx.positions == PositionMode::Exact ? (first_gid + b) * B1 + F : slots[b] * B1 + F);
-    RotaryTables rt = rotary_tables(from_vector(score_pos, {1, nb}), HS, ctx.rotary_base, dt, Device::CPU);
-    Tensor lk_rot = rotary(lk.unsqueeze(0), rt).squeeze(0);
+    RotaryTables rt = rotary_tables(from_vector(score_pos, {1, nb}), HS, ctx.rotary_base, q_rot.dtype(), q_rot.device());
+    Tensor lk_rot = rotary(cache.landmark_keys.unsqueeze(0), rt).squeeze(0);
     Tensor scores = mul(matmul(q_rot, lk_rot, false, true), static_cast<double>(scale));  // (NH, n, nb)
-    sel = select_blocks<T>(scores.data<T>(), NH, n, nb, ctx.k, ctx.granularity);
+    Tensor host = scores.to(Device::CPU);
+    plan.sel = select_blocks<T>(host.data<T>(), NH, n, nb, ctx.k, ctx.granularity);
   }
-  std::set<int32_t> unique;
-  for (const auto& s : sel) unique.insert(s.begin(), s.end());
-  if (rec) *rec = RetrievalRecord{ctx.chunk, ctx.layer, nb, static_cast<int64_t>(unique.size()), n};
 
-  // --- 2. where each chosen block sits, and its keys rotated there (once per (block, place)) ---
-  std::vector<std::vector<int32_t>> base(sel.size());  // first position of each chosen block
-  std::map<std::pair<int32_t, int32_t>, Tensor> rotated;
-  for (size_t r = 0; r < sel.size(); ++r) {
-    if (sel[r].empty()) continue;
-    std::vector<int32_t> slot = ctx.positions == PositionMode::Stingy ? stingy_attention_slots(sel[r], nb, ctx.k)
-                                                                      : std::vector<int32_t>();
-    for (size_t c = 0; c < sel[r].size(); ++c) {
-      const int32_t p = static_cast<int32_t>(ctx.positions == PositionMode::Exact ? (first_gid + sel[r][c]) * B1 : slot[c] * B1);
-      base[r].push_back(p);
-      rotated.emplace(std::make_pair(sel[r][c], p), Tensor());
+  // --- 2. where each chosen block sits ---
+  plan.base.resize(plan.sel.size());  // first position of each chosen block
+  for (size_t r = 0; r < plan.sel.size(); ++r) {
+    const std::vector<int32_t>& sel = plan.sel[r];
+    if (sel.empty()) continue;
+    std::vector<int32_t> slot =
+        ctx.positions == PositionMode::Stingy ? stingy_attention_slots(sel, nb, ctx.k) : std::vector<int32_t>();
+    for (size_t c = 0; c < sel.size(); ++c)
+      plan.base[r].push_back(
+          static_cast<int32_t>(ctx.positions == PositionMode::Exact ? (first_gid + sel[c]) * B1 : slot[c] * B1));
+  }
+  return plan;
+}
+
+// The captured row of query i (head ctx.capture->head): w holds its weights, kb (F+1) for the
+// retrieved blocks, then tl + i + 1 for the local keys.
+template <class T>
+AttentionCapture::Row capture_row(const ChunkContext& ctx, const RetrievalPlan& plan, const std::vector<int32_t>& chosen,
+                                  int64_t i, int64_t tl, const T* w) {
+  const int64_t B1 = ctx.F + 1, kb = static_cast<int64_t>(chosen.size());
+  AttentionCapture::Row row;
+  row.query = ctx.aug_start + i;
+  for (int64_t c = 0; c < kb; ++c) {
+    row.retrieved.push_back(plan.first_gid + chosen[c]);
+    for (int64_t t = 0; t < B1; ++t) {
+      row.keys.push_back((plan.first_gid + chosen[c]) * B1 + t);  // true global positions
+      row.weights.push_back(static_cast<double>(w[c * B1 + t]));
     }
   }
+  for (int64_t j = 0; j < tl + i + 1; ++j) {
+    row.keys.push_back(ctx.aug_start - tl + j);
+    row.weights.push_back(static_cast<double>(w[kb * B1 + j]));
+  }
+  return row;
+}
+
+// Steps 2b and 3 on the CPU: rotate each chosen block's keys at its place (once per (block,
+// place)), then per (head, query) the virtual row, its grouped softmax and the weighted values.
+template <class T>
+Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
+              const Tensor& k_rot, const Tensor& v_loc) {
+  const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), L = k_rot.size(1), tl = L - n;
+  const int64_t F = ctx.F, B1 = F + 1;
+  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(HS)));
+  const DType dt = q_rot.dtype();
+  const std::vector<std::vector<int32_t>>& sel = plan.sel;
+  const std::vector<std::vector<int32_t>>& base = plan.base;
+
+  std::map<std::pair<int32_t, int32_t>, Tensor> rotated;
+  for (size_t r = 0; r < sel.size(); ++r)
+    for (size_t c = 0; c < sel[r].size(); ++c) rotated.emplace(std::make_pair(sel[r][c], base[r][c]), Tensor());
   for (auto& [key, t] : rotated) {
     Tensor kb({1, NH, B1, HS}, dt);
     std::memcpy(kb.raw_data(), cache.store->k(key.first), static_cast<size_t>(NH * B1 * HS) * dtype_size(dt));
@@ -114,7 +178,7 @@ Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_
     t = rotary(kb, rt).squeeze(0);  // (NH, F+1, HS)
   }
 
-  // --- 3. per (head, query): the virtual row, its grouped softmax, the weighted values ---
+  // --- per (head, query): the virtual row, its grouped softmax, the weighted values ---
   Tensor out = zeros({NH, n, HS}, dt);
   const T* pq = q_rot.data<T>();
   const T* pk = k_rot.data<T>();
@@ -163,26 +227,41 @@ Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_
         const T* vr = vrows[j];
         for (int64_t d = 0; d < HS; ++d) y[d] += wj * vr[d];
       }
-      if (ctx.capture && h == ctx.capture->head) {
-        AttentionCapture::Row& row = captured[i];
-        row.query = ctx.aug_start + i;
-        for (int64_t c = 0; c < kb; ++c) {
-          row.retrieved.push_back(first_gid + chosen[c]);
-          for (int64_t t = 0; t < B1; ++t) {
-            row.keys.push_back((first_gid + chosen[c]) * B1 + t);  // true global positions
-            row.weights.push_back(static_cast<double>(w[c * B1 + t]));
-          }
-        }
-        for (int64_t j = 0; j < tl + i + 1; ++j) {
-          row.keys.push_back(ctx.aug_start - tl + j);
-          row.weights.push_back(static_cast<double>(w[kb * B1 + j]));
-        }
-      }
+      if (ctx.capture && h == ctx.capture->head) captured[i] = capture_row(ctx, plan, chosen, i, tl, w.data());
     }
   });
   if (ctx.capture)
     for (auto& row : captured) ctx.capture->rows.push_back(std::move(row));
   return out;
+}
+
+// The CUDA rows (infer/cuda/chunk_attention.cu) and, when capturing, the captured head's weights
+// brought back to build the same rows as the CPU.
+template <class T>
+Tensor attend_cuda(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
+                   const Tensor& k_rot, const Tensor& v_loc) {
+#ifdef LANDMARK_WITH_CUDA
+  const int64_t NH = q_rot.size(0), n = q_rot.size(1), tl = k_rot.size(1) - n;
+  const bool capture = ctx.capture && ctx.capture->head >= 0 && ctx.capture->head < NH;
+  Tensor head_w;  // (n, max_row) on the host
+  Tensor out = cuda::chunk_attention(cache, ctx, plan, q_rot, k_rot, v_loc, capture ? &head_w : nullptr);
+  if (capture) {
+    const int64_t h = ctx.capture->head, max_row = head_w.size(1);
+    for (int64_t i = 0; i < n; ++i)
+      ctx.capture->rows.push_back(capture_row(ctx, plan, plan.sel[h * n + i], i, tl, head_w.data<T>() + i * max_row));
+  } else if (ctx.capture) {  // a head outside [0, NH): n empty rows, as the CPU gives
+    ctx.capture->rows.resize(ctx.capture->rows.size() + static_cast<size_t>(n));
+  }
+  return out;
+#else
+  (void)cache;
+  (void)ctx;
+  (void)plan;
+  (void)k_rot;
+  (void)v_loc;
+  LM_FAIL("chunk_attention: q " << describe(q_rot)
+                                << " is on cuda but this build has no CUDA support (configure with -DLANDMARK_CUDA=ON)");
+#endif
 }
 
 }  // namespace
@@ -192,11 +271,22 @@ Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const T
   LM_CHECK(q_rot.dim() == 3 && k_rot.dim() == 3 && v_loc.shape() == k_rot.shape() && q_rot.size(0) == k_rot.size(0) &&
                q_rot.size(2) == k_rot.size(2) && k_rot.size(1) >= q_rot.size(1),
            "chunk_attention: q " << describe(q_rot) << ", k " << describe(k_rot) << ", v " << describe(v_loc));
+  LM_CHECK(k_rot.device() == q_rot.device() && v_loc.device() == q_rot.device() && cache.device == q_rot.device(),
+           "chunk_attention: q " << describe(q_rot) << ", k " << describe(k_rot) << ", v " << describe(v_loc)
+                                 << " and the cache (" << device_name(cache.device) << ") must share a device");
   LM_CHECK(ctx.local_kinds && static_cast<int64_t>(ctx.local_kinds->size()) == k_rot.size(1),
            "chunk_attention: need one kind per local key");
   Tensor out;
   LM_DISPATCH_FLOAT(q_rot.dtype(), "chunk_attention", {
-    out = attend<scalar_t>(cache, ctx, q_rot.contiguous(), k_rot.contiguous(), v_loc.contiguous(), rec);
+    const Tensor q = q_rot.contiguous(), k = k_rot.contiguous(), v = v_loc.contiguous();
+    const RetrievalPlan plan = plan_retrieval<scalar_t>(cache, ctx, q);
+    if (rec) {
+      std::set<int32_t> unique;
+      for (const auto& s : plan.sel) unique.insert(s.begin(), s.end());
+      *rec = RetrievalRecord{ctx.chunk, ctx.layer, plan.nb, static_cast<int64_t>(unique.size()), q.size(1)};
+    }
+    out = q.device() == Device::CPU ? attend<scalar_t>(cache, ctx, plan, q, k, v)
+                                    : attend_cuda<scalar_t>(cache, ctx, plan, q, k, v);
   });
   return out;
 }

@@ -2,10 +2,10 @@
 // cached blocks by landmark scores, the stingy (or exact) positions of what was retrieved, and
 // the grouped softmax over [retrieved blocks | tail | chunk] for every (head, query). The
 // grouped softmax is the very row function the training kernels use (landmark/grouped_softmax.h),
-// applied to each query's own "virtual row". Also the per-layer cache (LayerCache).
+// applied to each query's own "virtual row". Also the per-layer cache (LayerCache). CPU code in
+// chunk_attention.cpp; the CUDA twin (same retrieval, same rows) in infer/cuda/chunk_attention.cu.
 #pragma once
 
-#include <deque>
 #include <memory>
 #include <vector>
 
@@ -16,19 +16,22 @@
 
 namespace lm {
 
-// One layer's cache: block K/V (un-rotated, (NH, F+1, HS) each) in slow memory, landmark keys
-// ((NH, HS) per block, un-rotated) in fast memory, and the unfinished tail.
+// One layer's cache: block K/V (un-rotated, (NH, F+1, HS) each) in slow memory (the BlockStore,
+// always on the host), landmark keys (un-rotated) and the unfinished tail in fast memory, i.e. on
+// `device`, the model's device.
 struct LayerCache {
-  LayerCache(int64_t NH, int64_t F, int64_t HS, DType dtype, int64_t capacity, const std::string& path);
+  LayerCache(int64_t NH, int64_t F, int64_t HS, DType dtype, int64_t capacity, const std::string& path,
+             Device device = Device::CPU);
   std::unique_ptr<BlockStore> store;
-  std::deque<Tensor> landmark_keys;  // one (NH, HS) tensor per cached block, oldest first
-  Tensor tail_k, tail_v;             // (NH, tail_len, HS)
+  Tensor landmark_keys;  // (NH, nb, HS), one column per cached block, oldest first
+  Tensor tail_k, tail_v; // (NH, tail_len, HS)
   int64_t tail_len = 0;
   int64_t NH, F, HS;
   DType dtype;
-  // Takes the local sequence [tail | chunk] (NH, L, HS) of a processed chunk: every completed
-  // block (ending in a landmark) goes to the cache, the rest becomes the new tail. Returns the
-  // number of completed blocks.
+  Device device;
+  // Takes the local sequence [tail | chunk] (NH, L, HS) of a processed chunk, on `device`: every
+  // completed block (ending in a landmark) goes to the cache (its K/V copied to the host store),
+  // the rest becomes the new tail. Returns the number of completed blocks.
   int64_t absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& local_kinds);
 };
 
@@ -45,8 +48,8 @@ struct ChunkContext {
 };
 
 // q_rot (NH, n, HS) rotated queries of the chunk; k_rot (NH, L, HS) rotated keys and v_loc (NH, L,
-// HS) values of [tail | chunk], L = tail + n. Returns the attention output (NH, n, HS) and fills
-// `record` with what retrieval did.
+// HS) values of [tail | chunk], L = tail + n, all on the cache's device. Returns the attention
+// output (NH, n, HS) on that device and fills `record` with what retrieval did.
 Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, const Tensor& k_rot,
                        const Tensor& v_loc, RetrievalRecord* record);
 

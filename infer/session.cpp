@@ -34,6 +34,7 @@ struct InferenceSession::Impl {
   InferConfig cfg;
   int64_t F, NH, HS, C;
   DType dtype;
+  Device device;  // the model's: activations, landmark keys and tails live here; block K/V on the host
   LandmarkInserter inserter;
   int64_t raw_fed = 0, aug_fed = 0, blocks_done = 0, chunks = 0;
   std::vector<LayerCache> layers;
@@ -48,6 +49,7 @@ struct InferenceSession::Impl {
         HS(m.config().head_size()),
         C(m.config().n_embd),
         dtype(m.wte.weight.dtype()),
+        device(m.device()),
         inserter(m.config().landmark_every, landmark_id) {
     cfg.validate();
     LM_CHECK(m.config().attention == "landmark",
@@ -55,10 +57,9 @@ struct InferenceSession::Impl {
                                                       << " attention; cached retrieval needs a landmark model");
     LM_CHECK(landmark_id >= 0 && landmark_id < m.config().vocab_size,
              "inference: landmark id " << landmark_id << " is outside the vocabulary of " << m.config().vocab_size);
-    LM_CHECK(m.device() == Device::CPU, "inference: the cached CPU path needs the model on the CPU");
     for (int64_t l = 0; l < m.config().n_layer; ++l) {
       std::string path = cfg.mmap_dir.empty() ? "" : cfg.mmap_dir + "/layer" + std::to_string(l) + ".blocks";
-      layers.emplace_back(NH, F, HS, dtype, cfg.capacity, path);
+      layers.emplace_back(NH, F, HS, dtype, cfg.capacity, path, device);
     }
   }
 
@@ -78,14 +79,14 @@ struct InferenceSession::Impl {
     std::vector<int32_t> toks, kinds;
     inserter.push(raw, toks, &kinds);
     const int64_t n = static_cast<int64_t>(toks.size());
-    if (n == 0) return zeros({0, model.config().vocab_size}, dtype);
+    if (n == 0) return zeros({0, model.config().vocab_size}, dtype, device);
     NoGradGuard ng;
     const int64_t tl = layers[0].tail_len;
     std::vector<int32_t> pos = local_positions(tl, n);
     std::vector<int32_t> local_kinds(static_cast<size_t>(tl), kRegular);  // the tail holds no landmark
     local_kinds.insert(local_kinds.end(), kinds.begin(), kinds.end());
     const double base = model.config().rotary_base;
-    RotaryTables rot_local = rotary_tables(from_vector(pos, {1, tl + n}), HS, base, dtype, Device::CPU);
+    RotaryTables rot_local = rotary_tables(from_vector(pos, {1, tl + n}), HS, base, dtype, device);
     RotaryTables rot_q{rot_local.cos.narrow(1, tl, n), rot_local.sin.narrow(1, tl, n)};
 
     ChunkContext ctx;
@@ -99,7 +100,7 @@ struct InferenceSession::Impl {
     ctx.chunk = chunks;
     ctx.aug_start = aug_fed;
 
-    Var x = model.wte.forward(from_vector(toks, {1, n}));  // (1, n, C)
+    Var x = model.wte.forward(from_vector(toks, {1, n}).to(device));  // (1, n, C)
     std::vector<Tensor> new_k(layers.size()), new_v(layers.size());
     for (size_t l = 0; l < layers.size(); ++l) {
       const Block& blk = *model.blocks[l];
@@ -149,7 +150,7 @@ Tensor InferenceSession::feed(const std::vector<int32_t>& raw) {
     size_t end = std::min(raw.size(), at + static_cast<size_t>(impl_->cfg.chunk_len));
     parts.push_back(impl_->feed_chunk(std::vector<int32_t>(raw.begin() + at, raw.begin() + end)));
   }
-  if (parts.empty()) return zeros({0, impl_->model.config().vocab_size}, impl_->dtype);
+  if (parts.empty()) return zeros({0, impl_->model.config().vocab_size}, impl_->dtype, impl_->device);
   return parts.size() == 1 ? parts[0] : concat(parts, 0);
 }
 

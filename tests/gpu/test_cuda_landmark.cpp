@@ -106,9 +106,9 @@ TEST_CASE("cuda: fused landmark attention kernels, forward and backward, five la
       Tensor probs({BH, T, T}, dt), out({BH, T, HS}, dt);
       Tensor probsg = full({BH, T, T}, NAN, dt, kGpu), outg = full({BH, T, HS}, NAN, dt, kGpu);
       LM_KERNEL(Device::CPU, landmark_attention_forward, q, k, v, Lc.kind, Lc.block_of, Lc.block_start, Lc.cmt, scale,
-                probs, out);
+                0.0 /* no CMT cutoff */, probs, out);
       LM_KERNEL(kGpu, landmark_attention_forward, qg, kg, vg, Lg.kind, Lg.block_of, Lg.block_start, Lg.cmt, scale,
-                probsg, outg);
+                0.0 /* no CMT cutoff */, probsg, outg);
       const Tol tf = forward_tol(dt);
       require_close(probs, probsg, tf.rtol, tf.atol, "landmark P'");
       require_zero_above_diagonal(probsg, "landmark P' on cuda");
@@ -130,7 +130,7 @@ TEST_CASE("cuda: fused landmark attention kernels, forward and backward, five la
       // No atomics and fixed reduction orders: a second run gives the same bits.
       Tensor probs2 = full({BH, T, T}, NAN, dt, kGpu), out2 = full({BH, T, HS}, NAN, dt, kGpu);
       LM_KERNEL(kGpu, landmark_attention_forward, qg, kg, vg, Lg.kind, Lg.block_of, Lg.block_start, Lg.cmt, scale,
-                probs2, out2);
+                0.0 /* no CMT cutoff */, probs2, out2);
       require_equal(probsg.to(Device::CPU), probs2, "landmark P', second cuda run");
       require_equal(outg.to(Device::CPU), out2, "landmark out, second cuda run");
       Tensor dq2 = full({BH, T, HS}, NAN, dt, kGpu), dk2 = full({BH, T, HS}, NAN, dt, kGpu),

@@ -1,0 +1,230 @@
+// infer/cuda/chunk_attention.cu: the CUDA rows of chunk_attention (infer/chunk_attention.h), given
+// the host's retrieval plan. Block K/V stay in the host BlockStore; the distinct retrieved blocks
+// of a chunk cross to the device in one staging copy, their keys are rotated at each place they
+// take, and one thread per (head, query) runs its virtual row through gsm::row_forward, the very
+// row function of the CPU twin (chunk_attention.cpp) and of training. Not flash attention.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "infer/cuda/chunk_attention.h"
+#include "landmark/grouped_softmax.h"
+#include "nn/functional.h"
+#include "tensor/create.h"
+#include "tensor/cuda/common.cuh"
+#include "tensor/ops.h"
+
+namespace lm {
+namespace cuda {
+
+namespace {
+
+// Everything one thread needs for its row r = h * n + i, passed by value. The scratch rows
+// (max_row entries each, max_row = kmax (F+1) + L) are in global memory: a row is too long for
+// registers and the rows of a block too many for shared memory.
+template <class T> struct VirtualRows {
+  const T* q;               // (NH, n, HS) rotated queries
+  const T* k_loc;           // (NH, L, HS) rotated keys of [tail | chunk]
+  const T* v_loc;           // (NH, L, HS) values of [tail | chunk]
+  const T* keys;            // (P, NH, F+1, HS) retrieved keys, rotated, one set per (block, place)
+  const T* vals;            // (U, NH, F+1, HS) retrieved values, one set per distinct block
+  const int32_t* count;     // (rows) blocks retrieved by each row
+  const int32_t* key_of;    // (rows, kmax) which key set of `keys` the row's c-th block uses
+  const int32_t* val_of;    // (rows, kmax) which value set of `vals` it uses
+  const int32_t* local_kind;  // (L) kinds of [tail | chunk]
+  T* s;                     // (rows, max_row) scores, turned into P' in place
+  T* w;                     // (rows, max_row) final weights
+  int32_t* layout;          // (rows, 3 max_row + 1) kind | block_of | block_start of each row
+  T* out;                   // (NH, n, HS)
+  int64_t NH, n, HS, L, F, kmax, max_row;
+  T scale;
+};
+
+// The CPU twin's dot (chunk_attention.cpp), in the same order: four partial sums added at the
+// end. With --fmad=false both round every product and sum alike.
+template <class T> __device__ T dot4(const T* a, const T* b, int64_t n) {
+  T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t d = 0;
+  for (; d + 4 <= n; d += 4) {
+    s0 += a[d] * b[d];
+    s1 += a[d + 1] * b[d + 1];
+    s2 += a[d + 2] * b[d + 2];
+    s3 += a[d + 3] * b[d + 3];
+  }
+  for (; d < n; ++d) s0 += a[d] * b[d];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// One thread per row, like landmark/cuda/attention.cu and for the same reason: row_forward is the
+// shared definition and a row's group count is dynamic. A row is its kb retrieved blocks (F
+// regular keys and a landmark each) then the local keys 0..tl+i; y = sum_j w_j v_j in the CPU's
+// order (ascending j, zero weights skipped).
+template <class T> __global__ void virtual_rows_kernel(VirtualRows<T> a, int64_t rows) {
+  const int64_t B1 = a.F + 1, HS = a.HS, tl = a.L - a.n;
+  LM_CUDA_FOR(r, rows) {
+    const int64_t h = r / a.n, i = r % a.n;
+    const T* q = a.q + r * HS;  // (h, i) of (NH, n, HS)
+    T* s = a.s + r * a.max_row;
+    T* w = a.w + r * a.max_row;
+    int32_t* kind = a.layout + r * (3 * a.max_row + 1);
+    int32_t* block_of = kind + a.max_row;
+    int32_t* block_start = block_of + a.max_row;
+    const int32_t* key_of = a.key_of + r * a.kmax;
+    const int32_t* val_of = a.val_of + r * a.kmax;
+    const int64_t kb = a.count[r], len = kb * B1 + tl + i + 1;
+    for (int64_t c = 0; c < kb; ++c) {
+      const T* keys = a.keys + (key_of[c] * a.NH + h) * B1 * HS;
+      for (int64_t t = 0; t < B1; ++t) {
+        s[c * B1 + t] = dot4(q, keys + t * HS, HS) * a.scale;
+        kind[c * B1 + t] = t < a.F ? kRegular : kLandmark;
+      }
+    }
+    for (int64_t j = 0; j < tl + i + 1; ++j) {
+      s[kb * B1 + j] = dot4(q, a.k_loc + (h * a.L + j) * HS, HS) * a.scale;
+      kind[kb * B1 + j] = a.local_kind[j];
+    }
+    // The layout of this row: blocks end at landmarks; no CMT at inference.
+    int32_t blk = 0;
+    block_start[0] = 0;
+    for (int64_t j = 0; j < len; ++j) {
+      block_of[j] = blk;
+      if (kind[j] == kLandmark) block_start[++blk] = static_cast<int32_t>(j + 1);
+    }
+    const RowLayout layout{kind, block_of, block_start, -1};
+    gsm::row_forward<T>(layout, static_cast<int>(len - 1), s, s, w);  // S -> P' in place (allowed)
+    T* y = a.out + r * HS;
+    for (int64_t d = 0; d < HS; ++d) {
+      T acc = 0;
+      for (int64_t c = 0; c < kb; ++c) {
+        const T* vals = a.vals + (val_of[c] * a.NH + h) * B1 * HS + d;
+        for (int64_t t = 0; t < B1; ++t) {
+          const T wj = w[c * B1 + t];
+          if (wj != T(0)) acc += wj * vals[t * HS];
+        }
+      }
+      for (int64_t j = 0; j < tl + i + 1; ++j) {
+        const T wj = w[kb * B1 + j];
+        if (wj != T(0)) acc += wj * a.v_loc[(h * a.L + j) * HS + d];
+      }
+      y[d] = acc;
+    }
+  }
+}
+
+}  // namespace
+
+Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan,
+                       const Tensor& q_rot, const Tensor& k_rot, const Tensor& v_loc, Tensor* head_weights) {
+  const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), L = k_rot.size(1);
+  const int64_t F = ctx.F, B1 = F + 1, rows = NH * n, E = NH * B1 * HS;  // E: elements of one block's K
+  const DType dt = q_rot.dtype();
+  LM_CHECK(q_rot.device() == Device::CUDA && q_rot.is_contiguous() && k_rot.is_contiguous() && v_loc.is_contiguous(),
+           "chunk_attention on cuda: q " << describe(q_rot) << ", k " << describe(k_rot) << ", v " << describe(v_loc)
+                                         << " must be contiguous cuda tensors");
+  LM_CHECK(static_cast<int64_t>(plan.sel.size()) == rows && plan.base.size() == plan.sel.size(),
+           "chunk_attention on cuda: a plan for " << plan.sel.size() << " rows, expected " << rows);
+  Tensor out({NH, n, HS}, dt, Device::CUDA);
+  if (rows == 0) return out;
+
+  // --- which distinct blocks to stage (U) and which (block, place) key sets to rotate (P) ---
+  std::map<int32_t, int32_t> staged;                    // cached index -> staged index
+  std::map<std::pair<int32_t, int32_t>, int32_t> sets;  // (cached index, first position) -> key set
+  int64_t kmax = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    kmax = std::max<int64_t>(kmax, static_cast<int64_t>(plan.sel[r].size()));
+    for (size_t c = 0; c < plan.sel[r].size(); ++c) {
+      staged.emplace(plan.sel[r][c], 0);
+      sets.emplace(std::make_pair(plan.sel[r][c], plan.base[r][c]), 0);
+    }
+  }
+  const int64_t U = static_cast<int64_t>(staged.size()), P = static_cast<int64_t>(sets.size());
+  int32_t next = 0;
+  for (auto& [block, u] : staged) u = next++;  // ascending cached index = chronological
+  next = 0;
+  for (auto& [key, p] : sets) p = next++;
+
+  // --- the small i32 tables, in one transfer: count | key_of | val_of | local kinds | set_block ---
+  std::vector<int32_t> meta(static_cast<size_t>(rows * (1 + 2 * kmax) + L + P), 0);
+  int32_t* count = meta.data();
+  int32_t* key_of = count + rows;
+  int32_t* val_of = key_of + rows * kmax;
+  int32_t* local_kind = val_of + rows * kmax;
+  int32_t* set_block = local_kind + L;  // (P) staged index of each key set's block
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<int32_t>& sel = plan.sel[r];
+    count[r] = static_cast<int32_t>(sel.size());
+    for (size_t c = 0; c < sel.size(); ++c) {
+      key_of[r * kmax + static_cast<int64_t>(c)] = sets.at({sel[c], plan.base[r][c]});
+      val_of[r * kmax + static_cast<int64_t>(c)] = staged.at(sel[c]);
+    }
+  }
+  for (int64_t j = 0; j < L; ++j) local_kind[j] = (*ctx.local_kinds)[j];
+  bool identity = P == U;  // every block at one place, key set p = staged block p: no gather
+  std::vector<int32_t> set_pos(static_cast<size_t>(P * B1));
+  for (const auto& [key, p] : sets) {
+    set_block[p] = staged.at(key.first);
+    identity = identity && set_block[p] == p;
+    for (int64_t t = 0; t < B1; ++t) set_pos[p * B1 + t] = static_cast<int32_t>(key.second + t);
+  }
+  const Tensor meta_d = from_vector(meta, {static_cast<int64_t>(meta.size())}).to(Device::CUDA);
+  const int32_t* meta_p = meta_d.data<int32_t>();
+
+  // --- stage K then V of the U blocks in one host buffer, one copy to the device; rotate keys ---
+  Tensor keys, vals;  // (P, NH, F+1, HS) rotated, (U, E)
+  if (U > 0) {
+    Tensor host({2, U, E}, dt);
+    const size_t bytes = static_cast<size_t>(E) * dtype_size(dt);
+    char* dst = static_cast<char*>(host.raw_data());
+    for (const auto& [block, u] : staged) {
+      std::memcpy(dst + static_cast<size_t>(u) * bytes, cache.store->k(block), bytes);
+      std::memcpy(dst + static_cast<size_t>(U + u) * bytes, cache.store->v(block), bytes);
+    }
+    const Tensor staged_d = host.to(Device::CUDA);
+    const Tensor k_staged = staged_d.select(0, 0);  // (U, E)
+    vals = staged_d.select(0, 1);                   // (U, E)
+    // A block placed at several slots (stingy mode) needs its keys once per place: gather rows
+    // (embedding is exactly a row gather), then rotate every set at its own positions.
+    const Tensor k_sets = identity ? k_staged : embedding(k_staged, meta_d.narrow(0, rows * (1 + 2 * kmax) + L, P));
+    const RotaryTables rt = rotary_tables(from_vector(set_pos, {P, B1}), HS, ctx.rotary_base, dt, Device::CUDA);
+    keys = rotary(k_sets.reshape({P, NH, B1, HS}), rt);
+  }
+
+  // --- one thread per (head, query) ---
+  const int64_t max_row = kmax * B1 + L;
+  Tensor sw({2, rows, max_row}, dt, Device::CUDA);                     // s -> P', then w
+  Tensor layout({rows, 3 * max_row + 1}, DType::I32, Device::CUDA);  // kind | block_of | block_start
+  LM_DISPATCH_FLOAT(dt, "chunk_attention", {
+    VirtualRows<scalar_t> a;
+    a.q = q_rot.data<scalar_t>();
+    a.k_loc = k_rot.data<scalar_t>();
+    a.v_loc = v_loc.data<scalar_t>();
+    a.keys = U > 0 ? keys.data<scalar_t>() : nullptr;
+    a.vals = U > 0 ? vals.data<scalar_t>() : nullptr;
+    a.count = meta_p;
+    a.key_of = meta_p + rows;
+    a.val_of = meta_p + rows + rows * kmax;
+    a.local_kind = meta_p + rows * (1 + 2 * kmax);
+    a.s = sw.data<scalar_t>();
+    a.w = sw.data<scalar_t>() + rows * max_row;
+    a.layout = layout.data<int32_t>();
+    a.out = out.data<scalar_t>();
+    a.NH = NH;
+    a.n = n;
+    a.HS = HS;
+    a.L = L;
+    a.F = F;
+    a.kmax = kmax;
+    a.max_row = max_row;
+    a.scale = static_cast<scalar_t>(1.0 / std::sqrt(static_cast<double>(HS)));
+    virtual_rows_kernel<scalar_t><<<blocks_for(rows), kThreads>>>(a, rows);
+    LM_CUDA_CHECK_LAUNCH("virtual_rows_kernel");
+  });
+  if (head_weights) *head_weights = sw.select(0, 1).narrow(0, ctx.capture->head * n, n).to(Device::CPU);
+  return out;
+}
+
+}  // namespace cuda
+}  // namespace lm
