@@ -19,8 +19,11 @@ namespace {
 // The retrieval flags every inference command shares.
 struct InferFlags {
   InferConfig cfg;
-  std::string granularity = "token-head", positions = "stingy";
+  std::string granularity = "token-head", positions = "stingy", device = "cpu";
   void add(CLI::App* sub) {
+    sub->add_option("--device", device, "cpu or cuda (block K/V stay in host memory either way)")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
     sub->add_option("--chunk", cfg.chunk_len, "Raw tokens per chunk (local context)")->check(CLI::PositiveNumber)->capture_default_str();
     sub->add_option("--k", cfg.k, "Blocks retrieved per query")->check(CLI::NonNegativeNumber)->capture_default_str();
     sub->add_option("--capacity", cfg.capacity, "Keep only the newest S blocks (0: all)")->check(CLI::NonNegativeNumber)->capture_default_str();
@@ -30,6 +33,7 @@ struct InferFlags {
     sub->add_option("--positions", positions, "stingy | exact")->check(CLI::IsMember({"stingy", "exact"}))->capture_default_str();
     sub->add_option("--mmap-dir", cfg.mmap_dir, "Keep block K/V in memory-mapped files in this directory");
   }
+  Device dev() const { return parse_device(device); }
   InferConfig get() {
     cfg.granularity = parse_granularity(granularity);
     cfg.positions = parse_position_mode(positions);
@@ -57,10 +61,10 @@ Command passkey_command(CLI::App& app) {
   flags->add(sub);
   auto run = [=]() {
     InferConfig cfg = flags->get();
-    LoadedModel lm_model = load_trained_model(*ckpt);
+    LoadedModel lm_model = load_trained_model(*ckpt, flags->dev());
     LoadedModel base;
     if (!baseline->empty()) {
-      base = load_trained_model(*baseline);
+      base = load_trained_model(*baseline, flags->dev());
       LM_CHECK(base.tokenizer->fingerprint() == lm_model.tokenizer->fingerprint(),
                "passkey: the baseline was trained with another tokenizer");
     }
@@ -134,7 +138,7 @@ Command eval_command(CLI::App& app) {
   flags->add(sub);
   auto run = [=]() {
     InferConfig cfg = flags->get();
-    LoadedModel m = load_trained_model(*ckpt);
+    LoadedModel m = load_trained_model(*ckpt, flags->dev());
     TokenFile data(*tokens);
     data.check_fingerprint(m.tokenizer->fingerprint());
     PerplexityResult r = evaluate_perplexity(*m.model, data.tokens(), cfg, m.landmark_id(), *length, *windows,
@@ -192,7 +196,7 @@ Command generate_command(CLI::App& app) {
   sub->add_option("--seed", sample->seed, "Sampling seed")->capture_default_str();
   flags->add(sub);
   auto run = [=]() {
-    LoadedModel m = load_trained_model(*ckpt);
+    LoadedModel m = load_trained_model(*ckpt, flags->dev());
     std::string text = *prompt;
     if (!prompt_file->empty()) {
       std::ifstream in(*prompt_file, std::ios::binary);
@@ -244,7 +248,7 @@ Command attn_map_command(CLI::App& app) {
   sub->add_option("--out", *out, "PNG to write")->capture_default_str();
   flags->add(sub);
   auto run = [=]() {
-    LoadedModel m = load_trained_model(*ckpt);
+    LoadedModel m = load_trained_model(*ckpt, flags->dev());
     LM_CHECK(m.model->config().attention == "landmark", "attn-map: needs a landmark model (retrieval is what it shows)");
     LM_CHECK(*layer < m.model->config().n_layer && *head < m.model->config().n_head,
              "attn-map: the model has " << m.model->config().n_layer << " layers and " << m.model->config().n_head << " heads");

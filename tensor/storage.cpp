@@ -60,6 +60,14 @@ bool cuda_compiled() {
 #endif
 }
 
+std::string cuda_unavailable_reason() {
+#ifdef LANDMARK_WITH_CUDA
+  return cuda::unavailable_reason();
+#else
+  return "built without CUDA (configure with -DLANDMARK_CUDA=ON)";
+#endif
+}
+
 void cuda_synchronize() {
 #ifdef LANDMARK_WITH_CUDA
   cuda::synchronize();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 #include "tensor/dtype.h"
 
@@ -30,5 +31,8 @@ class Storage {
 bool cuda_compiled();
 int cuda_device_count();  // 0 when not compiled with CUDA or when no device/driver is found
 void cuda_synchronize();  // wait for queued CUDA work (and surface its errors); no-op without CUDA
+// Why no CUDA device can be used: "built without CUDA", the runtime's error (e.g. a driver too
+// old for the toolkit), or "" when one can.
+std::string cuda_unavailable_reason();
 
 }  // namespace lm

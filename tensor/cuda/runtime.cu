@@ -2,6 +2,7 @@
 // synchronisation), each checked so a failure becomes an lm::Error naming the call and CUDA's
 // error string. No kernels and no streams here: everything runs on the default stream. The CPU
 // counterparts are std::aligned_alloc and memcpy in storage.cpp / tensor.cpp.
+#include <string>
 #include "tensor/cuda/common.cuh"
 #include "tensor/cuda/runtime.h"
 
@@ -13,9 +14,11 @@ void* device_malloc(size_t nbytes) {
   cudaError_t err = cudaMalloc(&p, nbytes);
   if (err != cudaSuccess) {
     (void)cudaGetLastError();  // clear it, so the next launch check does not report this failure
-    LM_FAIL("cuda: could not allocate " << nbytes << " bytes of device memory: " << cudaGetErrorName(err)
-                                        << ": " << cudaGetErrorString(err)
-                                        << " (use a smaller batch or model, or free other tensors)");
+    const char* hint = err == cudaErrorMemoryAllocation
+                           ? " (use a smaller batch or model, or free other tensors)"
+                           : " (is a GPU present, and is its driver recent enough for this CUDA toolkit?)";
+    LM_FAIL("cuda: could not allocate " << nbytes << " bytes of device memory: " << cudaGetErrorName(err) << ": "
+                                        << cudaGetErrorString(err) << hint);
   }
   return p;
 }
@@ -41,6 +44,14 @@ void memcpy_d2h(void* dst, const void* src, size_t nbytes) {
 void memcpy_d2d(void* dst, const void* src, size_t nbytes) {
   if (nbytes == 0) return;
   LM_CUDA_CHECK(cudaMemcpy(dst, src, nbytes, cudaMemcpyDeviceToDevice));
+}
+
+std::string unavailable_reason() {
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  (void)cudaGetLastError();
+  if (err != cudaSuccess) return std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
+  return n == 0 ? "the driver reports no device" : "";
 }
 
 int device_count() noexcept {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <string>
 
 namespace lm {
 namespace cuda {
@@ -15,6 +16,7 @@ void memcpy_h2d(void* dst, const void* src, size_t nbytes);
 void memcpy_d2h(void* dst, const void* src, size_t nbytes);
 void memcpy_d2d(void* dst, const void* src, size_t nbytes);
 int device_count() noexcept;  // 0 when no driver or no device, never throws
+std::string unavailable_reason();  // why device_count() is 0 ("" when a device is there)
 void synchronize();
 
 }  // namespace cuda
