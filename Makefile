@@ -31,6 +31,7 @@ bench: build
 	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_gemm
 	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_train
 	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_landmark
+	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_decode
 
 demo: build
 	@bash scripts/demo.sh
