@@ -112,7 +112,7 @@ template <class T> RetrievalPlan plan_retrieval(const LayerCache& cache, const C
     std::vector<int32_t> slots = stingy_score_slots(nb, ctx.k);
     for (int64_t b = 0; b < nb; ++b)
       score_pos[b] = static_cast<int32_t>(ctx.positions == PositionMode::Exact ? (first_gid + b) * B1 + F : slots[b] * B1 + F);
-    RotaryTables rt = rotary_tables(from_vector(score_pos, {1, nb}), HS, ctx.rotary_base, q_rot.dtype(), q_rot.device());
+    RotaryTables rt = ctx.rope->tables(score_pos);
     Tensor lk_rot = rotary(cache.landmark_keys.unsqueeze(0), rt).squeeze(0);
     Tensor scores = mul(matmul(q_rot, lk_rot, false, true), static_cast<double>(scale));  // (NH, n, nb)
     Tensor host = scores.to(Device::CPU);
@@ -173,8 +173,7 @@ Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const RetrievalP
   for (auto& [key, t] : rotated) {
     Tensor kb({1, NH, B1, HS}, dt);
     std::memcpy(kb.raw_data(), cache.store->k(key.first), static_cast<size_t>(NH * B1 * HS) * dtype_size(dt));
-    RotaryTables rt = rotary_tables(arange(key.second, key.second + B1, 1, DType::I32).reshape({1, B1}), HS,
-                                    ctx.rotary_base, dt, Device::CPU);
+    RotaryTables rt = ctx.rope->range(key.second, B1);
     t = rotary(kb, rt).squeeze(0);  // (NH, F+1, HS)
   }
 

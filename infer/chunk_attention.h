@@ -12,6 +12,7 @@
 #include "infer/block_store.h"
 #include "infer/config.h"
 #include "infer/session.h"
+#include "nn/functional.h"
 #include "tensor/tensor.h"
 
 namespace lm {
@@ -45,6 +46,7 @@ struct ChunkContext {
   int64_t chunk = 0, layer = 0;
   int64_t aug_start = 0;  // global augmented position of the chunk's first token
   AttentionCapture* capture = nullptr;
+  RotaryCache* rope = nullptr;  // the session's cos/sin rows (positions are decided here, at use)
 };
 
 // q_rot (NH, n, HS) rotated queries of the chunk; k_rot (NH, L, HS) rotated keys and v_loc (NH, L,

@@ -36,6 +36,7 @@ struct InferenceSession::Impl {
   DType dtype;
   Device device;  // the model's: activations, landmark keys and tails live here; block K/V on the host
   LandmarkInserter inserter;
+  RotaryCache rope;  // cos/sin rows of the positions used so far
   int64_t raw_fed = 0, aug_fed = 0, blocks_done = 0, chunks = 0;
   std::vector<LayerCache> layers;
   std::vector<RetrievalRecord> log;
@@ -50,7 +51,8 @@ struct InferenceSession::Impl {
         C(m.config().n_embd),
         dtype(m.wte.weight.dtype()),
         device(m.device()),
-        inserter(m.config().landmark_every, landmark_id) {
+        inserter(m.config().landmark_every, landmark_id),
+        rope(m.config().head_size(), m.config().rotary_base, m.wte.weight.dtype(), m.device()) {
     cfg.validate();
     LM_CHECK(m.config().attention == "landmark",
              "inference: the model was trained with " << m.config().attention
@@ -86,7 +88,7 @@ struct InferenceSession::Impl {
     std::vector<int32_t> local_kinds(static_cast<size_t>(tl), kRegular);  // the tail holds no landmark
     local_kinds.insert(local_kinds.end(), kinds.begin(), kinds.end());
     const double base = model.config().rotary_base;
-    RotaryTables rot_local = rotary_tables(from_vector(pos, {1, tl + n}), HS, base, dtype, device);
+    RotaryTables rot_local = rope.tables(pos);
     RotaryTables rot_q{rot_local.cos.narrow(1, tl, n), rot_local.sin.narrow(1, tl, n)};
 
     ChunkContext ctx;
@@ -97,6 +99,7 @@ struct InferenceSession::Impl {
     ctx.blocks_done = blocks_done;
     ctx.rotary_base = base;
     ctx.local_kinds = &local_kinds;
+    ctx.rope = &rope;
     ctx.chunk = chunks;
     ctx.aug_start = aug_fed;
 

@@ -4,6 +4,8 @@
 // built from autograd ops and exists to test the fused one.
 #pragma once
 
+#include <vector>
+
 #include "autograd/var.h"
 #include "tensor/tensor.h"
 
@@ -17,6 +19,24 @@ struct RotaryTables {
 };
 RotaryTables rotary_tables(const Tensor& positions, int64_t head_size, double base, DType dtype, Device device);
 RotaryTables rotary_tables(int64_t T, int64_t head_size, double base, DType dtype, Device device);  // 0..T-1
+
+// The same tables for many calls without recomputing sines and cosines: rows for positions
+// [0, P) are computed once (exactly as rotary_tables does) and grown on demand; tables for any
+// list of non-negative positions are then row gathers. Inference uses one per session.
+class RotaryCache {
+ public:
+  RotaryCache(int64_t head_size, double base, DType dtype, Device device);
+  RotaryTables tables(const std::vector<int32_t>& positions);  // (1, n, HS/2)
+  RotaryTables range(int64_t start, int64_t n);                 // positions start .. start+n-1
+
+ private:
+  void grow(int64_t positions);
+  int64_t head_size_;
+  double base_;
+  DType dtype_;
+  Device device_;
+  Tensor cos_, sin_;  // (P, HS/2)
+};
 
 // x (B, NH, T, HS) rotated pairwise by the table angles (by minus the angles when inverse).
 Tensor rotary(const Tensor& x, const RotaryTables& tables, bool inverse = false);

@@ -188,7 +188,8 @@ Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const R
     // A block placed at several slots (stingy mode) needs its keys once per place: gather rows
     // (embedding is exactly a row gather), then rotate every set at its own positions.
     const Tensor k_sets = identity ? k_staged : embedding(k_staged, meta_d.narrow(0, rows * (1 + 2 * kmax) + L, P));
-    const RotaryTables rt = rotary_tables(from_vector(set_pos, {P, B1}), HS, ctx.rotary_base, dt, Device::CUDA);
+    const RotaryTables flat = ctx.rope->tables(set_pos);  // (1, P * B1, HS/2): cached rows
+    const RotaryTables rt{flat.cos.reshape({P, B1, HS / 2}), flat.sin.reshape({P, B1, HS / 2})};
     keys = rotary(k_sets.reshape({P, NH, B1, HS}), rt);
   }
 

@@ -235,10 +235,93 @@ template <class T> void gemm_one(const GemmArgs& g, const T* A, const T* B, T* C
   }
 }
 
+// A few rows (decoding one token, M <= kSkinnyRows): packing B would cost as much as the whole
+// product, so multiply directly. Transposed B (rows of B contiguous, e.g. x W^T): one dot product
+// per output with eight partial sums; otherwise row updates C[i, :] += a_ik B[k, :]. Threads split
+// the columns. Every output is summed in the same order whatever the thread count.
+constexpr int64_t kSkinnyRows = 4;
+
+// sum_k a[k] b[k] with two vector accumulators (16 f32 lanes each under AVX-512) and one
+// horizontal sum at the end: the reduction happens once per output, not once per 8 products.
+template <class T> T dot_vectors(const T* a, const T* b, int64_t K) {
+  using vec = typename Tile<T>::vec;
+  constexpr int VL = Tile<T>::VL;
+  vec acc0{}, acc1{};
+  int64_t k = 0;
+  for (; k + 2 * VL <= K; k += 2 * VL) {
+    vec a0, b0, a1, b1;
+    std::memcpy(&a0, a + k, sizeof(vec));
+    std::memcpy(&b0, b + k, sizeof(vec));
+    std::memcpy(&a1, a + k + VL, sizeof(vec));
+    std::memcpy(&b1, b + k + VL, sizeof(vec));
+    acc0 += a0 * b0;
+    acc1 += a1 * b1;
+  }
+  for (; k + VL <= K; k += VL) {
+    vec a0, b0;
+    std::memcpy(&a0, a + k, sizeof(vec));
+    std::memcpy(&b0, b + k, sizeof(vec));
+    acc0 += a0 * b0;
+  }
+  acc0 += acc1;
+  T s = 0;
+  for (int u = 0; u < VL; ++u) s += acc0[u];
+  for (; k < K; ++k) s += a[k] * b[k];
+  return s;
+}
+
+template <class T> void gemm_skinny(const GemmArgs& g, const T* A, const T* B, T* C, int threads) {
+  const int64_t M = g.M, N = g.N, K = g.K;
+  const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  auto body = [&](int64_t j0, int64_t j1) {
+    std::vector<T> arow(static_cast<size_t>(K)), acc(static_cast<size_t>(j1 - j0));
+    for (int64_t i = 0; i < M; ++i) {
+      for (int64_t k = 0; k < K; ++k) arow[k] = g.trans_a ? A[k * g.lda + i] : A[i * g.lda + k];
+      if (g.trans_b) {
+        for (int64_t j = j0; j < j1; ++j) acc[j - j0] = dot_vectors(arow.data(), B + j * g.ldb, K);
+      } else {
+        std::fill(acc.begin(), acc.end(), T(0));
+        for (int64_t k = 0; k < K; ++k) {
+          const T a = arow[k];
+          const T* b = B + k * g.ldb + j0;
+          for (int64_t j = 0; j < j1 - j0; ++j) acc[j] += a * b[j];
+        }
+      }
+      T* c = C + i * g.ldc;
+      for (int64_t j = j0; j < j1; ++j) c[j] = alpha * acc[j - j0] + (beta != T(0) ? beta * c[j] : T(0));
+    }
+  };
+  // Waking a second thread costs tens of microseconds: only worth it for large weight matrices.
+  if (threads > 1 && N * K >= (int64_t(1) << 20)) {
+#pragma omp parallel num_threads(threads)
+    {
+#ifdef _OPENMP
+      const int64_t t = omp_get_thread_num(), T_ = omp_get_num_threads();
+#else
+      const int64_t t = 0, T_ = 1;
+#endif
+      const int64_t chunk = (N + T_ - 1) / T_, j0 = std::min(N, t * chunk), j1 = std::min(N, j0 + chunk);
+      if (j0 < j1) body(j0, j1);
+    }
+  } else {
+    body(0, N);
+  }
+}
+
 }  // namespace
 
 template <class T> void gemm_blocked(const GemmArgs& g, const T* A, const T* B, T* C) {
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
+  if (g.M <= kSkinnyRows && g.K > 0) {
+#ifdef _OPENMP
+    const int skinny_threads = omp_in_parallel() ? 1 : num_threads();
+#else
+    const int skinny_threads = 1;
+#endif
+    for (int64_t b = 0; b < g.batch; ++b)
+      gemm_skinny<T>(g, A + b * g.stride_a, B + b * g.stride_b, C + b * g.stride_c, skinny_threads);
+    return;
+  }
   // Inside an outer parallel region (e.g. attention parallel over heads) run single-threaded.
 #ifdef _OPENMP
   const int threads = omp_in_parallel() ? 1 : num_threads();
