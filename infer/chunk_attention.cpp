@@ -13,12 +13,14 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <set>
 
 #include "infer/cuda/chunk_attention.h"
 #include "landmark/grouped_softmax.h"
 #include "landmark/retrieval.h"
 #include "nn/functional.h"
+#include "nn/nn_math.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/create.h"
 #include "tensor/ops.h"
@@ -34,11 +36,13 @@ LayerCache::LayerCache(int64_t nh, int64_t f, int64_t hs, DType dt, int64_t capa
       dtype(dt),
       device(dev) {
   landmark_keys = zeros({nh, 0, hs}, dt, dev);
+  landmark_keys_rot_t = zeros({nh, hs, 0}, dt, dev);
   tail_k = zeros({nh, 0, hs}, dt, dev);
   tail_v = zeros({nh, 0, hs}, dt, dev);
 }
 
-int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& kinds) {
+int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& kinds, RotaryCache& rope,
+                           PositionMode positions, int64_t first_gid) {
   const int64_t L = k_loc.size(1);
   LM_CHECK(static_cast<int64_t>(kinds.size()) == L, "LayerCache: " << kinds.size() << " kinds for " << L << " keys");
   LM_CHECK(k_loc.device() == device && v_loc.device() == device,
@@ -50,7 +54,7 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
   // The store is host memory: from a device, the completed blocks cross in one copy each for K
   // and V (on the CPU these are views, no copy).
   const Tensor k_host = k_loc.narrow(1, 0, end).to(Device::CPU), v_host = v_loc.narrow(1, 0, end).to(Device::CPU);
-  std::vector<Tensor> keys{landmark_keys};  // held landmark keys, then the new ones
+  std::vector<Tensor> keys{landmark_keys}, keys_rot{landmark_keys_rot_t};  // held keys, then the new ones
   int64_t begin = 0, completed = 0;
   for (int64_t j = 0; j < end; ++j) {
     if (kinds[j] != kLandmark) continue;
@@ -58,13 +62,17 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
     Tensor kb = k_host.narrow(1, begin, F + 1).contiguous(), vb = v_host.narrow(1, begin, F + 1).contiguous();
     store->append(kb.raw_data(), vb.raw_data());
     keys.push_back(k_loc.narrow(1, j, 1));
+    const int64_t gid = first_gid + completed;
+    const int32_t p = static_cast<int32_t>(positions == PositionMode::Exact ? gid * (F + 1) + F : F);
+    keys_rot.push_back(rotary(k_loc.narrow(1, j, 1).unsqueeze(0), rope.range(p, 1)).squeeze(0).transpose(1, 2));
     begin = j + 1;
     ++completed;
   }
   if (completed > 0) {  // keep as many landmark keys as the store keeps blocks (capacity): the newest
-    Tensor all = concat(keys, 1);
     const int64_t held = store->size();
+    Tensor all = concat(keys, 1), all_rot = concat(keys_rot, 2);
     landmark_keys = all.narrow(1, all.size(1) - held, held).contiguous();
+    landmark_keys_rot_t = all_rot.narrow(2, all_rot.size(2) - held, held).contiguous();
   }
   tail_len = L - begin;
   tail_k = k_loc.narrow(1, begin, tail_len).contiguous();
@@ -108,13 +116,18 @@ template <class T> RetrievalPlan plan_retrieval(const LayerCache& cache, const C
   // --- 1. retrieval: every query scores every cached landmark key, keeps its top k ---
   plan.sel.resize(static_cast<size_t>(NH * n));
   if (nb > 0 && ctx.k > 0) {
-    std::vector<int32_t> score_pos(static_cast<size_t>(nb));
-    std::vector<int32_t> slots = stingy_score_slots(nb, ctx.k);
-    for (int64_t b = 0; b < nb; ++b)
-      score_pos[b] = static_cast<int32_t>(ctx.positions == PositionMode::Exact ? (first_gid + b) * B1 + F : slots[b] * B1 + F);
-    RotaryTables rt = ctx.rope->tables(score_pos);
-    Tensor lk_rot = rotary(cache.landmark_keys.unsqueeze(0), rt).squeeze(0);
-    Tensor scores = mul(matmul(q_rot, lk_rot, false, true), static_cast<double>(scale));  // (NH, n, nb)
+    // Every key was rotated at its usual scoring place when it was cached (LayerCache::absorb):
+    // one product scores them all. In stingy mode the k newest sit in slots k..1 instead of 0:
+    // rescore just those.
+    Tensor scores = matmul(q_rot, cache.landmark_keys_rot_t);  // (NH, n, HS) x (NH, HS, nb) -> (NH, n, nb)
+    if (ctx.positions == PositionMode::Stingy) {
+      const int64_t recent = std::min(nb, ctx.k);
+      std::vector<int32_t> slots = stingy_score_slots(nb, ctx.k), pos;
+      for (int64_t b = nb - recent; b < nb; ++b) pos.push_back(static_cast<int32_t>(slots[b] * B1 + F));
+      Tensor recent_rot = rotary(cache.landmark_keys.narrow(1, nb - recent, recent).unsqueeze(0), ctx.rope->tables(pos)).squeeze(0);
+      scores.narrow(2, nb - recent, recent).copy_(matmul(q_rot, recent_rot, false, true));
+    }
+    scores = mul(scores, static_cast<double>(scale));
     Tensor host = scores.to(Device::CPU);
     plan.sel = select_blocks<T>(host.data<T>(), NH, n, nb, ctx.k, ctx.granularity);
   }
@@ -167,14 +180,32 @@ Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const RetrievalP
   const std::vector<std::vector<int32_t>>& sel = plan.sel;
   const std::vector<std::vector<int32_t>>& base = plan.base;
 
-  std::map<std::pair<int32_t, int32_t>, Tensor> rotated;
+  // Each chosen block's keys, rotated where the block was placed: once per (block, place, head)
+  // that some query of that head uses, with the pair rotation the rotary kernel uses
+  // (nnmath::rotate_pair) and the session's cached cos/sin rows. A triple maps to its offset in
+  // one buffer of rotated (F+1, HS) key sets.
+  std::map<std::tuple<int32_t, int32_t, int64_t>, int64_t> where;
   for (size_t r = 0; r < sel.size(); ++r)
-    for (size_t c = 0; c < sel[r].size(); ++c) rotated.emplace(std::make_pair(sel[r][c], base[r][c]), Tensor());
-  for (auto& [key, t] : rotated) {
-    Tensor kb({1, NH, B1, HS}, dt);
-    std::memcpy(kb.raw_data(), cache.store->k(key.first), static_cast<size_t>(NH * B1 * HS) * dtype_size(dt));
-    RotaryTables rt = ctx.rope->range(key.second, B1);
-    t = rotary(kb, rt).squeeze(0);  // (NH, F+1, HS)
+    for (size_t c = 0; c < sel[r].size(); ++c)
+      where.emplace(std::make_tuple(sel[r][c], base[r][c], static_cast<int64_t>(r) / n), 0);
+  std::vector<T> rotated(where.size() * static_cast<size_t>(B1 * HS));
+  {
+    int64_t at = 0;
+    const int64_t half = HS / 2;
+    for (auto& [key, offset] : where) {
+      const auto [block, place, h] = key;
+      RotaryTables rt = ctx.rope->range(place, B1);  // views of the cached rows: (1, F+1, HS/2)
+      const T* cs = rt.cos.template data<T>();
+      const T* sn = rt.sin.template data<T>();
+      const T* src = static_cast<const T*>(cache.store->k(block)) + h * B1 * HS;
+      T* dst = rotated.data() + at;
+      for (int64_t t = 0; t < B1; ++t)
+        for (int64_t i = 0; i < half; ++i)
+          nnmath::rotate_pair(src[t * HS + 2 * i], src[t * HS + 2 * i + 1], cs[t * half + i], sn[t * half + i],
+                              dst[t * HS + 2 * i], dst[t * HS + 2 * i + 1]);
+      offset = at;
+      at += B1 * HS;
+    }
   }
 
   // --- per (head, query): the virtual row, its grouped softmax, the weighted values ---
@@ -197,7 +228,7 @@ Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const RetrievalP
       const std::vector<int32_t>& chosen = sel[r];
       const int64_t kb = static_cast<int64_t>(chosen.size()), len = kb * B1 + tl + i + 1;
       for (int64_t c = 0; c < kb; ++c) {
-        const T* keys = rotated.at({chosen[c], base[r][c]}).template data<T>() + h * B1 * HS;
+        const T* keys = rotated.data() + where.at(std::make_tuple(chosen[c], base[r][c], h));
         const T* vals = static_cast<const T*>(cache.store->v(chosen[c])) + h * B1 * HS;
         for (int64_t t = 0; t < B1; ++t) {
           s[c * B1 + t] = dot(q, keys + t * HS, HS) * scale;

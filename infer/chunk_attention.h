@@ -24,7 +24,13 @@ struct LayerCache {
   LayerCache(int64_t NH, int64_t F, int64_t HS, DType dtype, int64_t capacity, const std::string& path,
              Device device = Device::CPU);
   std::unique_ptr<BlockStore> store;
-  Tensor landmark_keys;  // (NH, nb, HS), one column per cached block, oldest first
+  Tensor landmark_keys;      // (NH, nb, HS), one column per cached block, oldest first, un-rotated
+  // The same keys rotated once, when they were cached, at the position retrieval scores most of
+  // them at: their true position (exact mode) or slot 0 (stingy mode). Scoring is then one
+  // product; only the k newest blocks (stingy slots 1..k) are rotated again at use. Stored
+  // transposed, (NH, HS, nb), so that product streams along the blocks (one query: an axpy per
+  // feature instead of a short dot product per block).
+  Tensor landmark_keys_rot_t;
   Tensor tail_k, tail_v; // (NH, tail_len, HS)
   int64_t tail_len = 0;
   int64_t NH, F, HS;
@@ -33,7 +39,9 @@ struct LayerCache {
   // Takes the local sequence [tail | chunk] (NH, L, HS) of a processed chunk, on `device`: every
   // completed block (ending in a landmark) goes to the cache (its K/V copied to the host store),
   // the rest becomes the new tail. Returns the number of completed blocks.
-  int64_t absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& local_kinds);
+  // `first_gid`: global index the first completed block will get (for exact positions).
+  int64_t absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& local_kinds, RotaryCache& rope,
+                 PositionMode positions, int64_t first_gid);
 };
 
 struct ChunkContext {

@@ -133,7 +133,8 @@ struct InferenceSession::Impl {
 
     // The chunk's completed blocks join the caches; what follows the last landmark is the tail.
     int64_t completed = 0;
-    for (size_t l = 0; l < layers.size(); ++l) completed = layers[l].absorb(new_k[l], new_v[l], local_kinds);
+    for (size_t l = 0; l < layers.size(); ++l)
+      completed = layers[l].absorb(new_k[l], new_v[l], local_kinds, rope, cfg.positions, blocks_done);
     blocks_done += completed;
     raw_fed += static_cast<int64_t>(raw.size());
     aug_fed += n;
