@@ -22,6 +22,7 @@
 #include "nn/functional.h"
 #include "nn/nn_math.h"
 #include "tensor/cpu/parallel.h"
+#include "tensor/cpu/vec_dot.h"
 #include "tensor/create.h"
 #include "tensor/ops.h"
 
@@ -82,22 +83,6 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
 
 namespace {
 
-// Dot product with an explicit summation order: four independent partial sums (which the
-// compiler can keep in vector lanes) added at the end. Deterministic and fast without
-// -ffast-math, which would let the compiler reorder sums on its own. The CUDA kernel spells the
-// same order (chunk_attention.cu).
-template <class T> T dot(const T* a, const T* b, int64_t n) {
-  T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int64_t d = 0;
-  for (; d + 4 <= n; d += 4) {
-    s0 += a[d] * b[d];
-    s1 += a[d + 1] * b[d + 1];
-    s2 += a[d + 2] * b[d + 2];
-    s3 += a[d + 3] * b[d + 3];
-  }
-  for (; d < n; ++d) s0 += a[d] * b[d];
-  return (s0 + s1) + (s2 + s3);
-}
 
 // Steps 1 and 2 of both devices: every query scores every cached landmark key and keeps its top
 // k; then each chosen block gets its place. The scores are computed on q_rot's device and only
@@ -180,31 +165,30 @@ Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const RetrievalP
   const std::vector<std::vector<int32_t>>& sel = plan.sel;
   const std::vector<std::vector<int32_t>>& base = plan.base;
 
-  // Each chosen block's keys, rotated where the block was placed: once per (block, place, head)
-  // that some query of that head uses, with the pair rotation the rotary kernel uses
-  // (nnmath::rotate_pair) and the session's cached cos/sin rows. A triple maps to its offset in
-  // one buffer of rotated (F+1, HS) key sets.
-  std::map<std::tuple<int32_t, int32_t, int64_t>, int64_t> where;
-  for (size_t r = 0; r < sel.size(); ++r)
-    for (size_t c = 0; c < sel[r].size(); ++c)
-      where.emplace(std::make_tuple(sel[r][c], base[r][c], static_cast<int64_t>(r) / n), 0);
-  std::vector<T> rotated(where.size() * static_cast<size_t>(B1 * HS));
-  {
-    int64_t at = 0;
-    const int64_t half = HS / 2;
-    for (auto& [key, offset] : where) {
-      const auto [block, place, h] = key;
-      RotaryTables rt = ctx.rope->range(place, B1);  // views of the cached rows: (1, F+1, HS/2)
-      const T* cs = rt.cos.template data<T>();
-      const T* sn = rt.sin.template data<T>();
-      const T* src = static_cast<const T*>(cache.store->k(block)) + h * B1 * HS;
-      T* dst = rotated.data() + at;
-      for (int64_t t = 0; t < B1; ++t)
-        for (int64_t i = 0; i < half; ++i)
-          nnmath::rotate_pair(src[t * HS + 2 * i], src[t * HS + 2 * i + 1], cs[t * half + i], sn[t * half + i],
-                              dst[t * HS + 2 * i], dst[t * HS + 2 * i + 1]);
-      offset = at;
-      at += B1 * HS;
+  // Each chosen block's keys, rotated where the block was placed, once per (block, place, head)
+  // and kept in the cache (LayerCache::rotated_blocks) for later chunks: the pair rotation of the
+  // rotary kernel (nnmath::rotate_pair) with the session's cached cos/sin rows.
+  if (cache.rotated_blocks.size() > LayerCache::kRotatedCacheMax) cache.rotated_blocks.clear();
+  std::vector<std::vector<const T*>> keys_of(sel.size());  // per row: the rotated keys of each chosen block
+  const int64_t half = HS / 2;
+  for (size_t r = 0; r < sel.size(); ++r) {
+    const int32_t h = static_cast<int32_t>(static_cast<int64_t>(r) / n);
+    for (size_t c = 0; c < sel[r].size(); ++c) {
+      const LayerCache::RotatedKey key{plan.first_gid + sel[r][c], base[r][c], h};
+      auto it = cache.rotated_blocks.find(key);
+      if (it == cache.rotated_blocks.end()) {
+        Tensor t({B1, HS}, dt);
+        const T* cs = ctx.rope->cos_rows<T>(key.place, B1);  // positions place .. place + F
+        const T* sn = ctx.rope->sin_rows<T>(key.place, B1);
+        const T* src = static_cast<const T*>(cache.store->k(sel[r][c])) + h * B1 * HS;
+        T* dst = t.data<T>();
+        for (int64_t tt = 0; tt < B1; ++tt)
+          for (int64_t i = 0; i < half; ++i)
+            nnmath::rotate_pair(src[tt * HS + 2 * i], src[tt * HS + 2 * i + 1], cs[tt * half + i], sn[tt * half + i],
+                                dst[tt * HS + 2 * i], dst[tt * HS + 2 * i + 1]);
+        it = cache.rotated_blocks.emplace(key, t).first;
+      }
+      keys_of[r].push_back(it->second.template data<T>());
     }
   }
 
@@ -218,26 +202,40 @@ Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const RetrievalP
   const int64_t max_row = ctx.k * B1 + L;
   std::vector<AttentionCapture::Row> captured(ctx.capture ? static_cast<size_t>(n) : 0);
   cpu::parallel_for(NH * n, max_row * HS * 2, [&](int64_t r0, int64_t r1) {
-    std::vector<T> s(static_cast<size_t>(max_row)), pp(static_cast<size_t>(max_row)), w(static_cast<size_t>(max_row));
-    std::vector<int32_t> kind(static_cast<size_t>(max_row)), block_of(static_cast<size_t>(max_row)),
-        block_start(static_cast<size_t>(max_row + 1));
-    std::vector<const T*> vrows(static_cast<size_t>(max_row));
+    // Per-thread scratch for one virtual row, kept between calls: decoding calls this once per
+    // layer and token, and fresh allocations showed up in its profile.
+    struct Scratch {
+      std::vector<T> s, pp, w;
+      std::vector<int32_t> kind, block_of, block_start;
+      std::vector<const T*> vrows;
+    };
+    static thread_local Scratch scratch;
+    const size_t m = static_cast<size_t>(max_row);
+    for (auto* v : {&scratch.s, &scratch.pp, &scratch.w})
+      if (v->size() < m) v->resize(m);
+    for (auto* v : {&scratch.kind, &scratch.block_of})
+      if (v->size() < m) v->resize(m);
+    if (scratch.block_start.size() < m + 1) scratch.block_start.resize(m + 1);
+    if (scratch.vrows.size() < m) scratch.vrows.resize(m);
+    std::vector<T>&s = scratch.s, &pp = scratch.pp, &w = scratch.w;
+    std::vector<int32_t>&kind = scratch.kind, &block_of = scratch.block_of, &block_start = scratch.block_start;
+    std::vector<const T*>& vrows = scratch.vrows;
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t h = r / n, i = r % n;
       const T* q = pq + (h * n + i) * HS;
       const std::vector<int32_t>& chosen = sel[r];
       const int64_t kb = static_cast<int64_t>(chosen.size()), len = kb * B1 + tl + i + 1;
       for (int64_t c = 0; c < kb; ++c) {
-        const T* keys = rotated.data() + where.at(std::make_tuple(chosen[c], base[r][c], h));
+        const T* keys = keys_of[r][c];
         const T* vals = static_cast<const T*>(cache.store->v(chosen[c])) + h * B1 * HS;
         for (int64_t t = 0; t < B1; ++t) {
-          s[c * B1 + t] = dot(q, keys + t * HS, HS) * scale;
+          s[c * B1 + t] = cpu::dot_vectors(q, keys + t * HS, HS) * scale;
           kind[c * B1 + t] = t < F ? kRegular : kLandmark;
           vrows[c * B1 + t] = vals + t * HS;
         }
       }
       for (int64_t j = 0; j < tl + i + 1; ++j) {
-        s[kb * B1 + j] = dot(q, pk + (h * L + j) * HS, HS) * scale;
+        s[kb * B1 + j] = cpu::dot_vectors(q, pk + (h * L + j) * HS, HS) * scale;
         kind[kb * B1 + j] = lkind[j];
         vrows[kb * B1 + j] = pv + (h * L + j) * HS;
       }

@@ -21,6 +21,7 @@
 #include <cstdint>
 
 #include "landmark/tokens.h"
+#include "tensor/elementwise_math.h"
 #include "tensor/hostdevice.h"
 
 namespace lm {
@@ -64,23 +65,21 @@ template <class T> LM_HD void row_forward(const RowLayout& L, int i, const T* s,
   if (L.cmt >= 0) m = s[L.cmt] > m ? s[L.cmt] : m;
   // --- exponentials (stored unnormalised) and the two normalisers ---
   T z = 0, zc = 0;
-  for (int j = own_begin; j < own_end; ++j) {
-    pp[j] = std::exp(s[j] - m);
-    z += pp[j];
-  }
+  for (int j = own_begin; j < own_end; ++j) pp[j] = math::exp_softmax(s[j] - m);  // vectorises
+  for (int j = own_begin; j < own_end; ++j) z += pp[j];                           // in order
   for (int g = 0; g < b; ++g) {
     const int lmk = L.block_start[g + 1] - 1;
     if (L.kind[lmk] == kLandmark) {
-      pp[lmk] = std::exp(s[lmk] - m);
+      pp[lmk] = math::exp_softmax(s[lmk] - m);
       z += pp[lmk];
     } else {
-      pp[lmk] = std::exp(s[lmk] - mc);
+      pp[lmk] = math::exp_softmax(s[lmk] - mc);
       zc += pp[lmk];
     }
   }
   T p_cmt = 0;
   if (L.cmt >= 0) {
-    pp[L.cmt] = std::exp(s[L.cmt] - m);
+    pp[L.cmt] = math::exp_softmax(s[L.cmt] - m);
     z += pp[L.cmt];
   }
   const T inv_top = T(1) / z, inv_ctrl = zc > T(0) ? T(1) / zc : T(0);
@@ -109,10 +108,8 @@ template <class T> LM_HD void row_forward(const RowLayout& L, int i, const T* s,
     w[lmk] = T(0);
     T mg = neg_inf<T>(), zg = 0;
     for (int j = begin; j < lmk; ++j) mg = s[j] > mg ? s[j] : mg;
-    for (int j = begin; j < lmk; ++j) {
-      pp[j] = std::exp(s[j] - mg);
-      zg += pp[j];
-    }
+    for (int j = begin; j < lmk; ++j) pp[j] = math::exp_softmax(s[j] - mg);
+    for (int j = begin; j < lmk; ++j) zg += pp[j];
     const T inv = T(1) / zg, gate_inv = gate * inv;
     for (int j = begin; j < lmk; ++j) {
       w[j] = pp[j] * gate_inv;

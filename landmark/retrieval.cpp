@@ -22,16 +22,21 @@ const char* granularity_name(Granularity g) {
 
 namespace {
 // Indices of the k largest values (ties: smaller index first), returned in ascending order.
+// One pass keeping the best k in a small array sorted best-first: most values lose against the
+// current k-th best with one comparison, so this is O(nb) for the small k retrieval uses.
 template <class T> std::vector<int32_t> top_k(const T* v, int64_t nb, int64_t k) {
-  std::vector<int32_t> idx(static_cast<size_t>(nb));
-  std::iota(idx.begin(), idx.end(), 0);
   const int64_t kk = std::min(k, nb);
-  std::partial_sort(idx.begin(), idx.begin() + kk, idx.end(), [&](int32_t a, int32_t b) {
-    return v[a] > v[b] || (v[a] == v[b] && a < b);
-  });
-  idx.resize(static_cast<size_t>(kk));
-  std::sort(idx.begin(), idx.end());
-  return idx;
+  std::vector<int32_t> best;
+  best.reserve(static_cast<size_t>(kk) + 1);
+  auto beats = [&](int32_t a, int32_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); };
+  for (int32_t i = 0; i < static_cast<int32_t>(nb); ++i) {
+    if (static_cast<int64_t>(best.size()) == kk && !beats(i, best.back())) continue;
+    auto at = std::upper_bound(best.begin(), best.end(), i, [&](int32_t a, int32_t b) { return beats(a, b); });
+    best.insert(at, i);
+    if (static_cast<int64_t>(best.size()) > kk) best.pop_back();
+  }
+  std::sort(best.begin(), best.end());
+  return best;
 }
 
 // Softmax over the nb landmark scores of one (head, query), into out.

@@ -28,9 +28,18 @@ class RotaryCache {
   RotaryCache(int64_t head_size, double base, DType dtype, Device device);
   RotaryTables tables(const std::vector<int32_t>& positions);  // (1, n, HS/2)
   RotaryTables range(int64_t start, int64_t n);                 // positions start .. start+n-1
+  // Raw rows (HS/2 values each, consecutive positions adjacent) for loops that rotate by hand;
+  // valid until the next call that grows the cache. CPU caches only.
+  template <class T> const T* cos_rows(int64_t start, int64_t n) { return rows<T>(cos_, start, n); }
+  template <class T> const T* sin_rows(int64_t start, int64_t n) { return rows<T>(sin_, start, n); }
 
  private:
   void grow(int64_t positions);
+  template <class T> const T* rows(const Tensor& table, int64_t start, int64_t n) {
+    LM_CHECK(device_ == Device::CPU && start >= 0 && n >= 0, "RotaryCache: raw rows need a CPU cache and a valid range");
+    grow(start + n);
+    return table.template data<T>() + start * (head_size_ / 2);
+  }
   int64_t head_size_;
   double base_;
   DType dtype_;

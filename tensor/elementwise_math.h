@@ -62,6 +62,35 @@ template <class T> LM_HD T gelu_grad(T x) {
 
 // The op is a template argument so each kernel loop is compiled for one op, with no branch per
 // element; kernels turn the runtime enum into this argument once, outside their loops.
+// exp for the softmax rows of the attention kernels (x <= 0 there: scores minus their maximum).
+// f32: Cody-Waite range reduction (exp(x) = 2^n exp(r), |r| <= ln2/2, ln2 split so n*ln2_hi is
+// exact) and a degree-6 polynomial for exp(r) (the classic Cephes expf coefficients), then 2^n
+// from the exponent bits: within ~2 ulp of libm's expf, and a plain arithmetic function the
+// compiler vectorises (libm's expf is a call per element). Inputs below -87.3 give the smallest
+// normal float instead of a denormal or 0, which a softmax never notices. f64: std::exp.
+LM_HD float exp_softmax(float x) {
+  x = x < -87.3365447504f ? -87.3365447504f : (x > 88.3762626647f ? 88.3762626647f : x);
+  const float n = floorf(x * 1.44269504088896341f + 0.5f);
+  float r = x - n * 0.693359375f;
+  r = r - n * -2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  const float e = p * r * r + r + 1.0f;
+  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  float scale;
+#if defined(__CUDA_ARCH__)
+  scale = __int_as_float(bits);
+#else
+  __builtin_memcpy(&scale, &bits, sizeof scale);
+#endif
+  return e * scale;
+}
+LM_HD double exp_softmax(double x) { return std::exp(x); }
+
 template <UnaryOp OP, class T> LM_HD T unary(T x) {
   if constexpr (OP == UnaryOp::Neg) return -x;
   else if constexpr (OP == UnaryOp::Relu) return x > T(0) ? x : T(0);

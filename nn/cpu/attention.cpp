@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nn/kernels.h"
+#include "tensor/elementwise_math.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/parallel.h"
 
@@ -30,10 +31,8 @@ void forward_head(const T* q, const T* k, const T* v, T scale, T* P, T* o, int64
       T mx = -std::numeric_limits<T>::infinity();
       for (int64_t j = 0; j < n; ++j) mx = p[j] > mx ? p[j] : mx;
       T s = 0;
-      for (int64_t j = 0; j < n; ++j) {
-        p[j] = std::exp(p[j] - mx);
-        s += p[j];
-      }
+      for (int64_t j = 0; j < n; ++j) p[j] = math::exp_softmax(p[j] - mx);  // vectorises (elementwise_math.h)
+      for (int64_t j = 0; j < n; ++j) s += p[j];
       const T inv = T(1) / s;
       for (int64_t j = 0; j < n; ++j) p[j] *= inv;
       for (int64_t j = n; j < Tn; ++j) p[j] = 0;

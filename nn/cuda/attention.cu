@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "nn/kernels.h"
+#include "tensor/elementwise_math.h"
 #include "tensor/cuda/common.cuh"
 #include "tensor/kernels.h"
 
@@ -50,7 +51,7 @@ template <class T> __global__ void causal_softmax_kernel(T* probs, int64_t Tn, i
     // Each thread rescales only the entries it wrote itself, so no barrier is needed between.
     T s = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
-      p[j] = std::exp(p[j] - m);
+      p[j] = math::exp_softmax(p[j] - m);  // the CPU twin's exp (tensor/elementwise_math.h)
       s += p[j];
     }
     s = block_allreduce(s, SumOp{});

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "tensor/cpu/parallel.h"
+#include "tensor/cpu/vec_dot.h"
 
 namespace lm {
 namespace cpu {
@@ -241,35 +242,6 @@ template <class T> void gemm_one(const GemmArgs& g, const T* A, const T* B, T* C
 // the columns. Every output is summed in the same order whatever the thread count.
 constexpr int64_t kSkinnyRows = 4;
 
-// sum_k a[k] b[k] with two vector accumulators (16 f32 lanes each under AVX-512) and one
-// horizontal sum at the end: the reduction happens once per output, not once per 8 products.
-template <class T> T dot_vectors(const T* a, const T* b, int64_t K) {
-  using vec = typename Tile<T>::vec;
-  constexpr int VL = Tile<T>::VL;
-  vec acc0{}, acc1{};
-  int64_t k = 0;
-  for (; k + 2 * VL <= K; k += 2 * VL) {
-    vec a0, b0, a1, b1;
-    std::memcpy(&a0, a + k, sizeof(vec));
-    std::memcpy(&b0, b + k, sizeof(vec));
-    std::memcpy(&a1, a + k + VL, sizeof(vec));
-    std::memcpy(&b1, b + k + VL, sizeof(vec));
-    acc0 += a0 * b0;
-    acc1 += a1 * b1;
-  }
-  for (; k + VL <= K; k += VL) {
-    vec a0, b0;
-    std::memcpy(&a0, a + k, sizeof(vec));
-    std::memcpy(&b0, b + k, sizeof(vec));
-    acc0 += a0 * b0;
-  }
-  acc0 += acc1;
-  T s = 0;
-  for (int u = 0; u < VL; ++u) s += acc0[u];
-  for (; k < K; ++k) s += a[k] * b[k];
-  return s;
-}
-
 template <class T> void gemm_skinny(const GemmArgs& g, const T* A, const T* B, T* C, int threads) {
   const int64_t M = g.M, N = g.N, K = g.K;
   const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
@@ -278,7 +250,7 @@ template <class T> void gemm_skinny(const GemmArgs& g, const T* A, const T* B, T
     for (int64_t i = 0; i < M; ++i) {
       for (int64_t k = 0; k < K; ++k) arow[k] = g.trans_a ? A[k * g.lda + i] : A[i * g.lda + k];
       if (g.trans_b) {
-        for (int64_t j = j0; j < j1; ++j) acc[j - j0] = dot_vectors(arow.data(), B + j * g.ldb, K);
+        for (int64_t j = j0; j < j1; ++j) acc[j - j0] = dot_vectors(arow.data(), B + j * g.ldb, K);  // tensor/cpu/vec_dot.h
       } else {
         std::fill(acc.begin(), acc.end(), T(0));
         for (int64_t k = 0; k < K; ++k) {
