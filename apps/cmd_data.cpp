@@ -11,19 +11,24 @@
 #include "apps/commands.h"
 #include "tensor/check.h"
 #include "train/corpus.h"
+#include "train/passkey.h"
 #include "train/token_file.h"
 #include "train/tokenizer.h"
 
 namespace lm {
 namespace app {
 
-namespace {
-std::string read_all(const std::string& path, int64_t max_bytes) {
+std::string read_text_file(const std::string& path, const char* what) {
   std::ifstream in(path, std::ios::binary);
-  LM_CHECK(in.good(), "prepare: cannot open " << path);
+  LM_CHECK(in.good(), what << ": cannot open " << path);
   std::ostringstream ss;
   ss << in.rdbuf();
-  std::string s = ss.str();
+  return ss.str();
+}
+
+namespace {
+std::string read_all(const std::string& path, int64_t max_bytes) {
+  std::string s = read_text_file(path, "prepare");
   if (max_bytes > 0 && static_cast<int64_t>(s.size()) > max_bytes) s.resize(static_cast<size_t>(max_bytes));
   return s;
 }
@@ -107,14 +112,6 @@ Command corpus_command(CLI::App& app) {
   };
   return {sub, run};
 }
-
-}  // namespace app
-}  // namespace lm
-
-#include "train/passkey.h"
-
-namespace lm {
-namespace app {
 
 Command passkey_data_command(CLI::App& app) {
   auto* sub = app.add_subcommand("passkey-data", "Write synthetic pass-key training text (train.txt, val.txt)");

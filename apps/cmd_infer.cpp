@@ -1,16 +1,22 @@
 // cmd_infer.cpp: `landmark passkey`, `landmark eval`, `landmark generate` and `landmark attn-map`:
 // thin wrappers over infer/ (passkey_eval.h, eval.h, generate.h, attention maps).
+#include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <sstream>
 
 #include "apps/commands.h"
+#include "infer/eval.h"
 #include "infer/generate.h"
 #include "infer/model_io.h"
 #include "infer/passkey_eval.h"
+#include "infer/session.h"
 #include "plot/plot.h"
 #include "tensor/check.h"
+#include "train/token_file.h"
 
 namespace lm {
 namespace app {
@@ -108,18 +114,6 @@ Command passkey_command(CLI::App& app) {
   return {sub, run};
 }
 
-}  // namespace app
-}  // namespace lm
-
-#include <fstream>
-
-#include "infer/eval.h"
-#include "infer/session.h"
-#include "train/token_file.h"
-
-namespace lm {
-namespace app {
-
 Command eval_command(CLI::App& app) {
   auto* sub = app.add_subcommand("eval", "Perplexity over long windows with cached retrieval (the paper's Table 1)");
   auto ckpt = std::make_shared<std::string>();
@@ -199,10 +193,7 @@ Command generate_command(CLI::App& app) {
     LoadedModel m = load_trained_model(*ckpt, flags->dev());
     std::string text = *prompt;
     if (!prompt_file->empty()) {
-      std::ifstream in(*prompt_file, std::ios::binary);
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      text = ss.str();
+      text = read_text_file(*prompt_file, "generate");
     }
     LM_CHECK(!text.empty(), "generate: give --prompt or --prompt-file");
     std::vector<int32_t> ids = m.tokenizer->encode(text), out;
@@ -217,15 +208,6 @@ Command generate_command(CLI::App& app) {
   };
   return {sub, run};
 }
-
-}  // namespace app
-}  // namespace lm
-
-#include <cmath>
-#include <map>
-
-namespace lm {
-namespace app {
 
 Command attn_map_command(CLI::App& app) {
   auto* sub = app.add_subcommand("attn-map", "Heat map of one layer and head over a text, with landmarks and retrieved blocks");
@@ -254,10 +236,7 @@ Command attn_map_command(CLI::App& app) {
              "attn-map: the model has " << m.model->config().n_layer << " layers and " << m.model->config().n_head << " heads");
     std::string t = *text;
     if (!text_file->empty()) {
-      std::ifstream in(*text_file, std::ios::binary);
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      t = ss.str();
+      t = read_text_file(*text_file, "attn-map");
     }
     LM_CHECK(!t.empty(), "attn-map: give --text or --text-file");
     std::vector<int32_t> ids = m.tokenizer->encode(t);

@@ -3,11 +3,15 @@
 #pragma once
 
 #include <functional>
+#include <string>
 
 #include <CLI/CLI.hpp>
 
 namespace lm {
 namespace app {
+
+// The whole file as bytes; `what` names the command in the error when it cannot be read.
+std::string read_text_file(const std::string& path, const char* what);  // apps/cmd_data.cpp
 
 struct Command {
   CLI::App* sub;

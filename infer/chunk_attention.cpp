@@ -167,7 +167,9 @@ Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const RetrievalP
 
   // Each chosen block's keys, rotated where the block was placed, once per (block, place, head)
   // and kept in the cache (LayerCache::rotated_blocks) for later chunks: the pair rotation of the
-  // rotary kernel (nnmath::rotate_pair) with the session's cached cos/sin rows.
+  // rotary kernel (nnmath::rotate_pair) with the session's cached cos/sin rows. Stored transposed,
+  // (HS, F+1), so a query's scores against a block are HS row updates along the block (a few
+  // wide vector operations) rather than F+1 short dot products with a horizontal sum each.
   if (cache.rotated_blocks.size() > LayerCache::kRotatedCacheMax) cache.rotated_blocks.clear();
   std::vector<std::vector<const T*>> keys_of(sel.size());  // per row: the rotated keys of each chosen block
   const int64_t half = HS / 2;
@@ -177,7 +179,7 @@ Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const RetrievalP
       const LayerCache::RotatedKey key{plan.first_gid + sel[r][c], base[r][c], h};
       auto it = cache.rotated_blocks.find(key);
       if (it == cache.rotated_blocks.end()) {
-        Tensor t({B1, HS}, dt);
+        Tensor t({HS, B1}, dt);
         const T* cs = ctx.rope->cos_rows<T>(key.place, B1);  // positions place .. place + F
         const T* sn = ctx.rope->sin_rows<T>(key.place, B1);
         const T* src = static_cast<const T*>(cache.store->k(sel[r][c])) + h * B1 * HS;
@@ -185,7 +187,7 @@ Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const RetrievalP
         for (int64_t tt = 0; tt < B1; ++tt)
           for (int64_t i = 0; i < half; ++i)
             nnmath::rotate_pair(src[tt * HS + 2 * i], src[tt * HS + 2 * i + 1], cs[tt * half + i], sn[tt * half + i],
-                                dst[tt * HS + 2 * i], dst[tt * HS + 2 * i + 1]);
+                                dst[(2 * i) * B1 + tt], dst[(2 * i + 1) * B1 + tt]);
         it = cache.rotated_blocks.emplace(key, t).first;
       }
       keys_of[r].push_back(it->second.template data<T>());
@@ -195,7 +197,8 @@ Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const RetrievalP
   // --- per (head, query): the virtual row, its grouped softmax, the weighted values ---
   Tensor out = zeros({NH, n, HS}, dt);
   const T* pq = q_rot.data<T>();
-  const T* pk = k_rot.data<T>();
+  const Tensor k_rot_t = k_rot.transpose(1, 2).contiguous();  // (NH, HS, L): scores as row updates too
+  const T* pkt = k_rot_t.data<T>();
   const T* pv = v_loc.data<T>();
   T* po = out.data<T>();
   const std::vector<int32_t>& lkind = *ctx.local_kinds;
@@ -225,17 +228,19 @@ Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const RetrievalP
       const T* q = pq + (h * n + i) * HS;
       const std::vector<int32_t>& chosen = sel[r];
       const int64_t kb = static_cast<int64_t>(chosen.size()), len = kb * B1 + tl + i + 1;
+      // Scores: s = scale * sum_d q[d] K[d, :], over each retrieved block, then the local keys.
       for (int64_t c = 0; c < kb; ++c) {
-        const T* keys = keys_of[r][c];
         const T* vals = static_cast<const T*>(cache.store->v(chosen[c])) + h * B1 * HS;
+        cpu::vec_times_rows(q, keys_of[r][c], HS, B1, B1, s.data() + c * B1);  // keys (HS, F+1)
         for (int64_t t = 0; t < B1; ++t) {
-          s[c * B1 + t] = cpu::dot_vectors(q, keys + t * HS, HS) * scale;
           kind[c * B1 + t] = t < F ? kRegular : kLandmark;
           vrows[c * B1 + t] = vals + t * HS;
         }
       }
-      for (int64_t j = 0; j < tl + i + 1; ++j) {
-        s[kb * B1 + j] = cpu::dot_vectors(q, pk + (h * L + j) * HS, HS) * scale;
+      const int64_t nloc = tl + i + 1;
+      cpu::vec_times_rows(q, pkt + h * HS * L, HS, L, nloc, s.data() + kb * B1);  // local keys (HS, L)
+      for (int64_t j = 0; j < len; ++j) s[j] *= scale;
+      for (int64_t j = 0; j < nloc; ++j) {
         kind[kb * B1 + j] = lkind[j];
         vrows[kb * B1 + j] = pv + (h * L + j) * HS;
       }
@@ -248,13 +253,7 @@ Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const RetrievalP
       }
       const RowLayout layout{kind.data(), block_of.data(), block_start.data(), -1};
       gsm::row_forward<T>(layout, static_cast<int>(len - 1), s.data(), pp.data(), w.data());
-      T* y = po + (h * n + i) * HS;
-      for (int64_t j = 0; j < len; ++j) {
-        const T wj = w[j];
-        if (wj == T(0)) continue;
-        const T* vr = vrows[j];
-        for (int64_t d = 0; d < HS; ++d) y[d] += wj * vr[d];
-      }
+      cpu::weighted_row_sum(w.data(), vrows.data(), len, HS, po + (h * n + i) * HS);
       if (ctx.capture && h == ctx.capture->head) captured[i] = capture_row(ctx, plan, chosen, i, tl, w.data());
     }
   });

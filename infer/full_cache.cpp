@@ -9,6 +9,7 @@
 #include "tensor/cpu/parallel.h"
 #include "tensor/create.h"
 #include "tensor/ops.h"
+#include "tensor/elementwise_math.h"
 #include "tensor/rng.h"
 
 namespace lm {
@@ -79,7 +80,7 @@ Tensor FullKVCache::step(int32_t token) {
           m = s[j] > m ? s[j] : m;
         }
         float z = 0;
-        for (int64_t j = 0; j < N; ++j) z += s[j] = std::exp(s[j] - m);
+        for (int64_t j = 0; j < N; ++j) z += s[j] = math::exp_softmax(s[j] - m);
         float* yh = yp + h * HS;
         for (int64_t d = 0; d < HS; ++d) yh[d] = 0;
         for (int64_t j = 0; j < N; ++j) {

@@ -29,11 +29,16 @@ template <class T> std::vector<int32_t> top_k(const T* v, int64_t nb, int64_t k)
   std::vector<int32_t> best;
   best.reserve(static_cast<size_t>(kk) + 1);
   auto beats = [&](int32_t a, int32_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); };
+  if (kk == 0) return best;
+  // Once k are held, a newcomer (a larger index than all of them) must be strictly above the
+  // k-th best value: `worst` caches that value so the common case is one comparison.
+  T worst = T(0);
   for (int32_t i = 0; i < static_cast<int32_t>(nb); ++i) {
-    if (static_cast<int64_t>(best.size()) == kk && !beats(i, best.back())) continue;
+    if (static_cast<int64_t>(best.size()) == kk && !(v[i] > worst)) continue;
     auto at = std::upper_bound(best.begin(), best.end(), i, [&](int32_t a, int32_t b) { return beats(a, b); });
     best.insert(at, i);
     if (static_cast<int64_t>(best.size()) > kk) best.pop_back();
+    worst = v[best.back()];
   }
   std::sort(best.begin(), best.end());
   return best;
@@ -98,12 +103,15 @@ std::vector<int32_t> stingy_score_slots(int64_t n, int64_t k) {
 
 std::vector<int32_t> stingy_attention_slots(const std::vector<int32_t>& chosen, int64_t n, int64_t k) {
   LM_CHECK(static_cast<int64_t>(chosen.size()) <= k, "stingy_attention_slots: " << chosen.size() << " blocks for k = " << k);
-  std::vector<int32_t> score = stingy_score_slots(n, k), out(chosen.size(), -1);
+  std::vector<int32_t> out(chosen.size(), -1);
   std::vector<bool> used(static_cast<size_t>(k + 1), false);
   for (size_t c = 0; c < chosen.size(); ++c) {
     LM_CHECK(chosen[c] >= 0 && chosen[c] < n, "stingy_attention_slots: block " << chosen[c] << " not in cache of " << n);
-    if (score[chosen[c]] > 0) {  // a recent block keeps its true slot
-      out[c] = score[chosen[c]];
+    // Its scoring slot as stingy_score_slots gives it (k - age for the k newest, else 0),
+    // without building that whole table for every query.
+    const int64_t age = n - 1 - chosen[c], score = age < k ? k - age : 0;
+    if (score > 0) {  // a recent block keeps its true slot
+      out[c] = static_cast<int32_t>(score);
       used[static_cast<size_t>(out[c])] = true;
     }
   }

@@ -66,10 +66,16 @@ template <class T> LM_HD T gelu_grad(T x) {
 // f32: Cody-Waite range reduction (exp(x) = 2^n exp(r), |r| <= ln2/2, ln2 split so n*ln2_hi is
 // exact) and a degree-6 polynomial for exp(r) (the classic Cephes expf coefficients), then 2^n
 // from the exponent bits: within ~2 ulp of libm's expf, and a plain arithmetic function the
-// compiler vectorises (libm's expf is a call per element). Inputs below -87.3 give the smallest
-// normal float instead of a denormal or 0, which a softmax never notices. f64: std::exp.
-LM_HD float exp_softmax(float x) {
-  x = x < -87.3365447504f ? -87.3365447504f : (x > 88.3762626647f ? 88.3762626647f : x);
+// compiler vectorises (libm's expf is a call per element). Inputs below -87.3 give about the smallest
+// normal float (1.2e-38) instead of 0, which a softmax never notices; inputs above 88 give
+// exp(88) (a softmax never passes one above 0, and exp(0) is exactly 1). A NaN comes back as
+// NaN (the training loop's NaN guard relies on it); it is swapped for 0 before the integer
+// conversion, which would be undefined for NaN. Both are selects, so the loop still vectorises.
+// f64: std::exp.
+LM_HD float exp_softmax(float in) {
+  const bool is_nan = !(in == in);
+  float x = is_nan ? 0.0f : in;
+  x = x < -87.3365447504f ? -87.3365447504f : (x > 88.0f ? 88.0f : x);
   const float n = floorf(x * 1.44269504088896341f + 0.5f);
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
@@ -80,14 +86,15 @@ LM_HD float exp_softmax(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float e = p * r * r + r + 1.0f;
-  const int32_t bits = (static_cast<int32_t>(n) + 127) << 23;
+  // n is in [-126, 128] after the clamp, so the biased exponent n + 127 is in [1, 255].
+  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
   float scale;
 #if defined(__CUDA_ARCH__)
-  scale = __int_as_float(bits);
+  scale = __uint_as_float(bits);
 #else
   __builtin_memcpy(&scale, &bits, sizeof scale);
 #endif
-  return e * scale;
+  return is_nan ? in : e * scale;
 }
 LM_HD double exp_softmax(double x) { return std::exp(x); }
 

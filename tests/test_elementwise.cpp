@@ -2,8 +2,11 @@
 // naive loops over std:: math, including non-contiguous inputs and size-1 dims.
 #include "tests/helpers.h"
 
+#include <algorithm>
 #include <functional>
+#include <limits>
 
+#include "tensor/elementwise_math.h"
 #include "tensor/rng.h"
 
 using namespace lm;
@@ -53,6 +56,34 @@ TEST_CASE("gelu matches hand-worked values and its derivative", "[elementwise]")
   CHECK(max_abs_diff(d, {1.0833154705876864, 0.5}) < 1e-15);
   Tensor r = relu_backward(from_vector(std::vector<double>{-1, 0, 2}, {3}), full({3}, 5.0, DType::F64));
   CHECK(values(r) == std::vector<double>{0, 0, 5});
+}
+
+TEST_CASE("exp_softmax (the attention kernels' f32 exp) tracks libm's exp", "[elementwise]") {
+  // Independent answer: std::exp in double. Over the whole clamped range the polynomial is within
+  // a few ulp; 4e-7 relative is ~3.4 ulp of f32 (2^-23 = 1.19e-7), the error the comment in
+  // tensor/elementwise_math.h claims (~2 ulp) plus the rounding of the product e * 2^n.
+  double worst = 0;
+  for (int i = 0; i <= 200000; ++i) {
+    const float x = -87.0f + 175.0f * static_cast<float>(i) / 200000.0f;  // [-87, 88]
+    const double want = std::exp(static_cast<double>(x));
+    worst = std::max(worst, std::fabs(static_cast<double>(math::exp_softmax(x)) - want) / want);
+  }
+  INFO("worst relative error " << worst);
+  CHECK(worst < 4e-7);
+  CHECK(math::exp_softmax(0.0f) == 1.0f);  // a softmax row's maximum gets exactly 1
+  // Far below the range: about the smallest normal float (1.18e-38), never 0. The clamp point
+  // rounds to just under it (0x1.ffff98p-127), hence the 1e-5 relative tolerance.
+  const float tiny = std::numeric_limits<float>::min();
+  for (float x : {-1000.0f, -std::numeric_limits<float>::infinity()}) {
+    const float v = math::exp_softmax(x);
+    CHECK(v > 0.0f);
+    CHECK(std::fabs(v - tiny) <= 1e-5f * tiny);
+  }
+  // Above the range: exp(88), finite.
+  CHECK(std::isfinite(math::exp_softmax(1000.0f)));
+  // A NaN score stays NaN, so the training loop's NaN guard still sees it.
+  CHECK(std::isnan(math::exp_softmax(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(math::exp_softmax(-0.5) == std::exp(-0.5));  // f64 is std::exp itself
 }
 
 TEST_CASE("binary ops broadcast like numpy, against a naive loop", "[elementwise]") {

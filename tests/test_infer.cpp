@@ -4,6 +4,8 @@
 // the retrieval math (granularities, stingy slots), capacity, and the mmap block store.
 #include "tests/helpers.h"
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "infer/block_store.h"
@@ -126,6 +128,25 @@ TEST_CASE("retrieval: granularities select what they should", "[infer][retrieval
   CHECK_THROWS_AS(parse_granularity("tokens"), Error);
 }
 
+TEST_CASE("retrieval: top-k per (head, query) equals a full stable sort, ties included", "[infer][retrieval]") {
+  // Independent answer: sort all blocks by (score descending, index ascending), keep k, order
+  // chronologically. Scores from {0, 1, 2, 3} so ties are everywhere.
+  manual_seed(5);
+  for (int64_t nb : {1, 2, 7, 40, 300}) {
+    for (int64_t k : {1, 2, 4, 9}) {
+      std::vector<double> s = values(rand({nb}, DType::F64));
+      for (double& x : s) x = std::floor(4.0 * x);
+      std::vector<int32_t> order(static_cast<size_t>(nb));
+      for (int32_t i = 0; i < static_cast<int32_t>(nb); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return s[a] > s[b]; });
+      order.resize(static_cast<size_t>(std::min(k, nb)));
+      std::sort(order.begin(), order.end());
+      INFO("nb " << nb << " k " << k);
+      CHECK(select_blocks<double>(s.data(), 1, 1, nb, k, Granularity::TokenHead)[0] == order);
+    }
+  }
+}
+
 TEST_CASE("retrieval: stingy positions on a hand-worked case", "[infer][retrieval]") {
   // 5 cached blocks, k = 2: the two newest keep slots 1 and 2, the rest are scored at slot 0.
   CHECK(stingy_score_slots(5, 2) == std::vector<int32_t>{0, 0, 0, 1, 2});
@@ -135,6 +156,8 @@ TEST_CASE("retrieval: stingy positions on a hand-worked case", "[infer][retrieva
   CHECK(stingy_attention_slots({0, 2}, 5, 2) == std::vector<int32_t>{0, 1});  // two old blocks
   CHECK(stingy_attention_slots({3, 4}, 5, 2) == std::vector<int32_t>{1, 2});  // the two newest
   CHECK(stingy_attention_slots({0, 3}, 5, 2) == std::vector<int32_t>{0, 1});
+  CHECK(stingy_attention_slots({0, 1}, 2, 4) == std::vector<int32_t>{3, 4});  // fewer cached than k
+  CHECK(stingy_attention_slots({1}, 2, 4) == std::vector<int32_t>{4});
 }
 
 TEST_CASE("inference: stingy positions change the result but keep it finite; capacity keeps the newest blocks",

@@ -43,19 +43,12 @@ template <class T> struct VirtualRows {
   T scale;
 };
 
-// The CPU twin's dot (chunk_attention.cpp), in the same order: four partial sums added at the
-// end. With --fmad=false both round every product and sum alike.
-template <class T> __device__ T dot4(const T* a, const T* b, int64_t n) {
-  T s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-  int64_t d = 0;
-  for (; d + 4 <= n; d += 4) {
-    s0 += a[d] * b[d];
-    s1 += a[d + 1] * b[d + 1];
-    s2 += a[d + 2] * b[d + 2];
-    s3 += a[d + 3] * b[d + 3];
-  }
-  for (; d < n; ++d) s0 += a[d] * b[d];
-  return (s0 + s1) + (s2 + s3);
+// The CPU twin's score (chunk_attention.cpp) in the same order: products added one feature at
+// a time, d = 0 .. HS-1. With --fmad=false both round every product and sum alike.
+template <class T> __device__ T dot_in_order(const T* a, const T* b, int64_t n) {
+  T s = 0;
+  for (int64_t d = 0; d < n; ++d) s += a[d] * b[d];
+  return s;
 }
 
 // One thread per row, like landmark/cuda/attention.cu and for the same reason: row_forward is the
@@ -78,12 +71,12 @@ template <class T> __global__ void virtual_rows_kernel(VirtualRows<T> a, int64_t
     for (int64_t c = 0; c < kb; ++c) {
       const T* keys = a.keys + (key_of[c] * a.NH + h) * B1 * HS;
       for (int64_t t = 0; t < B1; ++t) {
-        s[c * B1 + t] = dot4(q, keys + t * HS, HS) * a.scale;
+        s[c * B1 + t] = dot_in_order(q, keys + t * HS, HS) * a.scale;
         kind[c * B1 + t] = t < a.F ? kRegular : kLandmark;
       }
     }
     for (int64_t j = 0; j < tl + i + 1; ++j) {
-      s[kb * B1 + j] = dot4(q, a.k_loc + (h * a.L + j) * HS, HS) * a.scale;
+      s[kb * B1 + j] = dot_in_order(q, a.k_loc + (h * a.L + j) * HS, HS) * a.scale;
       kind[kb * B1 + j] = a.local_kind[j];
     }
     // The layout of this row: blocks end at landmarks; no CMT at inference.

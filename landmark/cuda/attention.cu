@@ -13,29 +13,6 @@ namespace cuda {
 
 namespace {
 
-// C_h = alpha op(A_h) op(B_h) for every head h in one call. Every per-head matrix is row-major
-// with Tn rows, (T, HS) or (T, T); `x_cols` is operand x's column count, so its leading dimension
-// is x_cols and head h's matrix starts x_cols * Tn elements after head h - 1's.
-GemmArgs heads_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t a_cols, int64_t b_cols,
-                    int64_t c_cols, int64_t Tn, int64_t BH, double alpha) {
-  GemmArgs g;
-  g.trans_a = trans_a;
-  g.trans_b = trans_b;
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.batch = BH;
-  g.lda = a_cols;
-  g.ldb = b_cols;
-  g.ldc = c_cols;
-  g.stride_a = a_cols * Tn;
-  g.stride_b = b_cols * Tn;
-  g.stride_c = c_cols * Tn;
-  g.alpha = alpha;
-  g.beta = 0.0;  // C is overwritten: every output here is a whole product, never an accumulation
-  return g;
-}
-
 // The layout tensors (landmark/layout.h) on the device, passed to kernels by value. Head h
 // belongs to batch row h / NH, whose RowLayout the row kernels hand to grouped_softmax.h.
 struct DeviceLayout {
@@ -127,13 +104,13 @@ void landmark_attention_forward(const Tensor& q, const Tensor& k, const Tensor& 
   lay.cmt_cutoff = cmt_cutoff;
   // q, k, v, out (BH, T, HS); probs P' (BH, T, T); W scratch (BH, T, T).
   Tensor W({BH, Tn, Tn}, q.dtype(), Device::CUDA);
-  gemm(heads_gemm(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, scale), q, k, probs);  // S = scale q k^T
+  gemm(per_head_gemm(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, scale), q, k, probs);  // S = scale q k^T
   LM_DISPATCH_FLOAT(q.dtype(), "landmark_attention", {
     grouped_softmax_kernel<scalar_t><<<blocks_for(rows), kThreads>>>(lay, probs.data<scalar_t>(),
                                                                      W.data<scalar_t>(), rows);
     LM_CUDA_CHECK_LAUNCH("grouped_softmax_kernel");
   });
-  gemm(heads_gemm(false, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, 1.0), W, v, out);  // out = W v
+  gemm(per_head_gemm(false, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, 1.0), W, v, out);  // out = W v
 }
 
 void landmark_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kind,
@@ -150,16 +127,16 @@ void landmark_attention_backward(const Tensor& q, const Tensor& k, const Tensor&
                                                                      W.data<scalar_t>(), rows);
     LM_CUDA_CHECK_LAUNCH("grouped_weights_kernel");
   });
-  gemm(heads_gemm(true, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, 1.0), W, dout, dv);   // dv = W^T dout
-  gemm(heads_gemm(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, 1.0), dout, v, dS);  // G = dout v^T
+  gemm(per_head_gemm(true, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, 1.0), W, dout, dv);   // dv = W^T dout
+  gemm(per_head_gemm(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, 1.0), dout, v, dS);  // G = dout v^T
   LM_DISPATCH_FLOAT(q.dtype(), "landmark_attention_backward", {
     grouped_softmax_backward_kernel<scalar_t><<<blocks_for(rows), kThreads>>>(
         lay, probs.data<scalar_t>(), W.data<scalar_t>(), dS.data<scalar_t>(), rows);
     LM_CUDA_CHECK_LAUNCH("grouped_softmax_backward_kernel");
   });
   // The forward's S = scale q k^T, differentiated: dq = scale dS k, dk = scale dS^T q.
-  gemm(heads_gemm(false, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, scale), dS, k, dq);
-  gemm(heads_gemm(true, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, scale), dS, q, dk);
+  gemm(per_head_gemm(false, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, scale), dS, k, dq);
+  gemm(per_head_gemm(true, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, scale), dS, q, dk);
 }
 
 }  // namespace cuda

@@ -15,29 +15,6 @@ namespace cuda {
 
 namespace {
 
-// C_h = alpha op(A_h) op(B_h) for every head h in one call. Every per-head matrix is stored
-// row-major with Tn rows ((T, HS) or (T, T)), so operand x of head h starts x_cols * Tn elements
-// after that of head h - 1 and its leading dimension is x_cols.
-GemmArgs per_head(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t a_cols, int64_t b_cols,
-                  int64_t c_cols, int64_t Tn, int64_t BH, double alpha) {
-  GemmArgs g;
-  g.trans_a = trans_a;
-  g.trans_b = trans_b;
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.batch = BH;
-  g.lda = a_cols;
-  g.ldb = b_cols;
-  g.ldc = c_cols;
-  g.stride_a = a_cols * Tn;
-  g.stride_b = b_cols * Tn;
-  g.stride_c = c_cols * Tn;
-  g.alpha = alpha;
-  g.beta = 0.0;  // C is overwritten, never read (cuBLAS ignores C's contents when beta == 0)
-  return g;
-}
-
 // probs (BH, T, T) holds S = scale q k^T on entry and P on exit. Row r is query i = r % T, which
 // sees keys 0..i: P[i, j] = exp(S[i, j] - max) / sum for j <= i, and 0 for j > i. One block per
 // row; the branch on the row is uniform, so every thread reaches the same barriers.
@@ -84,12 +61,12 @@ void causal_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
   const int64_t BH = q.size(0), Tn = q.size(1), HS = q.size(2), rows = BH * Tn;
   if (rows == 0) return;
   // q, k, v, out (BH, T, HS); probs (BH, T, T).
-  gemm(per_head(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, scale), q, k, probs);  // S = scale q k^T
+  gemm(per_head_gemm(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, scale), q, k, probs);  // S = scale q k^T
   LM_DISPATCH_FLOAT(q.dtype(), "causal_attention", {
     causal_softmax_kernel<scalar_t><<<row_blocks(rows), kRowThreads>>>(probs.data<scalar_t>(), Tn, rows);
     LM_CUDA_CHECK_LAUNCH("causal_softmax_kernel");
   });
-  gemm(per_head(false, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, 1.0), probs, v, out);  // out = P v
+  gemm(per_head_gemm(false, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, 1.0), probs, v, out);  // out = P v
 }
 
 void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
@@ -98,15 +75,15 @@ void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
   if (rows == 0) return;
   // q, k, v, dout, dq, dk, dv (BH, T, HS); probs P (BH, T, T); dS scratch (BH, T, T).
   Tensor dS({BH, Tn, Tn}, q.dtype(), Device::CUDA);
-  gemm(per_head(true, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, 1.0), probs, dout, dv);  // dv = P^T dout
-  gemm(per_head(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, 1.0), dout, v, dS);     // dP = dout v^T
+  gemm(per_head_gemm(true, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, 1.0), probs, dout, dv);  // dv = P^T dout
+  gemm(per_head_gemm(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, 1.0), dout, v, dS);     // dP = dout v^T
   LM_DISPATCH_FLOAT(q.dtype(), "causal_attention_backward", {
     causal_softmax_backward_kernel<scalar_t>
         <<<row_blocks(rows), kRowThreads>>>(probs.data<scalar_t>(), dS.data<scalar_t>(), Tn, rows);
     LM_CUDA_CHECK_LAUNCH("causal_softmax_backward_kernel");
   });
-  gemm(per_head(false, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, scale), dS, k, dq);  // dq = scale dS k
-  gemm(per_head(true, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, scale), dS, q, dk);   // dk = scale dS^T q
+  gemm(per_head_gemm(false, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, scale), dS, k, dq);  // dq = scale dS k
+  gemm(per_head_gemm(true, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, scale), dS, q, dk);   // dk = scale dS^T q
 }
 
 }  // namespace cuda

@@ -1,7 +1,9 @@
 // vec_dot.h: a dot product in an explicit summation order that still vectorises without
 // -ffast-math: two vector accumulators of full SIMD width (GCC vector extensions: 16 f32 lanes
 // under AVX-512), one horizontal sum at the end, a scalar tail. Deterministic for a given build.
-// Used by the few-row GEMM path (cpu/gemm.cpp) and by inference's per-query attention.
+// Used by the few-row GEMM path (cpu/gemm.cpp). Also two vector-times-matrix helpers for
+// inference's per-query attention (infer/chunk_attention.cpp) that keep their running sums in
+// registers and add in a fixed order per output element, whatever the vector width.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +45,80 @@ template <class T> inline T dot_vectors(const T* a, const T* b, int64_t K) {
   for (int u = 0; u < VL; ++u) s += acc0[u];
   for (; k < K; ++k) s += a[k] * b[k];
   return s;
+}
+
+// out[t] = sum over d = 0..K-1, in that order, of x[d] * M[d * ld + t], for t in [0, n): a vector
+// times a row-major (K, ld) matrix, walking M row by row with the running sums of 2 * VL outputs
+// held in registers (summing into memory instead makes every row wait on the previous row's
+// store). Each out[t] is the plain sequential sum, so the result does not depend on VL.
+template <class T> inline void vec_times_rows(const T* x, const T* M, int64_t K, int64_t ld, int64_t n, T* out) {
+  typedef T vec __attribute__((vector_size(kDotVecBytes)));
+  constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(T));
+  int64_t t = 0;
+  for (; t + 2 * VL <= n; t += 2 * VL) {
+    vec a0{}, a1{};
+    for (int64_t d = 0; d < K; ++d) {
+      vec m0, m1;
+      std::memcpy(&m0, M + d * ld + t, sizeof(vec));
+      std::memcpy(&m1, M + d * ld + t + VL, sizeof(vec));
+      a0 += x[d] * m0;
+      a1 += x[d] * m1;
+    }
+    std::memcpy(out + t, &a0, sizeof(vec));
+    std::memcpy(out + t + VL, &a1, sizeof(vec));
+  }
+  for (; t + VL <= n; t += VL) {
+    vec a0{};
+    for (int64_t d = 0; d < K; ++d) {
+      vec m0;
+      std::memcpy(&m0, M + d * ld + t, sizeof(vec));
+      a0 += x[d] * m0;
+    }
+    std::memcpy(out + t, &a0, sizeof(vec));
+  }
+  for (; t < n; ++t) {
+    T a = 0;
+    for (int64_t d = 0; d < K; ++d) a += x[d] * M[d * ld + t];
+    out[t] = a;
+  }
+}
+
+// y[d] = sum over j = 0..n-1, in that order, of w[j] * rows[j][d], for d in [0, D): a weighted sum
+// of n rows given by pointers, rows with weight exactly 0 skipped (they add nothing and may be
+// rows nobody filled). Running sums in registers, as in vec_times_rows; y is overwritten.
+template <class T> inline void weighted_row_sum(const T* w, const T* const* rows, int64_t n, int64_t D, T* y) {
+  typedef T vec __attribute__((vector_size(kDotVecBytes)));
+  constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(T));
+  int64_t d = 0;
+  for (; d + 2 * VL <= D; d += 2 * VL) {
+    vec a0{}, a1{};
+    for (int64_t j = 0; j < n; ++j) {
+      if (w[j] == T(0)) continue;
+      vec r0, r1;
+      std::memcpy(&r0, rows[j] + d, sizeof(vec));
+      std::memcpy(&r1, rows[j] + d + VL, sizeof(vec));
+      a0 += w[j] * r0;
+      a1 += w[j] * r1;
+    }
+    std::memcpy(y + d, &a0, sizeof(vec));
+    std::memcpy(y + d + VL, &a1, sizeof(vec));
+  }
+  for (; d + VL <= D; d += VL) {
+    vec a0{};
+    for (int64_t j = 0; j < n; ++j) {
+      if (w[j] == T(0)) continue;
+      vec r0;
+      std::memcpy(&r0, rows[j] + d, sizeof(vec));
+      a0 += w[j] * r0;
+    }
+    std::memcpy(y + d, &a0, sizeof(vec));
+  }
+  for (; d < D; ++d) {
+    T a = 0;
+    for (int64_t j = 0; j < n; ++j)
+      if (w[j] != T(0)) a += w[j] * rows[j][d];
+    y[d] = a;
+  }
 }
 
 }  // namespace cpu
