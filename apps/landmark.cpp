@@ -14,12 +14,16 @@
 #include "tensor/check.h"
 
 int main(int argc, char** argv) {
-  // OpenMP threads that busy-wait between parallel regions steal the CPU from everything else on
-  // a small shared machine (inference alternates short parallel and serial phases: we measured
-  // 70% of a pass-key run spinning). libgomp reads OMP_WAIT_POLICY when the program loads, so
-  // when it is unset we set it to PASSIVE and start ourselves again. An explicit value wins.
-  if (!std::getenv("OMP_WAIT_POLICY")) {
-    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+  // How idle OpenMP threads wait. libgomp's default spins ~3 ms before sleeping, which steals the
+  // CPU from everything else on a small shared machine (inference alternates short parallel and
+  // serial phases: we measured 70% of a pass-key run spinning); sleeping at once
+  // (OMP_WAIT_POLICY=PASSIVE) makes every parallel region pay ~40 us to wake a thread, so decoding
+  // a token could not use the second core. A short spin (GOMP_SPINCOUNT=10000, about 0.1 ms)
+  // keeps threads awake through a decode step and asleep between jobs. libgomp reads these when
+  // the program loads, so when neither is set we set the spin and start ourselves again. An
+  // explicit value of either wins (tensor/cpu/parallel.h picks its grain from the same variables).
+  if (!std::getenv("OMP_WAIT_POLICY") && !std::getenv("GOMP_SPINCOUNT")) {
+    setenv("GOMP_SPINCOUNT", "10000", 1);
     execv("/proc/self/exe", argv);  // returns only on failure: then carry on as we are
   }
   CLI::App app{"landmark: Landmark Attention from scratch in C++ (train, evaluate, inspect)"};

@@ -20,7 +20,6 @@
 #include "landmark/grouped_softmax.h"
 #include "landmark/retrieval.h"
 #include "nn/functional.h"
-#include "nn/nn_math.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/cpu/vec_dot.h"
 #include "tensor/create.h"
@@ -60,7 +59,9 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
   for (int64_t j = 0; j < end; ++j) {
     if (kinds[j] != kLandmark) continue;
     LM_CHECK(j - begin == F, "LayerCache: a block of " << j - begin << " regular tokens (F = " << F << ")");
-    Tensor kb = k_host.narrow(1, begin, F + 1).contiguous(), vb = v_host.narrow(1, begin, F + 1).contiguous();
+    // K transposed per head, (NH, HS, F+1): a query then scores a block by streaming along its
+    // tokens (cpu::rotated_vec_times_rows); V as it is, (NH, F+1, HS).
+    Tensor kb = k_host.narrow(1, begin, F + 1).transpose(1, 2).contiguous(), vb = v_host.narrow(1, begin, F + 1).contiguous();
     store->append(kb.raw_data(), vb.raw_data());
     keys.push_back(k_loc.narrow(1, j, 1));
     const int64_t gid = first_gid + completed;
@@ -82,7 +83,6 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
 }
 
 namespace {
-
 
 // Steps 1 and 2 of both devices: every query scores every cached landmark key and keeps its top
 // k; then each chosen block gets its place. The scores are computed on q_rot's device and only
@@ -165,34 +165,16 @@ Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const RetrievalP
   const std::vector<std::vector<int32_t>>& sel = plan.sel;
   const std::vector<std::vector<int32_t>>& base = plan.base;
 
-  // Each chosen block's keys, rotated where the block was placed, once per (block, place, head)
-  // and kept in the cache (LayerCache::rotated_blocks) for later chunks: the pair rotation of the
-  // rotary kernel (nnmath::rotate_pair) with the session's cached cos/sin rows. Stored transposed,
-  // (HS, F+1), so a query's scores against a block are HS row updates along the block (a few
-  // wide vector operations) rather than F+1 short dot products with a horizontal sum each.
-  if (cache.rotated_blocks.size() > LayerCache::kRotatedCacheMax) cache.rotated_blocks.clear();
-  std::vector<std::vector<const T*>> keys_of(sel.size());  // per row: the rotated keys of each chosen block
-  const int64_t half = HS / 2;
-  for (size_t r = 0; r < sel.size(); ++r) {
-    const int32_t h = static_cast<int32_t>(static_cast<int64_t>(r) / n);
-    for (size_t c = 0; c < sel[r].size(); ++c) {
-      const LayerCache::RotatedKey key{plan.first_gid + sel[r][c], base[r][c], h};
-      auto it = cache.rotated_blocks.find(key);
-      if (it == cache.rotated_blocks.end()) {
-        Tensor t({HS, B1}, dt);
-        const T* cs = ctx.rope->cos_rows<T>(key.place, B1);  // positions place .. place + F
-        const T* sn = ctx.rope->sin_rows<T>(key.place, B1);
-        const T* src = static_cast<const T*>(cache.store->k(sel[r][c])) + h * B1 * HS;
-        T* dst = t.data<T>();
-        for (int64_t tt = 0; tt < B1; ++tt)
-          for (int64_t i = 0; i < half; ++i)
-            nnmath::rotate_pair(src[tt * HS + 2 * i], src[tt * HS + 2 * i + 1], cs[tt * half + i], sn[tt * half + i],
-                                dst[(2 * i) * B1 + tt], dst[(2 * i + 1) * B1 + tt]);
-        it = cache.rotated_blocks.emplace(key, t).first;
-      }
-      keys_of[r].push_back(it->second.template data<T>());
-    }
-  }
+  // Each chosen block's keys are rotated where the block was placed while they are scored
+  // (cpu::rotated_vec_times_rows), from the store's un-rotated, transposed keys and the session's
+  // transposed cos/sin tables: nothing rotated is stored. The tables are grown here, before the
+  // parallel loop, to cover every place used, so the threads only read them.
+  int64_t positions = 0;
+  for (const auto& row : base)
+    for (int32_t b : row) positions = std::max<int64_t>(positions, b + B1);
+  const T* cos_t = ctx.rope->cos_cols<T>(positions);
+  const T* sin_t = ctx.rope->sin_cols<T>(positions);
+  const int64_t cstride = ctx.rope->col_stride();
 
   // --- per (head, query): the virtual row, its grouped softmax, the weighted values ---
   Tensor out = zeros({NH, n, HS}, dt);
@@ -230,8 +212,10 @@ Tensor attend(const LayerCache& cache, const ChunkContext& ctx, const RetrievalP
       const int64_t kb = static_cast<int64_t>(chosen.size()), len = kb * B1 + tl + i + 1;
       // Scores: s = scale * sum_d q[d] K[d, :], over each retrieved block, then the local keys.
       for (int64_t c = 0; c < kb; ++c) {
+        const T* keys_t = static_cast<const T*>(cache.store->k(chosen[c])) + h * HS * B1;  // (HS, F+1)
         const T* vals = static_cast<const T*>(cache.store->v(chosen[c])) + h * B1 * HS;
-        cpu::vec_times_rows(q, keys_of[r][c], HS, B1, B1, s.data() + c * B1);  // keys (HS, F+1)
+        const int64_t place = base[r][c];  // the block's first position
+        cpu::rotated_vec_times_rows(q, keys_t, HS, B1, B1, cos_t + place, sin_t + place, cstride, s.data() + c * B1);
         for (int64_t t = 0; t < B1; ++t) {
           kind[c * B1 + t] = t < F ? kRegular : kLandmark;
           vrows[c * B1 + t] = vals + t * HS;

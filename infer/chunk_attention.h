@@ -17,9 +17,9 @@
 
 namespace lm {
 
-// One layer's cache: block K/V (un-rotated, (NH, F+1, HS) each) in slow memory (the BlockStore,
-// always on the host), landmark keys (un-rotated) and the unfinished tail in fast memory, i.e. on
-// `device`, the model's device.
+// One layer's cache: block K/V (un-rotated; K as (NH, HS, F+1), transposed per head, V as
+// (NH, F+1, HS)) in slow memory (the BlockStore, always on the host), landmark keys (un-rotated)
+// and the unfinished tail in fast memory, i.e. on `device`, the model's device.
 struct LayerCache {
   LayerCache(int64_t NH, int64_t F, int64_t HS, DType dtype, int64_t capacity, const std::string& path,
              Device device = Device::CPU);
@@ -31,22 +31,6 @@ struct LayerCache {
   // transposed, (NH, HS, nb), so that product streams along the blocks (one query: an axpy per
   // feature instead of a short dot product per block).
   Tensor landmark_keys_rot_t;
-  // Keys of retrieved blocks rotated at a place, kept across chunks: a block tends to be placed
-  // at the same few positions (always the same one with exact positions), so decoding token
-  // after token reuses them instead of rotating F + 1 keys again. Key: (global block index,
-  // place, head) -> (F+1, HS). Cleared when it grows past kRotatedCacheMax entries.
-  struct RotatedKey {
-    int64_t gid;
-    int32_t place, head;
-    bool operator==(const RotatedKey& o) const { return gid == o.gid && place == o.place && head == o.head; }
-  };
-  struct RotatedKeyHash {
-    size_t operator()(const RotatedKey& k) const {
-      return std::hash<int64_t>()(k.gid * 1000003 + k.place * 131 + k.head);
-    }
-  };
-  static constexpr size_t kRotatedCacheMax = 1 << 14;
-  mutable std::unordered_map<RotatedKey, Tensor, RotatedKeyHash> rotated_blocks;
   Tensor tail_k, tail_v; // (NH, tail_len, HS)
   int64_t tail_len = 0;
   int64_t NH, F, HS;

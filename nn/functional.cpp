@@ -50,6 +50,10 @@ void RotaryCache::grow(int64_t positions) {
   Tensor c = t.cos.squeeze(0), sn = t.sin.squeeze(0);
   cos_ = have == 0 ? c : concat({cos_, c}, 0);
   sin_ = have == 0 ? sn : concat({sin_, sn}, 0);
+  if (device_ == Device::CPU) {  // the transposed copies (cos_cols), rebuilt at each doubling
+    cos_t_ = cos_.transpose(0, 1).contiguous();
+    sin_t_ = sin_.transpose(0, 1).contiguous();
+  }
 }
 
 RotaryTables RotaryCache::tables(const std::vector<int32_t>& positions) {

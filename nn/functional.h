@@ -32,6 +32,13 @@ class RotaryCache {
   // valid until the next call that grows the cache. CPU caches only.
   template <class T> const T* cos_rows(int64_t start, int64_t n) { return rows<T>(cos_, start, n); }
   template <class T> const T* sin_rows(int64_t start, int64_t n) { return rows<T>(sin_, start, n); }
+  // The same tables transposed, (HS/2, P): the cos of pair i at position p is
+  // cos_cols()[i * col_stride() + p], so consecutive positions of one pair are adjacent (for
+  // loops that vectorise over positions). Grown to at least `positions` first; valid until the
+  // next call that grows the cache. CPU caches only.
+  template <class T> const T* cos_cols(int64_t positions) { return cols<T>(cos_t_, positions); }
+  template <class T> const T* sin_cols(int64_t positions) { return cols<T>(sin_t_, positions); }
+  int64_t col_stride() const { return cos_.size(0); }
 
  private:
   void grow(int64_t positions);
@@ -40,11 +47,17 @@ class RotaryCache {
     grow(start + n);
     return table.template data<T>() + start * (head_size_ / 2);
   }
+  template <class T> const T* cols(const Tensor& table_t, int64_t positions) {
+    LM_CHECK(device_ == Device::CPU && positions >= 0, "RotaryCache: raw columns need a CPU cache and a valid count");
+    grow(positions);  // reassigns the member table_t refers to, so read it after
+    return table_t.template data<T>();
+  }
   int64_t head_size_;
   double base_;
   DType dtype_;
   Device device_;
-  Tensor cos_, sin_;  // (P, HS/2)
+  Tensor cos_, sin_;      // (P, HS/2)
+  Tensor cos_t_, sin_t_;  // (HS/2, P), CPU caches only
 };
 
 // x (B, NH, T, HS) rotated pairwise by the table angles (by minus the angles when inverse).

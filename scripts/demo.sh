@@ -2,8 +2,8 @@
 # demo.sh: the project's main job, run by `make demo`: landmark attention reading far beyond its
 # training window. On the 2 CPU cores, in about 15 minutes of training in total:
 #   1. generate pass-key documents (the paper's prompt) mixed with filler text, and a BPE tokenizer
-#   2. train a small landmark model (3 layers, d 128, window 512, a landmark every 50) (~9.5 min)
-#   3. train a standard model of the same size on the same data                        (~4 min)
+#   2. train a small landmark model (3 layers, d 128, window 512, a landmark every 50) (<= 11 min)
+#   3. train a standard model of the same size on the same data                        (<= 4 min)
 #   4. ask both for the pass key at prompt lengths from 512 to 32k tokens: the landmark model
 #      reads the whole prompt with cached chunks and top-k block retrieval; the standard model
 #      sees its own 512-token window

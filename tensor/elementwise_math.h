@@ -66,16 +66,15 @@ template <class T> LM_HD T gelu_grad(T x) {
 // f32: Cody-Waite range reduction (exp(x) = 2^n exp(r), |r| <= ln2/2, ln2 split so n*ln2_hi is
 // exact) and a degree-6 polynomial for exp(r) (the classic Cephes expf coefficients), then 2^n
 // from the exponent bits: within ~2 ulp of libm's expf, and a plain arithmetic function the
-// compiler vectorises (libm's expf is a call per element). Inputs below -87.3 give about the smallest
-// normal float (1.2e-38) instead of 0, which a softmax never notices; inputs above 88 give
-// exp(88) (a softmax never passes one above 0, and exp(0) is exactly 1). A NaN comes back as
-// NaN (the training loop's NaN guard relies on it); it is swapped for 0 before the integer
-// conversion, which would be undefined for NaN. Both are selects, so the loop still vectorises.
+// compiler vectorises (libm's expf is a call per element). Inputs below -87.3 give about the
+// smallest normal float (1.2e-38) instead of 0, which a softmax never notices; inputs above 88
+// give exp(88) (a softmax never passes one above 0, and exp(0) is exactly 1). 2^n is built
+// without a float-to-int conversion (undefined behaviour for NaN): adding 1.5 * 2^23 to n puts
+// it in the low bits of the sum's mantissa, read as unsigned bits. So a NaN input is harmless
+// and comes back as NaN through the polynomial, which the training loop's NaN guard relies on.
 // f64: std::exp.
-LM_HD float exp_softmax(float in) {
-  const bool is_nan = !(in == in);
-  float x = is_nan ? 0.0f : in;
-  x = x < -87.3365447504f ? -87.3365447504f : (x > 88.0f ? 88.0f : x);
+LM_HD float exp_softmax(float x) {
+  x = x < -87.3365447504f ? -87.3365447504f : (x > 88.0f ? 88.0f : x);  // NaN passes through
   const float n = floorf(x * 1.44269504088896341f + 0.5f);
   float r = x - n * 0.693359375f;
   r = r - n * -2.12194440e-4f;
@@ -86,15 +85,23 @@ LM_HD float exp_softmax(float in) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   const float e = p * r * r + r + 1.0f;
-  // n is in [-126, 128] after the clamp, so the biased exponent n + 127 is in [1, 255].
-  const uint32_t bits = static_cast<uint32_t>(static_cast<int32_t>(n) + 127) << 23;
+  // n is in [-126, 127] after the clamp: n + 1.5 * 2^23 is exact, and its bits minus those of
+  // 1.5 * 2^23 (0x4B400000) are n; the biased exponent n + 127 is in [1, 254].
+  const float shifted = n + 12582912.0f;
+  uint32_t sbits;
+#if defined(__CUDA_ARCH__)
+  sbits = __float_as_uint(shifted);
+#else
+  __builtin_memcpy(&sbits, &shifted, sizeof sbits);
+#endif
+  const uint32_t bits = (sbits - 0x4B400000u + 127u) << 23;
   float scale;
 #if defined(__CUDA_ARCH__)
   scale = __uint_as_float(bits);
 #else
   __builtin_memcpy(&scale, &bits, sizeof scale);
 #endif
-  return is_nan ? in : e * scale;
+  return e * scale;
 }
 LM_HD double exp_softmax(double x) { return std::exp(x); }
 

@@ -12,6 +12,7 @@
 #include "infer/session.h"
 #include "landmark/retrieval.h"
 #include "nn/gpt.h"
+#include "tensor/cpu/parallel.h"
 #include "tensor/rng.h"
 
 using namespace lm;
@@ -222,4 +223,23 @@ TEST_CASE("inference: bad configurations and models are refused", "[infer]") {
   InferenceSession s(*model, c, kLandmarkId);
   CHECK_THROWS_WITH(s.feed_chunk(std::vector<int32_t>(11, 1)), Catch::Contains("chunk length"));
   CHECK_THROWS_WITH(s.feed({77}), Catch::Contains("token 77"));
+}
+
+TEST_CASE("inference: decoding gives the same bits whether its loops run on one thread or split", "[infer]") {
+  // The decode path splits per-head rows, GEMVs and score products across threads only above the
+  // parallel grain (tensor/cpu/parallel.h); every split must give bit-identical logits.
+  auto model = make_model(DType::F32);
+  std::vector<int32_t> raw = random_raw(90, 21);
+  InferConfig cfg;
+  cfg.chunk_len = 1;  // token by token, like generation
+  cfg.k = 2;
+  const int64_t saved = cpu::parallel_grain();
+  auto run = [&](int64_t grain) {
+    cpu::set_parallel_grain(grain);
+    InferenceSession s(*model, cfg, kLandmarkId);
+    return values(s.feed(raw));
+  };
+  std::vector<double> serial = run(int64_t(1) << 40), split = run(1);
+  cpu::set_parallel_grain(saved);
+  CHECK(serial == split);
 }

@@ -171,10 +171,18 @@ Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const R
     Tensor host({2, U, E}, dt);
     const size_t bytes = static_cast<size_t>(E) * dtype_size(dt);
     char* dst = static_cast<char*>(host.raw_data());
-    for (const auto& [block, u] : staged) {
-      std::memcpy(dst + static_cast<size_t>(u) * bytes, cache.store->k(block), bytes);
-      std::memcpy(dst + static_cast<size_t>(U + u) * bytes, cache.store->v(block), bytes);
-    }
+    LM_DISPATCH_FLOAT(dt, "chunk_attention staging", {
+      for (const auto& [block, u] : staged) {
+        // The store keeps K transposed per head, (NH, HS, F+1) (the CPU scores along tokens);
+        // the kernels here read (NH, F+1, HS), so K is transposed back while it is staged.
+        const scalar_t* ksrc = static_cast<const scalar_t*>(cache.store->k(block));
+        scalar_t* kdst = reinterpret_cast<scalar_t*>(dst + static_cast<size_t>(u) * bytes);
+        for (int64_t h = 0; h < NH; ++h)
+          for (int64_t d = 0; d < HS; ++d)
+            for (int64_t t = 0; t < B1; ++t) kdst[(h * B1 + t) * HS + d] = ksrc[(h * HS + d) * B1 + t];
+        std::memcpy(dst + static_cast<size_t>(U + u) * bytes, cache.store->v(block), bytes);
+      }
+    });
     const Tensor staged_d = host.to(Device::CUDA);
     const Tensor k_staged = staged_d.select(0, 0);  // (U, E)
     vals = staged_d.select(0, 1);                   // (U, E)

@@ -263,8 +263,8 @@ template <class T> void gemm_skinny(const GemmArgs& g, const T* A, const T* B, T
       for (int64_t j = j0; j < j1; ++j) c[j] = alpha * acc[j - j0] + (beta != T(0) ? beta * c[j] : T(0));
     }
   };
-  // Waking a second thread costs tens of microseconds: only worth it for large weight matrices.
-  if (threads > 1 && N * K >= (int64_t(1) << 20)) {
+  // Threads only when the product is well above the parallel grain (tensor/cpu/parallel.h).
+  if (threads > 1 && M * N * K >= 4 * parallel_grain()) {
 #pragma omp parallel num_threads(threads)
     {
 #ifdef _OPENMP
@@ -290,6 +290,12 @@ template <class T> void gemm_blocked(const GemmArgs& g, const T* A, const T* B, 
 #else
     const int skinny_threads = 1;
 #endif
+    if (g.batch >= 2 && skinny_threads > 1) {  // a few rows per matrix, many matrices: one per thread
+      parallel_for(g.batch, g.M * g.N * g.K, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b) gemm_skinny<T>(g, A + b * g.stride_a, B + b * g.stride_b, C + b * g.stride_c, 1);
+      });
+      return;
+    }
     for (int64_t b = 0; b < g.batch; ++b)
       gemm_skinny<T>(g, A + b * g.stride_a, B + b * g.stride_b, C + b * g.stride_c, skinny_threads);
     return;
@@ -303,7 +309,7 @@ template <class T> void gemm_blocked(const GemmArgs& g, const T* A, const T* B, 
   const double flops = 2.0 * static_cast<double>(g.M) * g.N * std::max<int64_t>(g.K, 1);
   // Many small matrices: one whole matrix per thread. Otherwise: all threads on each matrix.
   if (g.batch >= threads && threads > 1 && flops < 64.0 * 1024 * 1024) {
-    parallel_for(g.batch, kParallelGrain, [&](int64_t b0, int64_t b1) {
+    parallel_for(g.batch, parallel_grain(), [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b)
         gemm_one<T>(g, A + b * g.stride_a, B + b * g.stride_b, C + b * g.stride_c, 1);
     });

@@ -18,10 +18,21 @@
 namespace lm {
 namespace cpu {
 
-// Below this many elements of work a loop runs on one thread: waking a second thread (tens of
-// microseconds with OMP_WAIT_POLICY=PASSIVE) costs more than it saves. Measured on decoding,
-// where every op is small: 1 << 15 spent a quarter of a step in the scheduler.
-constexpr int64_t kParallelGrain = 1 << 18;
+// Below parallel_grain() elements of work a loop runs on one thread, because starting a parallel
+// region costs what OpenMP's idle threads make it cost. Sleeping ones (OMP_WAIT_POLICY=PASSIVE)
+// take ~40 microseconds to wake on the 2-vCPU machine: then the grain is 1 << 18 (with 1 << 15,
+// decoding a token spent a quarter of its time in the scheduler). Spinning ones (libgomp's
+// default, or PASSIVE with a GOMP_SPINCOUNT, or the `landmark` program's short spin) answer in
+// ~0.5 microseconds: then 1 << 14, and decoding uses both cores for its heads and GEMVs.
+// LANDMARK_PARALLEL_GRAIN overrides both; set_parallel_grain() too (tests use it to check that
+// the split does not change results). Read once, at first use, like libgomp reads its settings.
+constexpr int64_t kGrainSleepingThreads = 1 << 18;
+constexpr int64_t kGrainSpinningThreads = 1 << 14;
+
+int64_t default_parallel_grain();  // from the environment, as above (tensor/cpu/parallel.cpp)
+int64_t& parallel_grain_setting();
+inline int64_t parallel_grain() { return parallel_grain_setting(); }
+void set_parallel_grain(int64_t grain);  // >= 1
 
 inline int num_threads() {
 #ifdef _OPENMP
@@ -36,7 +47,7 @@ inline int num_threads() {
 template <class F> void parallel_for(int64_t n, int64_t cost, F&& f) {
   if (n <= 0) return;
   int nt = num_threads();
-  if (nt <= 1 || n * cost < kParallelGrain || n == 1) {
+  if (nt <= 1 || n * cost < parallel_grain() || n == 1) {
     f(int64_t(0), n);
     return;
   }

@@ -121,5 +121,60 @@ template <class T> inline void weighted_row_sum(const T* w, const T* const* rows
   }
 }
 
+// Scores of a query against keys that are stored transposed and not rotated yet: out[t] = sum over
+// d = 0..HS-1, in that order, of x[d] * R(K)[d][t], for t in [0, n). K is (HS, ld) (feature d of
+// key t at K[d * ld + t]); R rotates each pair (K[2i][t], K[2i+1][t]) by the angle whose cosine
+// and sine are C[i * cs + t] and S[i * cs + t], exactly as nnmath::rotate_pair does
+// (y0 = x0 c - x1 s, y1 = x0 s + x1 c). The rotated keys are never stored: the rotation and the
+// product happen in registers, 2 * VL keys at a time.
+template <class T>
+inline void rotated_vec_times_rows(const T* x, const T* K, int64_t HS, int64_t ld, int64_t n, const T* C, const T* S,
+                                   int64_t cs, T* out) {
+  typedef T vec __attribute__((vector_size(kDotVecBytes)));
+  constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(T));
+  auto load = [](const T* p) {
+    vec v;
+    std::memcpy(&v, p, sizeof(vec));
+    return v;
+  };
+  const int64_t half = HS / 2;
+  int64_t t = 0;
+  for (; t + 2 * VL <= n; t += 2 * VL) {
+    vec a0{}, a1{};
+    for (int64_t i = 0; i < half; ++i) {
+      const T* k0 = K + (2 * i) * ld + t;
+      const T* k1 = K + (2 * i + 1) * ld + t;
+      const vec c0 = load(C + i * cs + t), c1 = load(C + i * cs + t + VL);
+      const vec s0 = load(S + i * cs + t), s1 = load(S + i * cs + t + VL);
+      const vec x00 = load(k0), x01 = load(k0 + VL), x10 = load(k1), x11 = load(k1 + VL);
+      a0 += x[2 * i] * (x00 * c0 - x10 * s0);
+      a1 += x[2 * i] * (x01 * c1 - x11 * s1);
+      a0 += x[2 * i + 1] * (x00 * s0 + x10 * c0);
+      a1 += x[2 * i + 1] * (x01 * s1 + x11 * c1);
+    }
+    std::memcpy(out + t, &a0, sizeof(vec));
+    std::memcpy(out + t + VL, &a1, sizeof(vec));
+  }
+  for (; t + VL <= n; t += VL) {
+    vec a0{};
+    for (int64_t i = 0; i < half; ++i) {
+      const vec c0 = load(C + i * cs + t), s0 = load(S + i * cs + t);
+      const vec x00 = load(K + (2 * i) * ld + t), x10 = load(K + (2 * i + 1) * ld + t);
+      a0 += x[2 * i] * (x00 * c0 - x10 * s0);
+      a0 += x[2 * i + 1] * (x00 * s0 + x10 * c0);
+    }
+    std::memcpy(out + t, &a0, sizeof(vec));
+  }
+  for (; t < n; ++t) {
+    T a = 0;
+    for (int64_t i = 0; i < half; ++i) {
+      const T c = C[i * cs + t], s = S[i * cs + t], x0 = K[(2 * i) * ld + t], x1 = K[(2 * i + 1) * ld + t];
+      a += x[2 * i] * (x0 * c - x1 * s);
+      a += x[2 * i + 1] * (x0 * s + x1 * c);
+    }
+    out[t] = a;
+  }
+}
+
 }  // namespace cpu
 }  // namespace lm
