@@ -4,11 +4,14 @@
 // of context. Same weights, same thread count, one run. The landmark cache is built by really
 // reading the context (prefill time printed); the full cache is filled with random keys/values of
 // the right size, because an O(n^2) prefill of 128k tokens would take hours here and a decode
-// step's cost does not depend on the values. The memory columns are what each cache holds,
-// computed from its sizes (fast: landmark keys and tails; slow: block K/V, in RAM here or in a
-// file with --mmap-dir; full: every key and value); the process's resident set is printed at the
-// end. Last line:
+// step's cost does not depend on the values. Memory: "fast", "slow" and "full KV" are what each
+// cache holds by its sizes (fast: landmark keys and tails; slow: block K/V, in RAM or in a file
+// with --mmap-dir; full: every key and value); the RSS columns are measured, the growth of the
+// process's resident set while the cache is alive (freed heap memory trimmed before each
+// reading). Last line:
 //   decode speedup_at_32k=<full-cache step time / landmark step time at 32k>
+#include <malloc.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -34,6 +37,13 @@ double rss_mb() {
   return static_cast<double>(pages_rss) * 4096.0 / (1024.0 * 1024.0);
 }
 constexpr double kMB = 1024.0 * 1024.0;
+
+// Resident set now, after handing freed heap memory back to the OS (malloc_trim), so that the
+// difference of two readings is the memory live in between, not what glibc kept for reuse.
+double resident_mb() {
+  malloc_trim(0);
+  return rss_mb();
+}
 
 std::vector<int32_t> tokens(int64_t n, int64_t vocab, uint64_t seed) {
   manual_seed(seed);
@@ -88,13 +98,14 @@ int main(int argc, char** argv) {
   const char* spin = std::getenv("GOMP_SPINCOUNT");
   std::printf("OpenMP: OMP_WAIT_POLICY=%s GOMP_SPINCOUNT=%s; parallel grain %lld (both decoders run under the same settings)\n",
               policy ? policy : "(unset)", spin ? spin : "(unset)", (long long)cpu::parallel_grain());
-  std::printf("%8s | %12s %11s %11s %11s | %12s %11s | %8s\n", "context", "lm prefill s", "lm step ms", "lm fast MB",
-              "lm slow MB", "full step ms", "full KV MB", "speedup");
+  std::printf("%8s | %12s %11s %11s %11s %10s | %12s %11s %12s | %8s\n", "context", "lm prefill s", "lm step ms",
+              "lm fast MB", "lm slow MB", "lm RSS MB", "full step ms", "full KV MB", "full RSS MB", "speedup");
   double speedup_32k = 0;
   for (int64_t n : lengths) {
     std::vector<int32_t> ctx = tokens(n, c.vocab_size, 7), next = tokens(kRounds * steps, c.vocab_size, 8);
-    double lm_prefill, lm_step, lm_fast, lm_slow;
+    double lm_prefill, lm_step, lm_fast, lm_slow, lm_rss;
     {
+      const double r0 = resident_mb();
       const double t0 = now();
       InferenceSession s(model, ic, landmark_id);
       s.feed(ctx);
@@ -110,9 +121,11 @@ int main(int argc, char** argv) {
       const double blocks = static_cast<double>(s.cached_blocks()), L = c.n_layer, HS = c.head_size(), NH = c.n_head;
       lm_fast = L * (blocks * NH * HS + 2 * NH * (c.landmark_every + 1) * HS) * 4 / kMB;
       lm_slow = L * blocks * 2 * NH * (c.landmark_every + 1) * HS * 4 / kMB;
+      lm_rss = resident_mb() - r0;
     }
-    double full_step, full_kv;
+    double full_step, full_kv, full_rss;
     {
+      const double r0 = resident_mb();
       FullKVCache fc(model, n + kRounds * steps + 1);
       fc.fill_random(n, 9);
       fc.step(next[0]);  // warm-up
@@ -123,11 +136,12 @@ int main(int argc, char** argv) {
         full_step = std::min(full_step, (now() - t1) / steps);
       }
       full_kv = static_cast<double>(fc.bytes()) / kMB;
+      full_rss = resident_mb() - r0;
     }
     const double speedup = full_step / lm_step;
     if (n == 32768) speedup_32k = speedup;
-    std::printf("%8lld | %12.1f %11.2f %11.1f %11.1f | %12.2f %11.1f | %7.1fx\n", (long long)n, lm_prefill, 1e3 * lm_step,
-                lm_fast, lm_slow, 1e3 * full_step, full_kv, speedup);
+    std::printf("%8lld | %12.1f %11.2f %11.1f %11.1f %10.1f | %12.2f %11.1f %12.1f | %7.1fx\n", (long long)n, lm_prefill,
+                1e3 * lm_step, lm_fast, lm_slow, lm_rss, 1e3 * full_step, full_kv, full_rss, speedup);
     std::fflush(stdout);
   }
   std::printf("process RSS at the end: %.0f MB\n", rss_mb());

@@ -34,10 +34,10 @@ void BlockStore::grow(int64_t slots) {
   const size_t bytes = static_cast<size_t>(slots * 2 * block_bytes_);
   if (fd_ < 0) {
     // Re-lay the ring out in order so that slot arithmetic stays simple after growing.
-    std::vector<char> next(bytes);
+    std::unique_ptr<char[]> next(new char[bytes]);  // uninitialised: untouched pages stay unmapped
     for (int64_t i = 0; i < count_; ++i)
-      std::memcpy(next.data() + i * 2 * block_bytes_, slot_ptr((head_ + i) % slots_), static_cast<size_t>(2 * block_bytes_));
-    ram_.swap(next);
+      std::memcpy(next.get() + i * 2 * block_bytes_, slot_ptr((head_ + i) % slots_), static_cast<size_t>(2 * block_bytes_));
+    ram_ = std::move(next);
   } else {
     LM_CHECK(::ftruncate(fd_, static_cast<off_t>(bytes)) == 0,
              "BlockStore: cannot grow " << path_ << " to " << bytes << " bytes: " << std::strerror(errno));
@@ -57,7 +57,7 @@ void BlockStore::grow(int64_t slots) {
 }
 
 char* BlockStore::slot_ptr(int64_t slot) const {
-  char* base = fd_ >= 0 ? map_ : const_cast<char*>(ram_.data());
+  char* base = fd_ >= 0 ? map_ : ram_.get();
   return base + slot * 2 * block_bytes_;
 }
 

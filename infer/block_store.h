@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -38,7 +39,9 @@ class BlockStore {
   int64_t capacity_;
   int64_t count_ = 0, evicted_ = 0, head_ = 0;  // ring: the oldest held block is slot head_
   int64_t slots_ = 0;                           // allocated slots
-  std::vector<char> ram_;
+  // RAM slots. Allocated without zero-filling (new char[], not a vector), so slots not written
+  // yet are not resident: after a doubling, only the blocks held take memory.
+  std::unique_ptr<char[]> ram_;
   int fd_ = -1;
   char* map_ = nullptr;
   std::string path_;

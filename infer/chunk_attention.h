@@ -57,6 +57,12 @@ struct ChunkContext {
   RotaryCache* rope = nullptr;  // the session's cos/sin rows (positions are decided here, at use)
 };
 
+// Retrieval's scores (NH, n, nb), scaled by 1/sqrt(HS): the chunk's rotated queries against every
+// cached landmark key, the k newest at their stingy slots in stingy mode. On the CPU a plain loop
+// (cpu_loop) does the stingy rescoring and scaling in place; otherwise tensor ops on q's device.
+// Both exist so the tests can hold one against the other.
+Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, bool cpu_loop = true);
+
 // q_rot (NH, n, HS) rotated queries of the chunk; k_rot (NH, L, HS) rotated keys and v_loc (NH, L,
 // HS) values of [tail | chunk], L = tail + n, all on the cache's device. Returns the attention
 // output (NH, n, HS) on that device and fills `record` with what retrieval did.

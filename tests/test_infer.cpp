@@ -9,8 +9,10 @@
 #include <filesystem>
 
 #include "infer/block_store.h"
+#include "infer/chunk_attention.h"
 #include "infer/session.h"
 #include "landmark/retrieval.h"
+#include "landmark/tokens.h"
 #include "nn/gpt.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/rng.h"
@@ -242,4 +244,32 @@ TEST_CASE("inference: decoding gives the same bits whether its loops run on one 
   std::vector<double> serial = run(int64_t(1) << 40), split = run(1);
   cpu::set_parallel_grain(saved);
   CHECK(serial == split);
+}
+
+TEST_CASE("retrieval scores: the CPU loop equals the tensor ops (stingy and exact, f64 and f32)", "[infer][retrieval]") {
+  // A layer cache holding 5 blocks (NH 2, F 3, HS 8), random keys; 3 queries. The tensor path
+  // (rotary op + matmul + mul) is the independent answer for the CPU loop's in-place rescoring.
+  for (DType dt : {DType::F64, DType::F32}) {
+    const int64_t NH = 2, F = 3, HS = 8, blocks = 5, L = blocks * (F + 1) + 2;
+    manual_seed(31);
+    Tensor k = randn({NH, L, HS}, dt), v = randn({NH, L, HS}, dt), q = randn({NH, 3, HS}, dt);
+    std::vector<int32_t> kinds(static_cast<size_t>(L), kRegular);
+    for (int64_t j = F; j < blocks * (F + 1); j += F + 1) kinds[j] = kLandmark;
+    RotaryCache rope(HS, 10000.0, dt, Device::CPU);
+    for (PositionMode pm : {PositionMode::Stingy, PositionMode::Exact}) {
+      LayerCache cache(NH, F, HS, dt, 0, "");
+      REQUIRE(cache.absorb(k, v, kinds, rope, pm, 0) == blocks);
+      ChunkContext ctx;
+      ctx.F = F;
+      ctx.k = 2;
+      ctx.positions = pm;
+      ctx.blocks_done = blocks;
+      ctx.rope = &rope;
+      Tensor loop = retrieval_scores(cache, ctx, q, true), ops = retrieval_scores(cache, ctx, q, false);
+      REQUIRE(loop.shape() == Shape{NH, 3, blocks});
+      // Same rotation and scale; only the dot product's summation order may differ: f64 1e-13,
+      // f32 1e-5 (scores of size ~3, a few f32 ulps).
+      CHECK(max_abs_diff(loop, ops) < (dt == DType::F64 ? 1e-13 : 1e-5));
+    }
+  }
 }
