@@ -102,8 +102,8 @@ Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const 
   if (!(cpu_loop && scores.device() == Device::CPU)) {  // tensor ops, on any device
     if (ctx.positions == PositionMode::Stingy) {
       const int64_t recent = std::min(nb, ctx.k);
-      std::vector<int32_t> slots = stingy_score_slots(nb, ctx.k), pos;
-      for (int64_t b = nb - recent; b < nb; ++b) pos.push_back(static_cast<int32_t>(slots[b] * B1 + F));
+      std::vector<int32_t> pos;
+      for (int64_t b = nb - recent; b < nb; ++b) pos.push_back(static_cast<int32_t>(stingy_score_slot(b, nb, ctx.k) * B1 + F));
       Tensor recent_rot = rotary(cache.landmark_keys.narrow(1, nb - recent, recent).unsqueeze(0), ctx.rope->tables(pos)).squeeze(0);
       scores.narrow(2, nb - recent, recent).copy_(matmul(q_rot, recent_rot, false, true));
     }
@@ -120,7 +120,7 @@ Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const 
       const scalar_t* lk = cache.landmark_keys.data<scalar_t>();  // (NH, nb, HS), contiguous
       std::vector<scalar_t> rk(static_cast<size_t>(HS));
       for (int64_t b = std::max<int64_t>(0, nb - ctx.k); b < nb; ++b) {
-        const int64_t slot = ctx.k - (nb - 1 - b);  // as stingy_score_slots: the newest in slot k
+        const int64_t slot = stingy_score_slot(b, nb, ctx.k);
         const scalar_t* cs = ctx.rope->cos_rows<scalar_t>(slot * B1 + F, 1);
         const scalar_t* sn = ctx.rope->sin_rows<scalar_t>(slot * B1 + F, 1);
         for (int64_t h = 0; h < NH; ++h) {

@@ -6,8 +6,6 @@
 #include <numeric>
 
 #include "autograd/functions.h"
-#include "landmark/attention.h"
-#include "landmark/tokens.h"
 #include "tensor/create.h"
 #include "tensor/ops.h"
 #include "tensor/rng.h"
@@ -61,18 +59,9 @@ std::vector<int32_t> generate_windowed(const GPT& model, const std::vector<int32
     // for a landmark model at the same global grid as training.
     const int64_t F = model.config().landmark_every;
     int64_t raw_len = std::min<int64_t>(static_cast<int64_t>(text.size()), landmarks ? window * F / (F + 1) : window);
-    std::vector<int32_t> raw(text.end() - raw_len, text.end()), toks, kinds;
-    Tensor logits;
-    if (landmarks) {
-      LandmarkInserter ins(F, landmark_id, (static_cast<int64_t>(text.size()) - raw_len) % F);
-      ins.push(raw, toks, &kinds);
-      const int64_t n = static_cast<int64_t>(toks.size());
-      Tensor kt = from_vector(kinds, {1, n});
-      logits = select_regular(model.forward(from_vector(toks, {1, n}), Tensor(), landmark_attention_core(make_layout(kt))).value(), kt)
-                   .squeeze(0);
-    } else {
-      logits = model.forward(from_vector(raw, {1, raw_len})).value().squeeze(0);
-    }
+    std::vector<int32_t> raw(text.end() - raw_len, text.end());
+    const Tensor logits = landmarks ? one_shot_logits(model, raw, landmark_id, (static_cast<int64_t>(text.size()) - raw_len) % F)
+                                    : model.forward(from_vector(raw, {1, raw_len})).value().squeeze(0);
     const int32_t tok = sample_token(logits.select(0, logits.size(0) - 1), o, static_cast<uint64_t>(t));
     out.push_back(tok);
     text.push_back(tok);

@@ -22,9 +22,8 @@ PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const Inf
   for (int64_t t = 0; t < trials; ++t) {
     PasskeyPrompt p = passkey_prompt_for_length(tok, length, seed, static_cast<uint64_t>(t));
     std::vector<int32_t> ids = tok.encode(p.text);
-    // Stop once a non-digit follows at least one digit: the answer is complete.
+    // The answer is complete at the first non-digit after the leading spaces.
     std::string so_far;
-    // The answer ends at the first non-digit after the leading spaces.
     auto stop = [&](int32_t id) {
       so_far += tok.decode({id});
       return so_far.find_first_not_of(' ') != std::string::npos && !std::isdigit(static_cast<unsigned char>(so_far.back()));

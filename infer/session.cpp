@@ -166,10 +166,10 @@ const std::vector<RetrievalRecord>& InferenceSession::retrieval_log() const { re
 void InferenceSession::set_capture(AttentionCapture* c) { impl_->capture = c; }
 const InferConfig& InferenceSession::config() const { return impl_->cfg; }
 
-Tensor one_shot_logits(const GPT& model, const std::vector<int32_t>& raw, int32_t landmark_id) {
+Tensor one_shot_logits(const GPT& model, const std::vector<int32_t>& raw, int32_t landmark_id, int64_t phase) {
   NoGradGuard ng;
   std::vector<int32_t> toks, kinds;
-  LandmarkInserter ins(model.config().landmark_every, landmark_id);
+  LandmarkInserter ins(model.config().landmark_every, landmark_id, phase);
   ins.push(raw, toks, &kinds);
   const int64_t n = static_cast<int64_t>(toks.size());
   Tensor kinds_t = from_vector(kinds, {1, n});

@@ -65,6 +65,8 @@ class InferenceSession {
 // The one-shot reference the cache must reproduce: the whole raw sequence with landmarks
 // inserted, one landmark-attention forward at true positions 0..N'-1, logits of the regular
 // positions (n, V). Memory grows with the square of the length: for tests and short texts.
-Tensor one_shot_logits(const GPT& model, const std::vector<int32_t>& raw, int32_t landmark_id);
+// `phase`: regular tokens already in the first block (a window cut from a longer text keeps
+// the text's landmark grid, as generate_windowed does).
+Tensor one_shot_logits(const GPT& model, const std::vector<int32_t>& raw, int32_t landmark_id, int64_t phase = 0);
 
 }  // namespace lm

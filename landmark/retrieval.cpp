@@ -95,9 +95,9 @@ template std::vector<std::vector<int32_t>> select_blocks<double>(const double*, 
 
 std::vector<int32_t> stingy_score_slots(int64_t n, int64_t k) {
   LM_CHECK(n >= 0 && k >= 0, "stingy_score_slots: n and k must be >= 0, got " << n << ", " << k);
-  std::vector<int32_t> slot(static_cast<size_t>(n), 0);
   // The newest block sits in slot k, the one before in k - 1, ..., the k-th newest in slot 1.
-  for (int64_t r = 0; r < std::min(n, k); ++r) slot[n - 1 - r] = static_cast<int32_t>(k - r);
+  std::vector<int32_t> slot(static_cast<size_t>(n));
+  for (int64_t b = 0; b < n; ++b) slot[b] = static_cast<int32_t>(stingy_score_slot(b, n, k));
   return slot;
 }
 
@@ -107,9 +107,7 @@ std::vector<int32_t> stingy_attention_slots(const std::vector<int32_t>& chosen, 
   std::vector<bool> used(static_cast<size_t>(k + 1), false);
   for (size_t c = 0; c < chosen.size(); ++c) {
     LM_CHECK(chosen[c] >= 0 && chosen[c] < n, "stingy_attention_slots: block " << chosen[c] << " not in cache of " << n);
-    // Its scoring slot as stingy_score_slots gives it (k - age for the k newest, else 0),
-    // without building that whole table for every query.
-    const int64_t age = n - 1 - chosen[c], score = age < k ? k - age : 0;
+    const int64_t score = stingy_score_slot(chosen[c], n, k);  // no whole table per query
     if (score > 0) {  // a recent block keeps its true slot
       out[c] = static_cast<int32_t>(score);
       used[static_cast<size_t>(out[c])] = true;

@@ -31,6 +31,11 @@ std::vector<std::vector<int32_t>> select_blocks(const T* scores, int64_t NH, int
 // most recent cached blocks keep their true relative slots (the newest is slot k); older blocks
 // are scored as if in slot 0. Returns the scoring slot of every cached block.
 std::vector<int32_t> stingy_score_slots(int64_t n, int64_t k);
+// The same for one block b (0 = oldest): k - age for the k newest (age 0 = newest), else 0.
+inline int64_t stingy_score_slot(int64_t b, int64_t n, int64_t k) {
+  const int64_t age = n - 1 - b;
+  return age < k ? k - age : 0;
+}
 // After selection (`chosen`: ascending cached indices): recent blocks keep their slots; the older
 // ones take the lowest free slots, in chronological order. Returns one slot per chosen block.
 std::vector<int32_t> stingy_attention_slots(const std::vector<int32_t>& chosen, int64_t n, int64_t k);

@@ -11,6 +11,7 @@
 #include "infer/block_store.h"
 #include "infer/chunk_attention.h"
 #include "infer/session.h"
+#include "tests/infer_fixtures.h"
 #include "landmark/retrieval.h"
 #include "landmark/tokens.h"
 #include "nn/gpt.h"
@@ -21,39 +22,10 @@ using namespace lm;
 using namespace lm::test;
 
 namespace {
-const int32_t kLandmarkId = 40;
-
-// A small landmark GPT with weights large enough that attention is far from uniform.
-std::unique_ptr<GPT> make_model(DType dtype, int64_t F = 5) {
-  manual_seed(101);
-  GPTConfig c;
-  c.vocab_size = 41;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.block_size = 64;
-  c.attention = "landmark";
-  c.landmark_every = F;
-  auto m = std::make_unique<GPT>(c);
-  for (Var* p : m->parameters())
-    if (p->dim() == 2) p->value().copy_(mul(p->value(), 8.0));
-  m->to(dtype);
-  return m;
-}
-
-std::vector<int32_t> random_raw(int64_t n, uint64_t seed) {
-  manual_seed(seed);
-  Tensor t = rand({n}, DType::F64, Device::CPU, 0, 40).to(DType::I32);
-  return t.to_vector<int32_t>();
-}
-
-InferConfig exact_all(int64_t chunk) {
-  InferConfig c;
-  c.chunk_len = chunk;
-  c.k = 1000;  // more than ever cached: everything is retrieved
-  c.positions = PositionMode::Exact;
-  return c;
-}
+using infer_test::exact_all;
+using infer_test::kLandmarkId;
+using infer_test::make_model;
+using infer_test::random_raw;
 }  // namespace
 
 TEST_CASE("inference: chunked logits equal the one-shot forward (exact positions, all blocks, f64)", "[infer]") {

@@ -14,6 +14,7 @@
 
 #include "gpu_compare.h"
 #include "infer/session.h"
+#include "tests/infer_fixtures.h"
 #include "nn/gpt.h"
 #include "tensor/rng.h"
 
@@ -21,40 +22,10 @@ using namespace lm;
 using namespace lm::gputest;
 
 namespace {
-const int32_t kLandmarkId = 40;
-
-// The model of tests/test_infer.cpp (weights x8, so attention is far from uniform and a wrongly
-// gathered or placed block shows), built from one seed and left on `device`.
-std::unique_ptr<GPT> make_model(DType dtype, Device device) {
-  manual_seed(101);
-  GPTConfig c;
-  c.vocab_size = 41;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.block_size = 64;
-  c.attention = "landmark";
-  c.landmark_every = 5;
-  auto m = std::make_unique<GPT>(c);
-  for (Var* p : m->parameters())
-    if (p->dim() == 2) p->value().copy_(mul(p->value(), 8.0));
-  m->to(dtype);
-  m->to(device);
-  return m;
-}
-
-std::vector<int32_t> random_raw(int64_t n, uint64_t seed) {
-  manual_seed(seed);
-  return rand({n}, DType::F64, Device::CPU, 0, 40).to(DType::I32).to_vector<int32_t>();
-}
-
-InferConfig exact_all(int64_t chunk) {
-  InferConfig c;
-  c.chunk_len = chunk;
-  c.k = 1000;  // more than ever cached: everything is retrieved
-  c.positions = PositionMode::Exact;
-  return c;
-}
+using infer_test::exact_all;
+using infer_test::kLandmarkId;
+using infer_test::make_model;
+using infer_test::random_raw;
 
 // Tolerance on logits, absolute, scaled by the largest CPU logit (about 2.4 here). The devices
 // differ only in summation orders outside the virtual rows (cuBLAS against the CPU GEMM in the
