@@ -10,11 +10,8 @@
 // on the CPU or in infer/cuda/chunk_attention.cu on CUDA.
 #include "infer/chunk_attention.h"
 
+#include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <map>
-#include <tuple>
-#include <set>
 
 #include "infer/cuda/chunk_attention.h"
 #include "landmark/grouped_softmax.h"
@@ -334,9 +331,12 @@ Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const T
     const Tensor q = q_rot.contiguous(), k = k_rot.contiguous(), v = v_loc.contiguous();
     const RetrievalPlan plan = plan_retrieval<scalar_t>(cache, ctx, q);
     if (rec) {
-      std::set<int32_t> unique;
-      for (const auto& s : plan.sel) unique.insert(s.begin(), s.end());
-      *rec = RetrievalRecord{ctx.chunk, ctx.layer, plan.nb, static_cast<int64_t>(unique.size()), q.size(1)};
+      // Distinct blocks over all rows: one sorted vector (this runs per layer and token).
+      std::vector<int32_t> all;
+      for (const auto& s : plan.sel) all.insert(all.end(), s.begin(), s.end());
+      std::sort(all.begin(), all.end());
+      const int64_t unique = std::unique(all.begin(), all.end()) - all.begin();
+      *rec = RetrievalRecord{ctx.chunk, ctx.layer, plan.nb, unique, q.size(1)};
     }
     out = q.device() == Device::CPU ? attend<scalar_t>(cache, ctx, plan, q, k, v)
                                     : attend_cuda<scalar_t>(cache, ctx, plan, q, k, v);

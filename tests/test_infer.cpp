@@ -245,3 +245,25 @@ TEST_CASE("retrieval scores: the CPU loop equals the tensor ops (stingy and exac
     }
   }
 }
+
+TEST_CASE("retrieval log: the unique-block count (Appendix F) on cases with a known answer", "[infer][retrieval]") {
+  auto model = make_model(DType::F64);
+  std::vector<int32_t> raw = random_raw(80, 41);
+  // Every block retrieved by every query: unique == cached in every record.
+  InferenceSession all(*model, exact_all(20), kLandmarkId);
+  all.feed(raw);
+  for (const RetrievalRecord& r : all.retrieval_log()) CHECK(r.unique == r.cached);
+  // k = 1 shared by each head across its chunk: at most one block per head (2 heads).
+  InferConfig one;
+  one.chunk_len = 20;
+  one.k = 1;
+  one.granularity = Granularity::Head;
+  InferenceSession s(*model, one, kLandmarkId);
+  s.feed(raw);
+  bool some = false;
+  for (const RetrievalRecord& r : s.retrieval_log()) {
+    CHECK(r.unique <= std::min<int64_t>(2, r.cached));
+    some = some || r.unique > 0;
+  }
+  CHECK(some);
+}
