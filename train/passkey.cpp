@@ -10,7 +10,7 @@
 namespace lm {
 
 const char* const kPasskeyTask =
-    "There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. "
+    "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
     "I will quiz you about the important information there.";
 const char* const kPasskeyFiller =
     "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
