@@ -102,23 +102,18 @@ std::vector<int32_t> stingy_score_slots(int64_t n, int64_t k) {
 }
 
 std::vector<int32_t> stingy_attention_slots(const std::vector<int32_t>& chosen, int64_t n, int64_t k) {
-  LM_CHECK(static_cast<int64_t>(chosen.size()) <= k, "stingy_attention_slots: " << chosen.size() << " blocks for k = " << k);
-  std::vector<int32_t> out(chosen.size(), -1);
-  std::vector<bool> used(static_cast<size_t>(k + 1), false);
-  for (size_t c = 0; c < chosen.size(); ++c) {
-    LM_CHECK(chosen[c] >= 0 && chosen[c] < n, "stingy_attention_slots: block " << chosen[c] << " not in cache of " << n);
-    const int64_t score = stingy_score_slot(chosen[c], n, k);  // no whole table per query
-    if (score > 0) {  // a recent block keeps its true slot
-      out[c] = static_cast<int32_t>(score);
-      used[static_cast<size_t>(out[c])] = true;
-    }
-  }
-  int32_t next = 0;  // older blocks, in chronological order, into the lowest free slots
-  for (size_t c = 0; c < chosen.size(); ++c) {
-    if (out[c] >= 0) continue;
-    while (used[static_cast<size_t>(next)]) ++next;
-    out[c] = next;
-    used[static_cast<size_t>(next)] = true;
+  LM_CHECK(static_cast<int64_t>(chosen.size()) <= std::min(k, n),
+           "stingy_attention_slots: " << chosen.size() << " blocks chosen from " << n << " cached with k = " << k);
+  // A recent block sits one slot further right than its rank, and further still when fewer than
+  // k blocks are cached, so that the newest block always ends up in slot k next to the context.
+  const int64_t recent_shift = 1 + k - std::min(k, n);
+  std::vector<int32_t> out(chosen.size());
+  for (size_t j = 0; j < chosen.size(); ++j) {
+    LM_CHECK(chosen[j] >= 0 && chosen[j] < n && (j == 0 || chosen[j] > chosen[j - 1]),
+             "stingy_attention_slots: chosen blocks must be distinct, ascending and in 0.." << n - 1 << "; got "
+                                                                                         << chosen[j] << " at " << j);
+    const bool recent = stingy_score_slot(chosen[j], n, k) > 0;
+    out[j] = static_cast<int32_t>(static_cast<int64_t>(j) + (recent ? recent_shift : 0));
   }
   return out;
 }

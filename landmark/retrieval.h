@@ -26,18 +26,25 @@ template <class T>
 std::vector<std::vector<int32_t>> select_blocks(const T* scores, int64_t NH, int64_t n, int64_t nb, int64_t k,
                                                 Granularity g);
 
-// Stingy position mapping with k retrieved blocks out of n cached ones (chronological 0..n-1).
-// The k + 1 block slots s = 0..k before the current context each span F + 1 positions. The k
-// most recent cached blocks keep their true relative slots (the newest is slot k); older blocks
-// are scored as if in slot 0. Returns the scoring slot of every cached block.
+// Stingy position mapping (Section 3.2.1, Fig. 2) with k retrieved blocks out of n cached ones
+// (chronological 0..n-1). The k + 1 block slots s = 0..k before the current context each span
+// F + 1 positions.
+// Scoring: the k most recent cached blocks score their landmark at their true relative slot (the
+// newest in slot k, the one before in k - 1, ...); every older block scores at slot 0. Returns
+// the scoring slot of every cached block.
 std::vector<int32_t> stingy_score_slots(int64_t n, int64_t k);
 // The same for one block b (0 = oldest): k - age for the k newest (age 0 = newest), else 0.
 inline int64_t stingy_score_slot(int64_t b, int64_t n, int64_t k) {
   const int64_t age = n - 1 - b;
   return age < k ? k - age : 0;
 }
-// After selection (`chosen`: ascending cached indices): recent blocks keep their slots; the older
-// ones take the lowest free slots, in chronological order. Returns one slot per chosen block.
+// Placement, once the blocks are chosen (`chosen`: ascending cached indices, at most k of them).
+// The order of the blocks is kept: with k' = min(k, n) blocks retrieved, the j-th chosen block
+// goes to slot j + (1 + k - k' if it is one of the k most recent blocks, else 0). Older blocks
+// fill slots 0, 1, ... from the left; recent ones sit right of one empty slot. So an older block
+// never sits right of a newer one, and choosing exactly the k most recent blocks puts them on
+// their true slots (1..k, or k-n+1..k when fewer than k are cached). Example: 10 cached blocks,
+// k 3, chosen {0, 1, 7}: slots 0, 1, 3. Returns one slot per chosen block.
 std::vector<int32_t> stingy_attention_slots(const std::vector<int32_t>& chosen, int64_t n, int64_t k);
 
 }  // namespace lm

@@ -1,7 +1,8 @@
 // test_infer.cpp: cached chunked inference against its oracle, the one-shot forward of the
 // landmark-augmented sequence (exact positions, every cached block retrieved, no capacity), in
 // f64 and f32, across chunk boundaries that split blocks; plus what changes when k is smaller,
-// the retrieval math (granularities, stingy slots), capacity, and the mmap block store.
+// stingy against exact positions, capacity, and the mmap block store (the retrieval math itself:
+// tests/test_retrieval.cpp).
 #include "tests/helpers.h"
 
 #include <algorithm>
@@ -79,60 +80,35 @@ TEST_CASE("inference: exactly k blocks cached is the one-shot forward; fewer ret
   CHECK(err[4] < err[0]);
 }
 
-TEST_CASE("retrieval: granularities select what they should", "[infer][retrieval]") {
-  // NH 2, n 2 queries, nb 4 blocks; scores chosen by hand.
-  const double s[] = {/* h0 q0 */ 5, 1, 0, 4, /* h0 q1 */ 0, 6, 1, 0,
-                      /* h1 q0 */ 0, 0, 7, 0, /* h1 q1 */ 3, 0, 0, 2};
-  auto th = select_blocks<double>(s, 2, 2, 4, 2, Granularity::TokenHead);
-  CHECK(th[0] == std::vector<int32_t>{0, 3});  // chronological order, not score order
-  CHECK(th[1] == std::vector<int32_t>{1, 2});
-  CHECK(th[2] == std::vector<int32_t>{0, 2});  // ties among zeros go to the older block
-  CHECK(th[3] == std::vector<int32_t>{0, 3});
-  // Token: per token, max over heads of the per-head softmax. q0: h1's 7 dominates block 2 (p~0.997),
-  // h0 gives block 0 p~0.72: {0, 2}. q1: h0's block 1 p~0.99, h1's block 0 p~0.69: {0, 1}.
-  auto tok = select_blocks<double>(s, 2, 2, 4, 2, Granularity::Token);
-  CHECK(tok[0] == std::vector<int32_t>{0, 2});
-  CHECK(tok[2] == std::vector<int32_t>{0, 2});  // shared by both heads
-  CHECK(tok[1] == std::vector<int32_t>{0, 1});
-  // Head: per head, max over the chunk's tokens. h0: block 1 (0.99 from q1), block 0 (0.72 from q0).
-  auto head = select_blocks<double>(s, 2, 2, 4, 2, Granularity::Head);
-  CHECK(head[0] == std::vector<int32_t>{0, 1});
-  CHECK(head[1] == std::vector<int32_t>{0, 1});  // shared by both tokens of head 0
-  CHECK(head[2] == std::vector<int32_t>{0, 2});  // h1: block 2 (q0), block 0 (q1)
-  CHECK(select_blocks<double>(s, 2, 2, 4, 9, Granularity::TokenHead)[0].size() == 4);  // k clamped
-  CHECK_THROWS_AS(parse_granularity("tokens"), Error);
-}
-
-TEST_CASE("retrieval: top-k per (head, query) equals a full stable sort, ties included", "[infer][retrieval]") {
-  // Independent answer: sort all blocks by (score descending, index ascending), keep k, order
-  // chronologically. Scores from {0, 1, 2, 3} so ties are everywhere.
-  manual_seed(5);
-  for (int64_t nb : {1, 2, 7, 40, 300}) {
-    for (int64_t k : {1, 2, 4, 9}) {
-      std::vector<double> s = values(rand({nb}, DType::F64));
-      for (double& x : s) x = std::floor(4.0 * x);
-      std::vector<int32_t> order(static_cast<size_t>(nb));
-      for (int32_t i = 0; i < static_cast<int32_t>(nb); ++i) order[i] = i;
-      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return s[a] > s[b]; });
-      order.resize(static_cast<size_t>(std::min(k, nb)));
-      std::sort(order.begin(), order.end());
-      INFO("nb " << nb << " k " << k);
-      CHECK(select_blocks<double>(s.data(), 1, 1, nb, k, Granularity::TokenHead)[0] == order);
-    }
+TEST_CASE("inference: with at most k cached blocks, stingy positions equal exact ones and the one-shot forward",
+          "[infer][retrieval]") {
+  // Every cached block is retrieved and the stingy slots of the k newest are their true relative
+  // places, so only the origin of the positions differs from exact mode: rotary scores depend on
+  // differences of positions alone. 60 raw tokens = 12 blocks of 5; chunks of 20 leave 4 and 8
+  // blocks cached before the second and third chunk.
+  auto model = make_model(DType::F64);
+  std::vector<int32_t> raw = random_raw(60, 12);
+  Tensor ref = one_shot_logits(*model, raw, kLandmarkId);
+  for (int64_t k : {8, 9, 15}) {  // k = 8: exactly k blocks cached before the last chunk
+    INFO("k " << k);
+    InferConfig c;
+    c.chunk_len = 20;
+    c.k = k;
+    c.positions = PositionMode::Stingy;
+    Tensor stingy = InferenceSession(*model, c, kLandmarkId).feed(raw);
+    c.positions = PositionMode::Exact;
+    Tensor exact = InferenceSession(*model, c, kLandmarkId).feed(raw);
+    // f64: the same sums, rotary angles of shifted positions (computed in f64) round differently.
+    CHECK(max_abs_diff(stingy, exact) < 1e-10);
+    CHECK(max_abs_diff(stingy, ref) < 1e-10);
   }
-}
-
-TEST_CASE("retrieval: stingy positions on a hand-worked case", "[infer][retrieval]") {
-  // 5 cached blocks, k = 2: the two newest keep slots 1 and 2, the rest are scored at slot 0.
-  CHECK(stingy_score_slots(5, 2) == std::vector<int32_t>{0, 0, 0, 1, 2});
-  CHECK(stingy_score_slots(2, 4) == std::vector<int32_t>{3, 4});  // fewer cached than k
-  // Chosen {1, 4}: block 4 keeps slot 2, block 1 takes the lowest free slot 0 (slot 1 stays empty).
-  CHECK(stingy_attention_slots({1, 4}, 5, 2) == std::vector<int32_t>{0, 2});
-  CHECK(stingy_attention_slots({0, 2}, 5, 2) == std::vector<int32_t>{0, 1});  // two old blocks
-  CHECK(stingy_attention_slots({3, 4}, 5, 2) == std::vector<int32_t>{1, 2});  // the two newest
-  CHECK(stingy_attention_slots({0, 3}, 5, 2) == std::vector<int32_t>{0, 1});
-  CHECK(stingy_attention_slots({0, 1}, 2, 4) == std::vector<int32_t>{3, 4});  // fewer cached than k
-  CHECK(stingy_attention_slots({1}, 2, 4) == std::vector<int32_t>{4});
+  // One block more than k in the cache and the two modes part: older blocks move to slot 0.
+  InferConfig c;
+  c.chunk_len = 20;
+  c.k = 3;
+  Tensor stingy = InferenceSession(*model, c, kLandmarkId).feed(raw);
+  c.positions = PositionMode::Exact;
+  CHECK(max_abs_diff(stingy, InferenceSession(*model, c, kLandmarkId).feed(raw)) > 1e-6);
 }
 
 TEST_CASE("inference: stingy positions change the result but keep it finite; capacity keeps the newest blocks",
