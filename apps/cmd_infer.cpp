@@ -1,177 +1,20 @@
-// cmd_infer.cpp: `landmark passkey`, `landmark eval`, `landmark generate` and `landmark attn-map`:
-// thin wrappers over infer/ (passkey_eval.h, eval.h, generate.h, attention maps).
+// cmd_infer.cpp: `landmark generate` and `landmark attn-map`: thin wrappers over infer/
+// (generate.h, attention maps through AttentionCapture). The evaluations are apps/cmd_eval.cpp.
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <iostream>
-#include <map>
 #include <memory>
-#include <sstream>
 
 #include "apps/commands.h"
-#include "infer/eval.h"
+#include "apps/infer_flags.h"
 #include "infer/generate.h"
 #include "infer/model_io.h"
-#include "infer/passkey_eval.h"
 #include "infer/session.h"
 #include "plot/plot.h"
 #include "tensor/check.h"
-#include "train/token_file.h"
 
 namespace lm {
 namespace app {
-
-namespace {
-// The retrieval flags every inference command shares.
-struct InferFlags {
-  InferConfig cfg;
-  std::string granularity = "token-head", positions = "stingy", device = "cpu";
-  void add(CLI::App* sub) {
-    sub->add_option("--device", device, "cpu or cuda (block K/V stay in host memory either way)")
-        ->check(CLI::IsMember({"cpu", "cuda"}))
-        ->capture_default_str();
-    sub->add_option("--chunk", cfg.chunk_len, "Raw tokens per chunk (local context)")->check(CLI::PositiveNumber)->capture_default_str();
-    sub->add_option("--k", cfg.k, "Blocks retrieved per query")->check(CLI::NonNegativeNumber)->capture_default_str();
-    sub->add_option("--capacity", cfg.capacity, "Keep only the newest S blocks (0: all)")->check(CLI::NonNegativeNumber)->capture_default_str();
-    sub->add_option("--granularity", granularity, "token-head | token | head: who shares a retrieval")
-        ->check(CLI::IsMember({"token-head", "token", "head"}))
-        ->capture_default_str();
-    sub->add_option("--positions", positions, "stingy | exact")->check(CLI::IsMember({"stingy", "exact"}))->capture_default_str();
-    sub->add_option("--mmap-dir", cfg.mmap_dir, "Keep block K/V in memory-mapped files in this directory");
-  }
-  Device dev() const { return parse_device(device); }
-  InferConfig get() {
-    cfg.granularity = parse_granularity(granularity);
-    cfg.positions = parse_position_mode(positions);
-    return cfg;
-  }
-};
-}  // namespace
-
-Command passkey_command(CLI::App& app) {
-  auto* sub = app.add_subcommand("passkey", "Pass-key retrieval accuracy against prompt length (Section 4)");
-  auto ckpt = std::make_shared<std::string>();
-  auto baseline = std::make_shared<std::string>();
-  auto lengths = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{512, 1024, 2048, 4096, 8192, 16384, 32768});
-  auto trials = std::make_shared<int64_t>(20);
-  auto seed = std::make_shared<uint64_t>(2023);
-  auto png = std::make_shared<std::string>();
-  auto flags = std::make_shared<InferFlags>();
-  sub->add_option("--checkpoint", *ckpt, "A landmark model's checkpoint")->required()->check(CLI::ExistingFile);
-  sub->add_option("--baseline", *baseline, "A standard model's checkpoint, evaluated with its own window")
-      ->check(CLI::ExistingFile);
-  sub->add_option("--lengths", *lengths, "Prompt lengths in tokens")->delimiter(',')->capture_default_str();
-  sub->add_option("--trials", *trials, "Prompts per length")->check(CLI::PositiveNumber)->capture_default_str();
-  sub->add_option("--seed", *seed, "Seed for keys and key positions")->capture_default_str();
-  sub->add_option("--plot", *png, "Write accuracy against length to this PNG");
-  flags->add(sub);
-  auto run = [=]() {
-    InferConfig cfg = flags->get();
-    LoadedModel lm_model = load_trained_model(*ckpt, flags->dev());
-    LoadedModel base;
-    if (!baseline->empty()) {
-      base = load_trained_model(*baseline, flags->dev());
-      LM_CHECK(base.tokenizer->fingerprint() == lm_model.tokenizer->fingerprint(),
-               "passkey: the baseline was trained with another tokenizer");
-    }
-    std::printf("pass-key retrieval: %lld trials per length, k %lld, chunk %lld, %s positions, %s granularity\n",
-                static_cast<long long>(*trials), static_cast<long long>(cfg.k), static_cast<long long>(cfg.chunk_len),
-                position_mode_name(cfg.positions), granularity_name(cfg.granularity));
-    std::printf("%8s  %14s%s\n", "length", "landmark", base.model ? "  baseline (own window)" : "");
-    plot::Series s_lm{"landmark (k " + std::to_string(cfg.k) + ")", {}, {}, {}}, s_base{"baseline (window)", {}, {}, {}};
-    for (int64_t len : *lengths) {
-      PasskeyResult r = passkey_accuracy(*lm_model.model, *lm_model.tokenizer, cfg, len, *trials, *seed);
-      std::printf("%8lld  %5.1f%% (%2lld/%2lld)", static_cast<long long>(len), 100 * r.accuracy(),
-                  static_cast<long long>(r.correct), static_cast<long long>(r.trials));
-      s_lm.x.push_back(static_cast<double>(len));
-      s_lm.y.push_back(100 * r.accuracy());
-      if (base.model) {
-        PasskeyResult b = passkey_accuracy(*base.model, *base.tokenizer, cfg, len, *trials, *seed,
-                                           base.model->config().block_size);
-        std::printf("  %5.1f%% (%2lld/%2lld)", 100 * b.accuracy(), static_cast<long long>(b.correct),
-                    static_cast<long long>(b.trials));
-        s_base.x.push_back(static_cast<double>(len));
-        s_base.y.push_back(100 * b.accuracy());
-      }
-      std::printf("   [%.1f s]\n", r.seconds);
-      std::fflush(stdout);
-    }
-    if (!png->empty()) {
-      plot::LineChartOptions o;
-      o.title = "pass-key retrieval";
-      o.x_label = "prompt length (tokens)";
-      o.y_label = "accuracy (%)";
-      o.log_x = true;
-      o.y_range = std::make_pair(0.0, 100.0);
-      o.markers = true;
-      std::vector<plot::Series> series{s_lm};
-      if (base.model) series.push_back(s_base);
-      plot::line_chart(*png, series, o);
-      std::printf("wrote %s\n", png->c_str());
-    }
-    return 0;
-  };
-  return {sub, run};
-}
-
-Command eval_command(CLI::App& app) {
-  auto* sub = app.add_subcommand("eval", "Perplexity over long windows with cached retrieval (the paper's Table 1)");
-  auto ckpt = std::make_shared<std::string>();
-  auto tokens = std::make_shared<std::string>();
-  auto length = std::make_shared<int64_t>(2048);
-  auto windows = std::make_shared<int64_t>(0);
-  auto hist = std::make_shared<std::string>();
-  auto flags = std::make_shared<InferFlags>();
-  sub->add_option("--checkpoint", *ckpt, "Model checkpoint")->required()->check(CLI::ExistingFile);
-  sub->add_option("--tokens", *tokens, "A token file made by `landmark prepare` with the same tokenizer (e.g. val.tokens)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  sub->add_option("--length", *length, "Evaluation length: raw tokens per window")->check(CLI::Range(int64_t(2), int64_t(1) << 30))->capture_default_str();
-  sub->add_option("--windows", *windows, "Evaluate at most this many windows (0: all)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  sub->add_option("--hist", *hist, "Write the histogram of unique retrieved blocks (Appendix F) to this PNG");
-  flags->add(sub);
-  auto run = [=]() {
-    InferConfig cfg = flags->get();
-    LoadedModel m = load_trained_model(*ckpt, flags->dev());
-    TokenFile data(*tokens);
-    data.check_fingerprint(m.tokenizer->fingerprint());
-    PerplexityResult r = evaluate_perplexity(*m.model, data.tokens(), cfg, m.landmark_id(), *length, *windows,
-                                             [](int64_t d, int64_t t) { std::fprintf(stderr, "\rwindow %lld/%lld", (long long)d, (long long)t); });
-    std::fprintf(stderr, "\n");
-    const bool landmark = m.model->config().attention == "landmark";
-    const int64_t F = m.model->config().landmark_every;
-    std::printf("%-12s %-8s %-9s %-7s %-3s %-15s %s\n", "Eval. Length", "l_local", "XL cache", "Blocks", "k", "Attention Size",
-                "Perplexity");
-    if (landmark)
-      std::printf("%-12lld %-8lld %-9s %-7s %-3lld %-15lld %.3f\n", (long long)*length, (long long)cfg.chunk_len, "None",
-                  cfg.capacity > 0 ? std::to_string(cfg.capacity).c_str() : "all", (long long)cfg.k,
-                  (long long)(cfg.chunk_len + cfg.k * (F + 1)), r.perplexity());
-    else
-      std::printf("%-12lld %-8lld %-9s %-7s %-3s %-15lld %.3f\n", (long long)*length, (long long)*length, "None", "None", "-",
-                  (long long)*length, r.perplexity());
-    std::printf("(%lld windows, %lld tokens scored, %.3f nats/token, %.1f s; attention size = chunk + k (F + 1))\n",
-                (long long)r.windows, (long long)r.tokens, r.nll, r.seconds);
-    if (!r.unique_blocks.empty()) {
-      double mean = 0;
-      for (int64_t u : r.unique_blocks) mean += static_cast<double>(u);
-      mean /= static_cast<double>(r.unique_blocks.size());
-      std::printf("unique blocks retrieved in the penultimate chunk: mean %.2f of %lld cached (%s granularity)\n", mean,
-                  (long long)r.cached_at_penultimate, granularity_name(cfg.granularity));
-      if (!hist->empty()) {
-        plot::HistogramOptions o;
-        o.title = "unique retrieved blocks, penultimate chunk (" + std::string(granularity_name(cfg.granularity)) + ")";
-        o.x_label = "unique blocks (of " + std::to_string(r.cached_at_penultimate) + " cached)";
-        o.y_label = "count (windows x layers)";
-        o.integer_bins = true;
-        std::vector<double> v(r.unique_blocks.begin(), r.unique_blocks.end());
-        plot::histogram(*hist, v, 0, o);
-        std::printf("wrote %s\n", hist->c_str());
-      }
-    }
-    return 0;
-  };
-  return {sub, run};
-}
 
 Command generate_command(CLI::App& app) {
   auto* sub = app.add_subcommand("generate", "Generate text from a prompt (landmark models read it with retrieval)");
@@ -198,9 +41,10 @@ Command generate_command(CLI::App& app) {
     LM_CHECK(!text.empty(), "generate: give --prompt or --prompt-file");
     std::vector<int32_t> ids = m.tokenizer->encode(text), out;
     if (m.model->config().attention == "landmark") {
-      InferenceSession s(*m.model, flags->get(), m.landmark_id());
+      InferenceSession s(*m.model, flags->get(m), m.landmark_id(), m.cmt_id());
       out = generate(s, ids, *max_new, *sample);
     } else {
+      flags->get(m);  // checks the flags against the model
       out = generate_windowed(*m.model, ids, m.model->config().block_size, *max_new, *sample);
     }
     std::cout << text << m.tokenizer->decode(out) << "\n";
@@ -241,7 +85,7 @@ Command attn_map_command(CLI::App& app) {
     LM_CHECK(!t.empty(), "attn-map: give --text or --text-file");
     std::vector<int32_t> ids = m.tokenizer->encode(t);
     if (static_cast<int64_t>(ids.size()) > *max_tokens) ids.resize(static_cast<size_t>(*max_tokens));
-    InferenceSession s(*m.model, flags->get(), m.landmark_id());
+    InferenceSession s(*m.model, flags->get(m), m.landmark_id(), m.cmt_id());
     AttentionCapture cap;
     cap.layer = *layer;
     cap.head = *head;

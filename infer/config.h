@@ -1,6 +1,7 @@
 // config.h: the knobs of cached chunked inference (Section 3.2): chunk length, how many blocks to
 // retrieve (k), how many to keep (capacity), who shares a retrieval (granularity), how retrieved
-// blocks are positioned (stingy or exact), and where block K/V live (RAM or a memory-mapped file).
+// blocks are positioned (stingy or exact), where block K/V live (RAM or a memory-mapped file), and
+// the cutoff of the context-miss token.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,8 @@ struct InferConfig {
   Granularity granularity = Granularity::TokenHead;
   PositionMode positions = PositionMode::Stingy;
   std::string mmap_dir;          // non-empty: block K/V in memory-mapped files there (slow memory)
+  double cmt_cutoff = 0;         // models with a context-miss token: S(CMT) below this is set to 0
+                                 // for the gating of retrieved blocks (Appendix D); in [0, 1]
   void validate() const;
 };
 

@@ -1,8 +1,10 @@
-// eval.h: perplexity over long texts with cached chunked inference (the paper's Table 1): the
+// eval.h: perplexity over long texts with cached chunked inference (the paper's Tables 1-3): the
 // text is cut into non-overlapping windows of eval_length raw tokens, each window is read by a
-// fresh InferenceSession in chunks, and every position but the last predicts the next token.
-// Also collects Appendix F's statistic: the number of unique blocks retrieved in the
-// penultimate chunk of each window, per layer.
+// fresh InferenceSession in chunks, and all eval_length positions are scored, the last one
+// against the first token after the window (so N tokens give (N - 1) / eval_length windows).
+// Also collects what retrieval did: the blocks retrieved (Table 2's count), the unique blocks
+// per token, Appendix F's statistic (unique blocks in the penultimate chunk of each window, per
+// layer) and, for a model with a context-miss token, the drop rate at the CMT cutoff (Table 3).
 #pragma once
 
 #include <functional>
@@ -19,14 +21,24 @@ struct PerplexityResult {
   double perplexity() const;
   std::vector<int64_t> unique_blocks;  // per window and layer: penultimate chunk's unique blocks
   int64_t cached_at_penultimate = 0;   // blocks in the cache then (the histogram's upper end)
+  // Over every (chunk, layer) that had at least one cached block:
+  int64_t retrieval_steps = 0;     // such (chunk, layer) pairs
+  int64_t fetched = 0;             // blocks retrieved, one per member of each distinct set
+  int64_t unique = 0, queries = 0;  // distinct blocks per (chunk, layer), and the queries there
+  double fetched_per_step() const;  // Table 2's "Blocks": per chunk and layer
+  double unique_per_token() const;  // distinct blocks of a chunk and layer over its queries
+  // Context-miss token (models trained with --cmt): rows = (query, layer, head) triples.
+  int64_t cmt_rows = 0, cmt_dropped = 0;
+  double drop_rate() const;  // share of CMT scores below the cutoff (0 without a CMT)
   double seconds = 0;
 };
 
-// `tokens`: the raw text; windows of `eval_length` (the remainder is dropped). max_windows > 0
-// stops early. A standard model (no landmarks) is evaluated in one shot per window and needs
-// eval_length <= block_size. progress(window_done, windows_total).
+// `tokens`: the raw text; windows of `eval_length` scored tokens (the remainder is dropped).
+// max_windows > 0 stops early. A standard model (no landmarks) is evaluated in one shot per window
+// and needs eval_length <= block_size. cmt_id: the "<|cmt|>" id, needed by a model trained with a
+// context-miss token. progress(window_done, windows_total).
 PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t>& tokens, const InferConfig& cfg,
-                                     int32_t landmark_id, int64_t eval_length, int64_t max_windows = 0,
+                                     int32_t landmark_id, int32_t cmt_id, int64_t eval_length, int64_t max_windows = 0,
                                      const std::function<void(int64_t, int64_t)>& progress = nullptr);
 
 }  // namespace lm

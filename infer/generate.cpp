@@ -36,7 +36,12 @@ int32_t sample_token(const Tensor& logits, const SampleOptions& o, uint64_t coun
 std::vector<int32_t> generate(InferenceSession& session, const std::vector<int32_t>& prompt, int64_t max_new,
                               const SampleOptions& o, const std::function<bool(int32_t)>& stop) {
   LM_CHECK(!prompt.empty(), "generate: the prompt is empty");
-  Tensor logits = session.feed(prompt);
+  return generate_from(session, session.feed(prompt), max_new, o, stop);
+}
+
+std::vector<int32_t> generate_from(InferenceSession& session, Tensor logits, int64_t max_new, const SampleOptions& o,
+                                   const std::function<bool(int32_t)>& stop) {
+  LM_CHECK(logits.dim() == 2 && logits.size(0) > 0, "generate: need the prompt's logits, got " << describe(logits));
   std::vector<int32_t> out;
   for (int64_t t = 0; t < max_new; ++t) {
     const int32_t tok = sample_token(logits.select(0, logits.size(0) - 1), o, static_cast<uint64_t>(t));
@@ -49,18 +54,19 @@ std::vector<int32_t> generate(InferenceSession& session, const std::vector<int32
 
 std::vector<int32_t> generate_windowed(const GPT& model, const std::vector<int32_t>& prompt, int64_t window,
                                        int64_t max_new, const SampleOptions& o, const std::function<bool(int32_t)>& stop,
-                                       int32_t landmark_id) {
+                                       int32_t landmark_id, int32_t cmt_id) {
   LM_CHECK(window > 0 && !prompt.empty(), "generate_windowed: need a window and a prompt");
   NoGradGuard ng;
   std::vector<int32_t> text = prompt, out;
   const bool landmarks = model.config().attention == "landmark";
   for (int64_t t = 0; t < max_new; ++t) {
-    // The last `window` raw tokens (fewer if landmarks must fit too), with landmarks inserted
-    // for a landmark model at the same global grid as training.
-    const int64_t F = model.config().landmark_every;
-    int64_t raw_len = std::min<int64_t>(static_cast<int64_t>(text.size()), landmarks ? window * F / (F + 1) : window);
+    // The last `window` raw tokens (fewer if landmarks, and a CMT, must fit too), with landmarks
+    // inserted for a landmark model at the same global grid as training.
+    const int64_t F = model.config().landmark_every, room = window - (model.config().context_miss ? 1 : 0);
+    int64_t raw_len = std::min<int64_t>(static_cast<int64_t>(text.size()), landmarks ? room * F / (F + 1) : window);
     std::vector<int32_t> raw(text.end() - raw_len, text.end());
-    const Tensor logits = landmarks ? one_shot_logits(model, raw, landmark_id, (static_cast<int64_t>(text.size()) - raw_len) % F)
+    const Tensor logits = landmarks ? one_shot_logits(model, raw, landmark_id, (static_cast<int64_t>(text.size()) - raw_len) % F,
+                                                      OneShotCmt{cmt_id, 0, 0.0})
                                     : model.forward(from_vector(raw, {1, raw_len})).value().squeeze(0);
     const int32_t tok = sample_token(logits.select(0, logits.size(0) - 1), o, static_cast<uint64_t>(t));
     out.push_back(tok);

@@ -24,12 +24,17 @@ int32_t sample_token(const Tensor& logits, const SampleOptions& o, uint64_t coun
 // called with each new token and ends generation when it returns true (the token is kept).
 std::vector<int32_t> generate(InferenceSession& session, const std::vector<int32_t>& prompt, int64_t max_new,
                               const SampleOptions& o, const std::function<bool(int32_t)>& stop = nullptr);
+// The same after the prompt was fed: `logits` are the session's logits of the prompt (n, V).
+std::vector<int32_t> generate_from(InferenceSession& session, Tensor logits, int64_t max_new, const SampleOptions& o,
+                                   const std::function<bool(int32_t)>& stop = nullptr);
 
 // A standard (or any) model that sees only the last `window` tokens: each step recomputes the
-// forward over the window. The baseline of the pass-key evaluation.
+// forward over the window. The baseline of the pass-key evaluation. A landmark model needs
+// landmark_id (and cmt_id when it has a context-miss token: the CMT then leads the window, every
+// landmark in it free).
 std::vector<int32_t> generate_windowed(const GPT& model, const std::vector<int32_t>& prompt, int64_t window,
                                        int64_t max_new, const SampleOptions& o,
                                        const std::function<bool(int32_t)>& stop = nullptr,
-                                       int32_t landmark_id = -1);
+                                       int32_t landmark_id = -1, int32_t cmt_id = -1);
 
 }  // namespace lm

@@ -17,6 +17,7 @@ struct LoadedModel {
   std::unique_ptr<Tokenizer> tokenizer;
   nlohmann::json metadata;
   int32_t landmark_id() const { return tokenizer->special_id("<|landmark|>"); }
+  int32_t cmt_id() const { return tokenizer->special_id("<|cmt|>"); }  // -1 when the tokenizer has none
 };
 
 // Throws lm::Error naming the file when it is not a training checkpoint of this project.

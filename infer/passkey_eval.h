@@ -1,7 +1,12 @@
-// passkey_eval.h: pass-key retrieval accuracy at a given prompt length (the paper's Section 4
+// passkey_eval.h: pass-key retrieval accuracy at a given prompt length (the paper's Section 4.2
 // experiment). A landmark model reads the whole prompt through an InferenceSession (cached
 // chunks + top-k block retrieval); a baseline sees only its training window (the last
-// block_size tokens). Both answer greedily; a trial is correct when the digits match the key.
+// block_size tokens). Both answer greedily. Two ways to score a trial:
+//   strict: the answer, after leading spaces, starts with exactly the key's digits (we stop at the
+//           first non-digit, at most 10 tokens);
+//   paper:  the first integer within the first 100 generated tokens equals the key.
+// Optionally it also measures retrieval recall: how often the queries that produce the answer
+// retrieve the block that holds the key, per layer and head.
 #pragma once
 
 #include <functional>
@@ -15,17 +20,37 @@ namespace lm {
 
 class Tokenizer;
 
+enum class PasskeyScoring { Strict, Paper };
+PasskeyScoring parse_passkey_scoring(const std::string& s);  // "strict" | "paper"
+const char* passkey_scoring_name(PasskeyScoring s);
+
+struct PasskeyOptions {
+  int64_t trials = 20;
+  uint64_t seed = 2023;         // keys and key positions
+  int64_t window = 0;           // > 0: the model sees only its last `window` tokens (the baseline)
+  PasskeyScoring scoring = PasskeyScoring::Strict;
+  bool recall = false;          // measure retrieval recall (landmark path only)
+};
+
 struct PasskeyResult {
   int64_t length = 0;     // requested prompt length (tokens)
   int64_t trials = 0, correct = 0;
   double seconds = 0;
   double accuracy() const { return trials == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(trials); }
+  // Retrieval recall, (n_layer * n_head) entries, index layer * n_head + head: of the answer-token
+  // queries (the prompt's last token and each generated token fed back) for which a block holding
+  // the key was in the cache, how many retrieved such a block among their top k.
+  std::vector<int64_t> recall_hits, recall_queries;
+  double recall(int64_t layer, int64_t head, int64_t n_head) const;  // -1 when no query counted
 };
 
-// `window` <= 0: the landmark path through InferenceSession with `cfg`. window > 0: the model sees
-// only the last `window` tokens (the baseline). progress(trial, correct_so_far) after each trial.
+// progress(trial, correct_so_far) after each trial.
 PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const InferConfig& cfg, int64_t length,
-                               int64_t trials, uint64_t seed, int64_t window = 0,
-                               const std::function<void(int64_t, int64_t)>& progress = nullptr);
+                               const PasskeyOptions& o, const std::function<void(int64_t, int64_t)>& progress = nullptr);
+
+// The blocks (global indices, a block = F raw tokens) that hold the key's tokens, given the
+// prompt's token ids: a token holds the key when its bytes overlap one of the key's two spans.
+std::vector<int64_t> passkey_key_blocks(const Tokenizer& tok, const std::vector<int32_t>& ids,
+                                        const std::vector<std::pair<size_t, size_t>>& spans, int64_t F);
 
 }  // namespace lm

@@ -3,7 +3,7 @@
 // [retrieved | tail | chunk] is in infer/chunk_attention.cpp.
 #include "infer/session.h"
 
-#include <deque>
+#include <algorithm>
 
 #include "autograd/functions.h"
 #include "infer/block_store.h"
@@ -27,6 +27,7 @@ void InferConfig::validate() const {
   LM_CHECK(chunk_len > 0, "inference: chunk length must be positive, got " << chunk_len);
   LM_CHECK(k >= 0, "inference: k must be >= 0, got " << k);
   LM_CHECK(capacity >= 0, "inference: capacity must be >= 0 (0 = unlimited), got " << capacity);
+  LM_CHECK(cmt_cutoff >= 0 && cmt_cutoff <= 1, "inference: the CMT cutoff must be in [0, 1], got " << cmt_cutoff);
 }
 
 struct InferenceSession::Impl {
@@ -41,8 +42,9 @@ struct InferenceSession::Impl {
   std::vector<LayerCache> layers;
   std::vector<RetrievalRecord> log;
   AttentionCapture* capture = nullptr;
+  RetrievalTrace* trace = nullptr;
 
-  Impl(const GPT& m, const InferConfig& c, int32_t landmark_id)
+  Impl(const GPT& m, const InferConfig& c, int32_t landmark_id, int32_t cmt_id)
       : model(m),
         cfg(c),
         F(m.config().landmark_every),
@@ -59,9 +61,37 @@ struct InferenceSession::Impl {
                                                       << " attention; cached retrieval needs a landmark model");
     LM_CHECK(landmark_id >= 0 && landmark_id < m.config().vocab_size,
              "inference: landmark id " << landmark_id << " is outside the vocabulary of " << m.config().vocab_size);
+    LM_CHECK(m.config().context_miss || cfg.cmt_cutoff == 0,
+             "inference: a CMT cutoff (" << cfg.cmt_cutoff << ") needs a model trained with a context-miss token "
+                                         << "(train --cmt); this one has none");
     for (int64_t l = 0; l < m.config().n_layer; ++l) {
       std::string path = cfg.mmap_dir.empty() ? "" : cfg.mmap_dir + "/layer" + std::to_string(l) + ".blocks";
       layers.emplace_back(NH, F, HS, dtype, cfg.capacity, path, device);
+    }
+    if (m.config().context_miss) {
+      LM_CHECK(cmt_id >= 0 && cmt_id < m.config().vocab_size,
+               "inference: the model was trained with a context-miss token; give its id (the tokenizer's <|cmt|>), got "
+                   << cmt_id);
+      init_cmt(cmt_id);
+    }
+  }
+
+  // The CMT's key in every layer (Appendix D). In training the CMT sits first and attends to
+  // nothing (its attention output is 0), so its hidden state, and with it its key, is the same for
+  // every input: one pass of the token alone through the layers gives them, rotated at position
+  // -1, where training puts the CMT.
+  void init_cmt(int32_t cmt_id) {
+    NoGradGuard ng;
+    const RotaryTables at_minus_one =
+        rotary_tables(from_vector(std::vector<int32_t>{-1}, {1, 1}), HS, model.config().rotary_base, dtype, device);
+    Var x = model.wte.forward(from_vector(std::vector<int32_t>{cmt_id}, {1, 1}).to(device));  // (1, 1, C)
+    for (size_t l = 0; l < layers.size(); ++l) {
+      const Block& blk = *model.blocks[l];
+      Tensor qkv = blk.attn.qkv.forward(blk.ln1.forward(x)).value();          // (1, 1, 3C)
+      Tensor k = qkv.narrow(2, C, C).reshape({1, NH, HS}).transpose(0, 1);  // (NH, 1, HS)
+      layers[l].cmt_key_rot = rotary(k.unsqueeze(0), at_minus_one).squeeze(0).reshape({NH, HS}).contiguous();
+      x = add(x, blk.attn.proj.forward(Var(zeros({1, 1, C}, dtype, device))));  // its attention output: 0
+      x = add(x, blk.mlp.forward(blk.ln2.forward(x)));
     }
   }
 
@@ -98,6 +128,7 @@ struct InferenceSession::Impl {
     ctx.positions = cfg.positions;
     ctx.blocks_done = blocks_done;
     ctx.rotary_base = base;
+    ctx.cmt_cutoff = cfg.cmt_cutoff;
     ctx.local_kinds = &local_kinds;
     ctx.rope = &rope;
     ctx.chunk = chunks;
@@ -115,6 +146,7 @@ struct InferenceSession::Impl {
       Tensor k_rot = rotary(k_loc.unsqueeze(0), rot_local).squeeze(0), q_rot = rotary(q.unsqueeze(0), rot_q).squeeze(0);
       ctx.layer = static_cast<int64_t>(l);
       ctx.capture = capture && capture->layer == static_cast<int64_t>(l) ? capture : nullptr;
+      ctx.trace = trace && aug_fed + n > trace->from_query ? trace : nullptr;
       RetrievalRecord rec;
       Tensor y = chunk_attention(cache, ctx, q_rot, k_rot, v_loc, &rec);  // (NH, n, HS)
       log.push_back(rec);
@@ -143,8 +175,8 @@ struct InferenceSession::Impl {
   }
 };
 
-InferenceSession::InferenceSession(const GPT& model, const InferConfig& cfg, int32_t landmark_id)
-    : impl_(std::make_unique<Impl>(model, cfg, landmark_id)) {}
+InferenceSession::InferenceSession(const GPT& model, const InferConfig& cfg, int32_t landmark_id, int32_t cmt_id)
+    : impl_(std::make_unique<Impl>(model, cfg, landmark_id, cmt_id)) {}
 InferenceSession::~InferenceSession() = default;
 InferenceSession::InferenceSession(InferenceSession&&) noexcept = default;
 
@@ -164,18 +196,61 @@ int64_t InferenceSession::tokens_fed() const { return impl_->raw_fed; }
 int64_t InferenceSession::augmented_fed() const { return impl_->aug_fed; }
 const std::vector<RetrievalRecord>& InferenceSession::retrieval_log() const { return impl_->log; }
 void InferenceSession::set_capture(AttentionCapture* c) { impl_->capture = c; }
+void InferenceSession::set_trace(RetrievalTrace* t) { impl_->trace = t; }
 const InferConfig& InferenceSession::config() const { return impl_->cfg; }
 
-Tensor one_shot_logits(const GPT& model, const std::vector<int32_t>& raw, int32_t landmark_id, int64_t phase) {
+Tensor one_shot_logits(const GPT& model, const std::vector<int32_t>& raw, int32_t landmark_id, int64_t phase,
+                       const OneShotCmt& cmt) {
   NoGradGuard ng;
-  std::vector<int32_t> toks, kinds;
+  const bool has_cmt = model.config().context_miss;
+  LM_CHECK(!has_cmt || (cmt.id >= 0 && cmt.id < model.config().vocab_size),
+           "one_shot_logits: the model was trained with a context-miss token; give its id, got " << cmt.id);
+  LM_CHECK(cmt.chunk_len >= 0, "one_shot_logits: chunk length must be >= 0, got " << cmt.chunk_len);
+  std::vector<int32_t> toks, kinds, pos, chunk_of;  // chunk_of: the chunk a cached reading puts each position in
+  if (has_cmt) {
+    toks.push_back(cmt.id);
+    kinds.push_back(kContextMiss);
+    pos.push_back(-1);
+    chunk_of.push_back(0);
+  }
   LandmarkInserter ins(model.config().landmark_every, landmark_id, phase);
-  ins.push(raw, toks, &kinds);
-  const int64_t n = static_cast<int64_t>(toks.size());
-  Tensor kinds_t = from_vector(kinds, {1, n});
-  LandmarkLayout layout = make_layout(kinds_t, model.device());
-  Tensor logits = model.forward(from_vector(toks, {1, n}), arange(n, DType::I32).reshape({1, n}),
-                                landmark_attention_core(layout)).value();  // (1, n, V)
+  const int64_t per_chunk = cmt.chunk_len > 0 ? cmt.chunk_len : std::max<int64_t>(1, static_cast<int64_t>(raw.size()));
+  for (size_t at = 0; at < raw.size(); at += static_cast<size_t>(per_chunk)) {  // the session's chunks
+    const size_t end = std::min(raw.size(), at + static_cast<size_t>(per_chunk));
+    const size_t before = toks.size();
+    ins.push(std::vector<int32_t>(raw.begin() + at, raw.begin() + end), toks, &kinds);
+    chunk_of.resize(toks.size(), static_cast<int32_t>(at / static_cast<size_t>(per_chunk)));
+    for (size_t j = before; j < toks.size(); ++j) pos.push_back(static_cast<int32_t>(pos.empty() ? 0 : pos.back() + 1));
+  }
+  const int64_t n = static_cast<int64_t>(toks.size()), chunks = chunk_of.empty() ? 0 : chunk_of.back() + 1;
+  const Tensor kinds_t = from_vector(kinds, {1, n}), positions = from_vector(pos, {1, n});
+  AttentionFn core;
+  if (!has_cmt || chunks <= 1) {
+    LandmarkLayout layout = make_layout(kinds_t, model.device());
+    layout.cmt_cutoff = cmt.cutoff;
+    core = landmark_attention_core(layout);
+  } else {
+    // Per chunk c: the landmarks of earlier chunks are controlled (memory), the rest free; the
+    // rows of chunk c come from the forward with that layout (causal, so later rows do not matter).
+    std::vector<LandmarkLayout> layouts;
+    std::vector<int64_t> starts;
+    for (int32_t c = 0; c < chunks; ++c) {
+      std::vector<int32_t> kc = kinds;
+      for (int64_t j = 0; j < n; ++j)
+        if (kc[j] == kLandmark && chunk_of[j] < c) kc[j] = kControlledLandmark;
+      layouts.push_back(make_layout(from_vector(kc, {1, n}), model.device()));
+      layouts.back().cmt_cutoff = cmt.cutoff;
+      starts.push_back(std::find(chunk_of.begin(), chunk_of.end(), c) - chunk_of.begin());
+    }
+    starts.push_back(n);
+    core = [layouts, starts](const Var& q, const Var& k, const Var& v) {
+      std::vector<Tensor> parts;
+      for (size_t c = 0; c < layouts.size(); ++c)
+        parts.push_back(landmark_attention(q, k, v, layouts[c]).value().narrow(2, starts[c], starts[c + 1] - starts[c]));
+      return Var(concat(parts, 2));
+    };
+  }
+  Tensor logits = model.forward(from_vector(toks, {1, n}), positions, core).value();  // (1, n, V)
   return select_regular(logits, kinds_t).squeeze(0);
 }
 

@@ -16,12 +16,16 @@
 
 namespace lm {
 
-// What retrieval did, per chunk and layer (Appendix F's statistic and the attention maps).
+// What retrieval did, per chunk and layer (the paper's Table 2 and Appendix F statistics, the
+// CMT's drop rate of Table 3).
 struct RetrievalRecord {
   int64_t chunk = 0, layer = 0;
   int64_t cached = 0;          // blocks in the cache when the chunk was processed
   int64_t unique = 0;          // distinct blocks retrieved by any query and head of the chunk
   int64_t queries = 0;         // query positions in the chunk (incl. landmarks)
+  int64_t fetched = 0;         // blocks retrieved, one per member of each distinct set (Table 2)
+  int64_t cmt_rows = 0;        // (head, query) rows with a context-miss token
+  int64_t cmt_dropped = 0;     // ... whose S(CMT) was below the cutoff (retrieval dropped)
 };
 
 // Optional: the attention of one (layer, head), captured query by query for attention maps.
@@ -36,11 +40,28 @@ struct AttentionCapture {
   std::vector<Row> rows;
 };
 
+// Optional: every retrieval decision from a given query on, per chunk and layer (to check what
+// retrieval found, e.g. the pass-key block: infer/passkey_eval.h).
+struct RetrievalTrace {
+  int64_t from_query = 0;  // record queries at this augmented position and later
+  struct Step {
+    int64_t layer = 0;
+    int64_t aug_start = 0;              // augmented position of the chunk's first query
+    int64_t first_gid = 0, cached = 0;  // global index of the oldest cached block; blocks cached
+    int64_t n = 0;                      // queries in the chunk
+    std::vector<std::vector<int32_t>> sel;  // (NH * n) chosen cached indices, row h * n + i
+  };
+  std::vector<Step> steps;
+};
+
 class InferenceSession {
  public:
-  // The model must be a landmark model (config().attention == "landmark") unless cfg.k == 0 and
-  // there is no history to retrieve; landmark_id is the tokenizer's "<|landmark|>" id.
-  InferenceSession(const GPT& model, const InferConfig& cfg, int32_t landmark_id);
+  // The model must be a landmark model (config().attention == "landmark"); landmark_id is the
+  // tokenizer's "<|landmark|>" id. A model trained with a context-miss token
+  // (config().context_miss) keeps it at inference and needs cmt_id, the "<|cmt|>" id: the CMT sits
+  // at position -1 as in training, every landmark of a cached block is CMT-controlled and the
+  // landmarks still inside the window are free (Appendix D); cfg.cmt_cutoff applies the cutoff.
+  InferenceSession(const GPT& model, const InferConfig& cfg, int32_t landmark_id, int32_t cmt_id = -1);
   ~InferenceSession();
   InferenceSession(InferenceSession&&) noexcept;
 
@@ -55,6 +76,7 @@ class InferenceSession {
   int64_t augmented_fed() const;       // raw tokens + inserted landmarks so far
   const std::vector<RetrievalRecord>& retrieval_log() const;
   void set_capture(AttentionCapture* capture);  // nullptr stops capturing
+  void set_trace(RetrievalTrace* trace);        // nullptr stops tracing
   const InferConfig& config() const;
 
  private:
@@ -62,11 +84,25 @@ class InferenceSession {
   std::unique_ptr<Impl> impl_;
 };
 
+// The context-miss token in a one-shot forward (models trained with --cmt).
+struct OneShotCmt {
+  int32_t id = -1;         // the "<|cmt|>" id (required for a CMT model)
+  int64_t chunk_len = 0;   // > 0: the landmarks a cached reading in chunks of this many raw tokens
+                           // would hold as memory are CMT-controlled (see one_shot_logits)
+  double cutoff = 0;       // S(CMT) below this gates the controlled blocks with 0
+};
+
 // The one-shot reference the cache must reproduce: the whole raw sequence with landmarks
 // inserted, one landmark-attention forward at true positions 0..N'-1, logits of the regular
 // positions (n, V). Memory grows with the square of the length: for tests and short texts.
 // `phase`: regular tokens already in the first block (a window cut from a longer text keeps
 // the text's landmark grid, as generate_windowed does).
-Tensor one_shot_logits(const GPT& model, const std::vector<int32_t>& raw, int32_t landmark_id, int64_t phase = 0);
+// For a model with a context-miss token the CMT goes first, at rotary position -1 as in training.
+// With cmt.chunk_len > 0 the controlled landmarks are those a session reading chunks of
+// chunk_len raw tokens would have cached: for a query in chunk c, the landmarks of chunks before
+// c (each chunk's queries get their own layout, one fused forward per chunk); with 0 every
+// landmark is free.
+Tensor one_shot_logits(const GPT& model, const std::vector<int32_t>& raw, int32_t landmark_id, int64_t phase = 0,
+                       const OneShotCmt& cmt = OneShotCmt());
 
 }  // namespace lm

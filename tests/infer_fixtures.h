@@ -38,6 +38,35 @@ inline std::unique_ptr<GPT> make_model(DType dtype, Device device = Device::CPU)
   return m;
 }
 
+constexpr int32_t kCmtId = 41;  // the context-miss token of make_cmt_model's vocabulary of 42
+
+// The same model trained-shape with a context-miss token (Appendix D): vocabulary 42, the CMT id
+// 41. `zero_queries`: the query projections (weights and biases) set to 0, so every attention
+// score is exactly 0 and each softmax is uniform over its group, for hand-worked CMT statistics.
+inline std::unique_ptr<GPT> make_cmt_model(DType dtype, Device device = Device::CPU, bool zero_queries = false) {
+  manual_seed(102);
+  GPTConfig c;
+  c.vocab_size = 42;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.block_size = 64;
+  c.attention = "landmark";
+  c.landmark_every = 5;
+  c.context_miss = true;
+  auto m = std::make_unique<GPT>(c);
+  for (Var* p : m->parameters())
+    if (p->dim() == 2) p->value().copy_(mul(p->value(), 8.0));
+  if (zero_queries)
+    for (auto& blk : m->blocks) {
+      blk->attn.qkv.weight.value().narrow(0, 0, c.n_embd).copy_(zeros({c.n_embd, c.n_embd}));
+      if (blk->attn.qkv.bias.defined()) blk->attn.qkv.bias.value().narrow(0, 0, c.n_embd).copy_(zeros({c.n_embd}));
+    }
+  m->to(dtype);
+  m->to(device);
+  return m;
+}
+
 // n raw tokens in [0, 40): never the landmark id.
 inline std::vector<int32_t> random_raw(int64_t n, uint64_t seed) {
   manual_seed(seed);

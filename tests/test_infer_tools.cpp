@@ -9,6 +9,7 @@
 #include "infer/eval.h"
 #include "infer/full_cache.h"
 #include "infer/generate.h"
+#include "infer/passkey_eval.h"
 #include "infer/session.h"
 #include "landmark/attention.h"
 #include "landmark/tokens.h"
@@ -94,27 +95,41 @@ TEST_CASE("generation through the cache equals one-shot greedy decoding", "[infe
   CHECK(s.tokens_fed() == 23 + 11);  // the last sampled token is not fed
 }
 
-TEST_CASE("perplexity through the cache equals the one-shot loss per window", "[infer]") {
+TEST_CASE("perplexity through the cache equals the one-shot loss per window, every position scored", "[infer]") {
   auto m = model("landmark", DType::F64);
   std::vector<int32_t> t = toks(90, 3);
   InferConfig c;
   c.chunk_len = 11;
   c.k = 100;
   c.positions = PositionMode::Exact;
-  PerplexityResult r = evaluate_perplexity(*m, t, c, 32, 40);  // 2 windows of 40; 10 tokens dropped
+  // 90 tokens: windows of 40 read tokens 0..39 and 40..79 and are scored on 1..40 and 41..80
+  // (the last position of a window predicts the first token after it); 9 tokens are left over.
+  PerplexityResult r = evaluate_perplexity(*m, t, c, 32, -1, 40);
   CHECK(r.windows == 2);
-  CHECK(r.tokens == 2 * 39);
+  CHECK(r.tokens == 2 * 40);
   double total = 0;
   for (int w = 0; w < 2; ++w) {
     std::vector<int32_t> win(t.begin() + w * 40, t.begin() + (w + 1) * 40);
     std::vector<double> lsm = values(log_softmax(one_shot_logits(*m, win, 32)));
-    for (int i = 0; i < 39; ++i) total -= lsm[i * 33 + win[i + 1]];
+    for (int i = 0; i < 40; ++i) total -= lsm[i * 33 + t[w * 40 + i + 1]];
   }
-  CHECK(std::fabs(r.nll - total / 78) < 1e-12);
-  CHECK(std::fabs(r.perplexity() - std::exp(total / 78)) < 1e-9);
+  CHECK(std::fabs(r.nll - total / 80) < 1e-12);
+  CHECK(std::fabs(r.perplexity() - std::exp(total / 80)) < 1e-9);
   CHECK(!r.unique_blocks.empty());  // 4 chunks per window: the penultimate one retrieved something
+  // Every block retrieved by every (head, query) (k 100, token-head), worked out by hand. Chunks of
+  // 11 raw tokens, blocks of 4: before chunks 2, 3, 4 the cache holds 2, 5, 8 blocks; the chunks
+  // have 11 + 3, 11 + 3 and 7 + 2 queries (raw tokens + landmarks). Per window and layer, with 2
+  // heads: 2*14*2 + 2*14*5 + 2*9*8 = 340 blocks fetched, 2 + 5 + 8 = 15 unique over 37 queries.
+  CHECK(r.retrieval_steps == 2 * 3 * 2);  // windows x chunks with a cache x layers
+  CHECK(r.fetched == 4 * 340);
+  CHECK(r.unique_per_token() == Approx(15.0 / 37.0).epsilon(1e-15));
+  CHECK(r.cmt_rows == 0);
+  CHECK(r.drop_rate() == 0);
+  // A window of exactly the text but for the last target is refused (one token more is needed).
+  CHECK_THROWS_WITH(evaluate_perplexity(*m, std::vector<int32_t>(t.begin(), t.begin() + 40), c, 32, -1, 40),
+                    Catch::Contains("plus the token after it"));
   auto s = model("standard", DType::F64);
-  CHECK_THROWS_WITH(evaluate_perplexity(*s, t, c, 32, 200), Catch::Contains("block size"));
+  CHECK_THROWS_WITH(evaluate_perplexity(*s, t, c, 32, -1, 200), Catch::Contains("block size"));
 }
 
 TEST_CASE("pass-key prompts: the paper's wording, the requested length, the key in range", "[passkey]") {
@@ -180,4 +195,66 @@ TEST_CASE("one-shot logits with a phase: the landmark grid starts mid-block", "[
     if (kinds[j] == kRegular) rows.push_back(all.narrow(0, j, 1));
   CHECK(max_abs_diff(one_shot_logits(*m, raw, lmk, 3), concat(rows, 0)) < 1e-12);  // same ops, same order
   CHECK(max_abs_diff(one_shot_logits(*m, raw, lmk, 0), concat(rows, 0)) > 1e-6);   // another grid differs
+}
+
+TEST_CASE("pass-key scoring: strict answer digits and the paper's first integer", "[passkey]") {
+  CHECK(passkey_first_integer(" 31415. Then") == "31415");
+  CHECK(passkey_first_integer(" is the key: 4217, not 12") == "4217");  // paper: anywhere, the first one
+  CHECK(passkey_answer_digits(" is the key: 4217, not 12") == "");      // strict: must start the answer
+  CHECK(passkey_first_integer("no digits at all") == "");
+  CHECK(passkey_first_integer("7") == "7");
+  CHECK(parse_passkey_scoring("paper") == PasskeyScoring::Paper);
+  CHECK_THROWS_WITH(parse_passkey_scoring("loose"), Catch::Contains("strict or paper"));
+}
+
+TEST_CASE("pass-key recall: the key's blocks, and recall 1 when every block is retrieved, 0 when none is", "[passkey]") {
+  // Byte tokens: token r is byte r, so a span [b, e) of the text lies in blocks b / F .. (e-1) / F.
+  ByteTokenizer tok;
+  std::vector<int32_t> ids = tok.encode(std::string(40, 'x'));
+  CHECK(passkey_key_blocks(tok, ids, {{10, 13}, {30, 33}}, 8) == std::vector<int64_t>{1, 3, 4});
+  PasskeyPrompt p = make_passkey_prompt(4217, 2, 1);
+  const auto spans = passkey_key_spans(p);
+  REQUIRE(spans.size() == 2);
+  CHECK(p.text.substr(spans[0].first, spans[0].second - spans[0].first) == "4217");
+  CHECK(p.text.substr(spans[1].first, spans[1].second - spans[1].first) == "4217");
+  CHECK(spans[1].first == spans[0].first + std::string("4217. Remember it. ").size());
+  std::vector<int64_t> by_hand;  // byte tokens: the blocks of each span's first and last byte
+  for (const auto& [b, e] : spans)
+    for (size_t at : {b, e - 1}) by_hand.push_back(static_cast<int64_t>(at) / 20);
+  std::sort(by_hand.begin(), by_hand.end());
+  by_hand.erase(std::unique(by_hand.begin(), by_hand.end()), by_hand.end());
+  CHECK(passkey_key_blocks(tok, tok.encode(p.text), spans, 20) == by_hand);
+
+  // A random byte-level landmark model (F 20): what it answers does not matter, only what it
+  // retrieves. k above anything cached: every cached block, the key's too, is retrieved.
+  tok.add_special("<|landmark|>");
+  manual_seed(301);
+  GPTConfig c;
+  c.vocab_size = tok.vocab_size();
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.block_size = 128;
+  c.attention = "landmark";
+  c.landmark_every = 20;
+  GPT m(c);
+  InferConfig cfg;
+  cfg.chunk_len = 40;
+  PasskeyOptions o;
+  o.trials = 3;
+  o.recall = true;
+  o.seed = 5;
+  for (int64_t k : {1000, 0}) {
+    INFO("k " << k);
+    cfg.k = k;
+    PasskeyResult r = passkey_accuracy(m, tok, cfg, 600, o);
+    REQUIRE(r.recall_queries.size() == 4);
+    for (int64_t l = 0; l < 2; ++l)
+      for (int64_t h = 0; h < 2; ++h) {
+        CHECK(r.recall_queries[static_cast<size_t>(l * 2 + h)] > 0);  // the key's block was cached
+        CHECK(r.recall(l, h, 2) == (k > 0 ? 1.0 : 0.0));
+      }
+  }
+  o.window = 64;
+  CHECK_THROWS_WITH(passkey_accuracy(m, tok, cfg, 600, o), Catch::Contains("landmark path"));
 }

@@ -188,6 +188,57 @@ TEST_CASE("landmark attention: fused equals the composed reference, forward and 
   CHECK(max_abs_diff(v1.grad(), v2.grad()) < 1e-12);
 }
 
+TEST_CASE("landmark attention: the fused op in f32 equals the f64 reference, forward and backward", "[landmark]") {
+  // The composed reference in f64 is the answer; the fused kernel runs in f32 on the same inputs
+  // rounded to f32. T 70 spans two row blocks of the kernel; one row has a CMT with controlled
+  // landmarks.
+  manual_seed(88);
+  const int64_t B = 2, NH = 2, T = 70, HS = 8;
+  Tensor kinds = kinds_tensor({kinds_row(T, {10, 21, 32, 43, 54, 65}), kinds_row(T, {12, 30, 47}, true, {12, 47})});
+  Tensor q64 = randn({B, NH, T, HS}, DType::F64), k64 = randn({B, NH, T, HS}, DType::F64), v64 = randn({B, NH, T, HS}, DType::F64);
+  Tensor g64 = randn({B, NH, T, HS}, DType::F64);
+  // Round the inputs to f32 first, so both sides see the same numbers.
+  q64 = q64.to(DType::F32).to(DType::F64);
+  k64 = k64.to(DType::F32).to(DType::F64);
+  v64 = v64.to(DType::F32).to(DType::F64);
+  g64 = g64.to(DType::F32).to(DType::F64);
+  Var q1(q64.to(DType::F32), true), k1(k64.to(DType::F32), true), v1(v64.to(DType::F32), true);
+  Var q2(q64, true), k2(k64, true), v2(v64, true);
+  Var y1 = landmark_attention(q1, k1, v1, make_layout(kinds)), y2 = landmark_attention_reference(q2, k2, v2, kinds);
+  // Outputs and gradients are O(1) sums of up to 70 terms: f32 keeps ~1e-7 relative per step.
+  CHECK(max_abs_diff(y1.value(), y2.value()) < 2e-6);
+  y1.backward(g64.to(DType::F32));
+  y2.backward(g64);
+  CHECK(max_abs_diff(q1.grad(), q2.grad()) < 1e-5);
+  CHECK(max_abs_diff(k1.grad(), k2.grad()) < 1e-5);
+  CHECK(max_abs_diff(v1.grad(), v2.grad()) < 1e-5);
+}
+
+TEST_CASE("landmark attention: the CMT drop rate on a hand-worked case (equal scores)", "[landmark]") {
+  // q = 0: every score is 0, so S(CMT) = 1 / (size of the query's top group). Kinds:
+  //   0 CMT | 1 r, 2 r, 3 controlled landmark | 4 r, 5 r, 6 r
+  // top groups: q1 {1, C}: 1/2; q2 {1, 2, C}: 1/3; q3 (a landmark: its own block without itself)
+  // {1, 2, C}: 1/3; q4 {4, C} (landmark 3 is controlled, not in the top group): 1/2; q5: 1/3; q6: 1/4.
+  const int64_t T = 7, NH = 2;
+  Tensor kinds = kinds_tensor({kinds_row(T, {}, true, {3})});
+  Tensor q = zeros({1, NH, T, 4}, DType::F64), k = randn({1, NH, T, 4}, DType::F64);
+  struct Case {
+    double cutoff;
+    int64_t dropped;  // of the 6 queries, per head
+  };
+  for (Case c : {Case{0.0, 0}, Case{0.3, 1}, Case{0.34, 4}, Case{0.5, 4}, Case{0.51, 6}}) {
+    INFO("cutoff " << c.cutoff);
+    LandmarkLayout L = make_layout(kinds);
+    L.cmt_cutoff = c.cutoff;
+    L.cmt_stats = std::make_shared<CmtStats>();
+    NoGradGuard ng;
+    landmark_attention(Var(q), Var(k), Var(k), L);
+    CHECK(L.cmt_stats->rows == NH * 6);
+    CHECK(L.cmt_stats->dropped == NH * c.dropped);
+    CHECK(L.cmt_stats->drop_rate() == static_cast<double>(c.dropped) / 6.0);
+  }
+}
+
 TEST_CASE("landmark attention: f64 gradcheck of the fused op, plain and with the CMT", "[landmark][gradcheck]") {
   manual_seed(85);
   for (bool cmt : {false, true}) {

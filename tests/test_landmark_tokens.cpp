@@ -122,7 +122,7 @@ TEST_CASE("landmark windows: positional jumps stay in 1..p_jump, only after land
   o.cmt_prob = 0.5;
   LandmarkBatch b = sample_landmark_batch(data, B, T, o, 9, 0, true);
   std::vector<int32_t> k = b.kinds.to_vector<int32_t>(), p = b.positions.to_vector<int32_t>(), x = b.x.to_vector<int32_t>();
-  int64_t controlled = 0, landmarks = 0, big_jumps = 0;
+  int64_t controlled = 0, landmarks = 0, big_jumps = 0, steps_of_1 = 0, steps_of_10 = 0;
   for (int64_t r = 0; r < B; ++r) {
     CHECK(k[r * T] == kContextMiss);
     CHECK(x[r * T] == 6001);
@@ -134,6 +134,8 @@ TEST_CASE("landmark windows: positional jumps stay in 1..p_jump, only after land
         CHECK(step >= 1);
         CHECK(step <= 10);
         big_jumps += step > 1;
+        steps_of_1 += step == 1;
+        steps_of_10 += step == 10;
       } else {
         CHECK(step == 1);
       }
@@ -144,6 +146,10 @@ TEST_CASE("landmark windows: positional jumps stay in 1..p_jump, only after land
     }
   }
   CHECK(big_jumps > 0);
+  // Both ends of U{1..10} are drawn: ~700 landmarks, each end with probability 1/10, so ~70 of
+  // each (missing one would take a 1-in-10^30 draw).
+  CHECK(steps_of_1 > 20);
+  CHECK(steps_of_10 > 20);
   // ~700 landmarks, each controlled with probability 1/2: binomial std ~ 0.019 of the fraction.
   CHECK(std::fabs(static_cast<double>(controlled) / static_cast<double>(landmarks) - 0.5) < 0.08);
   LandmarkBatch eval = sample_landmark_batch(data, B, T, o, 9, 0, false);

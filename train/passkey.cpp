@@ -87,4 +87,20 @@ std::string passkey_answer_digits(const std::string& g) {
   return g.substr(i, j - i);
 }
 
+std::string passkey_first_integer(const std::string& g) {
+  size_t i = 0;
+  while (i < g.size() && !std::isdigit(static_cast<unsigned char>(g[i]))) ++i;
+  size_t j = i;
+  while (j < g.size() && std::isdigit(static_cast<unsigned char>(g[j]))) ++j;
+  return g.substr(i, j - i);
+}
+
+std::vector<std::pair<size_t, size_t>> passkey_key_spans(const PasskeyPrompt& p) {
+  const std::string sentence = passkey_sentence(p.key), key = std::to_string(p.key);
+  const size_t at = p.text.find(sentence);
+  LM_CHECK(at != std::string::npos, "passkey: the prompt does not hold the key sentence of key " << p.key);
+  const size_t first = at + sentence.find(key), second = at + sentence.rfind(key);
+  return {{first, first + key.size()}, {second, second + key.size()}};
+}
+
 }  // namespace lm

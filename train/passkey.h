@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lm {
@@ -37,7 +38,15 @@ PasskeyPrompt passkey_prompt_for_length(const Tokenizer& tok, int64_t target_tok
 std::string passkey_training_text(int64_t docs, int64_t max_fillers, double filler_only, uint64_t seed);
 
 // The digits a model produced after the question ("" when it produced none), read from the
-// generated text: leading spaces skipped, then the longest run of digits.
+// generated text: leading spaces skipped, then the longest run of digits (our strict scoring:
+// the answer must start with the key).
 std::string passkey_answer_digits(const std::string& generated);
+// The first integer anywhere in the generated text ("" if none): the paper's scoring (Section
+// 4.2: "the first integer within the first 100 generated tokens").
+std::string passkey_first_integer(const std::string& generated);
+
+// Where the key stands in the prompt's text: the byte ranges [begin, end) of its two
+// occurrences in the key sentence ("The pass key is K. Remember it. K is the pass key.").
+std::vector<std::pair<size_t, size_t>> passkey_key_spans(const PasskeyPrompt& p);
 
 }  // namespace lm

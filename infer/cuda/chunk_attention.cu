@@ -1,4 +1,4 @@
-// infer/cuda/chunk_attention.cu: the CUDA rows of chunk_attention (infer/chunk_attention.h), given
+// infer/cuda/chunk_attention.cu: the CUDA rows of attend_plan (infer/chunk_attention.h), given
 // the host's retrieval plan. Block K/V stay in the host BlockStore; the distinct retrieved blocks
 // of a chunk cross to the device in one staging copy, their keys are rotated at each place they
 // take, and one thread per (head, query) runs its virtual row through gsm::row_forward, the very
@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "infer/cuda/chunk_attention.h"
+#include "infer/virtual_row.h"
 #include "landmark/grouped_softmax.h"
 #include "nn/functional.h"
 #include "tensor/create.h"
@@ -23,7 +24,7 @@ namespace cuda {
 namespace {
 
 // Everything one thread needs for its row r = h * n + i, passed by value. The scratch rows
-// (max_row entries each, max_row = kmax (F+1) + L) are in global memory: a row is too long for
+// (max_row entries each, max_row = (CMT) + kmax (F+1) + L) are in global memory: a row is too long for
 // registers and the rows of a block too many for shared memory.
 template <class T> struct VirtualRows {
   const T* q;               // (NH, n, HS) rotated queries
@@ -35,12 +36,15 @@ template <class T> struct VirtualRows {
   const int32_t* key_of;    // (rows, kmax) which key set of `keys` the row's c-th block uses
   const int32_t* val_of;    // (rows, kmax) which value set of `vals` it uses
   const int32_t* local_kind;  // (L) kinds of [tail | chunk]
+  const T* cmt_key;         // (NH, HS) the CMT's rotated key, or null (no CMT)
+  int32_t* dropped;         // (rows) 1 where S(CMT) < cmt_cutoff (with a CMT)
   T* s;                     // (rows, max_row) scores, turned into P' in place
   T* w;                     // (rows, max_row) final weights
   int32_t* layout;          // (rows, 3 max_row + 1) kind | block_of | block_start of each row
   T* out;                   // (NH, n, HS)
   int64_t NH, n, HS, L, F, kmax, max_row;
   T scale;
+  double cmt_cutoff;
 };
 
 // The CPU twin's score (chunk_attention.cpp) in the same order: products added one feature at
@@ -52,11 +56,14 @@ template <class T> __device__ T dot_in_order(const T* a, const T* b, int64_t n) 
 }
 
 // One thread per row, like landmark/cuda/attention.cu and for the same reason: row_forward is the
-// shared definition and a row's group count is dynamic. A row is its kb retrieved blocks (F
-// regular keys and a landmark each) then the local keys 0..tl+i; y = sum_j w_j v_j in the CPU's
-// order (ascending j, zero weights skipped).
+// shared definition and a row's group count is dynamic. A row is the CMT (with one), its kb
+// retrieved blocks (F regular keys and a landmark each), then the local keys 0..tl+i (the layout:
+// virtual_row_layout, as on the CPU); y = sum_j w_j v_j in the CPU's order (ascending j, zero
+// weights skipped).
 template <class T> __global__ void virtual_rows_kernel(VirtualRows<T> a, int64_t rows) {
   const int64_t B1 = a.F + 1, HS = a.HS, tl = a.L - a.n;
+  const bool cmt = a.cmt_key != nullptr;
+  const int64_t first = cmt ? 1 : 0;
   LM_CUDA_FOR(r, rows) {
     const int64_t h = r / a.n, i = r % a.n;
     const T* q = a.q + r * HS;  // (h, i) of (NH, n, HS)
@@ -67,39 +74,29 @@ template <class T> __global__ void virtual_rows_kernel(VirtualRows<T> a, int64_t
     int32_t* block_start = block_of + a.max_row;
     const int32_t* key_of = a.key_of + r * a.kmax;
     const int32_t* val_of = a.val_of + r * a.kmax;
-    const int64_t kb = a.count[r], len = kb * B1 + tl + i + 1;
+    const int64_t kb = a.count[r], nloc = tl + i + 1, len = first + kb * B1 + nloc;
+    if (cmt) s[0] = dot_in_order(q, a.cmt_key + h * HS, HS) * a.scale;
     for (int64_t c = 0; c < kb; ++c) {
       const T* keys = a.keys + (key_of[c] * a.NH + h) * B1 * HS;
-      for (int64_t t = 0; t < B1; ++t) {
-        s[c * B1 + t] = dot_in_order(q, keys + t * HS, HS) * a.scale;
-        kind[c * B1 + t] = t < a.F ? kRegular : kLandmark;
-      }
+      for (int64_t t = 0; t < B1; ++t) s[first + c * B1 + t] = dot_in_order(q, keys + t * HS, HS) * a.scale;
     }
-    for (int64_t j = 0; j < tl + i + 1; ++j) {
-      s[kb * B1 + j] = dot_in_order(q, a.k_loc + (h * a.L + j) * HS, HS) * a.scale;
-      kind[kb * B1 + j] = a.local_kind[j];
-    }
-    // The layout of this row: blocks end at landmarks; no CMT at inference.
-    int32_t blk = 0;
-    block_start[0] = 0;
-    for (int64_t j = 0; j < len; ++j) {
-      block_of[j] = blk;
-      if (kind[j] == kLandmark) block_start[++blk] = static_cast<int32_t>(j + 1);
-    }
-    const RowLayout layout{kind, block_of, block_start, -1};
+    for (int64_t j = 0; j < nloc; ++j)
+      s[first + kb * B1 + j] = dot_in_order(q, a.k_loc + (h * a.L + j) * HS, HS) * a.scale;
+    const RowLayout layout = virtual_row_layout(cmt, a.cmt_cutoff, kb, a.F, a.local_kind, nloc, kind, block_of, block_start);
     gsm::row_forward<T>(layout, static_cast<int>(len - 1), s, s, w);  // S -> P' in place (allowed)
+    if (cmt) a.dropped[r] = s[0] < static_cast<T>(a.cmt_cutoff);      // P'(CMT), before the cutoff
     T* y = a.out + r * HS;
     for (int64_t d = 0; d < HS; ++d) {
       T acc = 0;
       for (int64_t c = 0; c < kb; ++c) {
         const T* vals = a.vals + (val_of[c] * a.NH + h) * B1 * HS + d;
         for (int64_t t = 0; t < B1; ++t) {
-          const T wj = w[c * B1 + t];
+          const T wj = w[first + c * B1 + t];
           if (wj != T(0)) acc += wj * vals[t * HS];
         }
       }
-      for (int64_t j = 0; j < tl + i + 1; ++j) {
-        const T wj = w[kb * B1 + j];
+      for (int64_t j = 0; j < nloc; ++j) {
+        const T wj = w[first + kb * B1 + j];
         if (wj != T(0)) acc += wj * a.v_loc[(h * a.L + j) * HS + d];
       }
       y[d] = acc;
@@ -109,8 +106,8 @@ template <class T> __global__ void virtual_rows_kernel(VirtualRows<T> a, int64_t
 
 }  // namespace
 
-Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan,
-                       const Tensor& q_rot, const Tensor& k_rot, const Tensor& v_loc, Tensor* head_weights) {
+Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
+                   const Tensor& k_rot, const Tensor& v_loc, Tensor* head_weights, CmtCount* cmt_count) {
   const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), L = k_rot.size(1);
   const int64_t F = ctx.F, B1 = F + 1, rows = NH * n, E = NH * B1 * HS;  // E: elements of one block's K
   const DType dt = q_rot.dtype();
@@ -195,9 +192,13 @@ Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const R
   }
 
   // --- one thread per (head, query) ---
-  const int64_t max_row = kmax * B1 + L;
+  const bool cmt = cache.cmt_key_rot.defined();
+  LM_CHECK(!cmt || (cache.cmt_key_rot.device() == Device::CUDA && cache.cmt_key_rot.is_contiguous()),
+           "chunk_attention on cuda: the CMT key " << describe(cache.cmt_key_rot) << " must be a contiguous cuda tensor");
+  const int64_t max_row = (cmt ? 1 : 0) + kmax * B1 + L;
   Tensor sw({2, rows, max_row}, dt, Device::CUDA);                     // s -> P', then w
   Tensor layout({rows, 3 * max_row + 1}, DType::I32, Device::CUDA);  // kind | block_of | block_start
+  Tensor dropped = zeros({cmt ? rows : 0}, DType::I32, Device::CUDA);
   LM_DISPATCH_FLOAT(dt, "chunk_attention", {
     VirtualRows<scalar_t> a;
     a.q = q_rot.data<scalar_t>();
@@ -209,6 +210,9 @@ Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const R
     a.key_of = meta_p + rows;
     a.val_of = meta_p + rows + rows * kmax;
     a.local_kind = meta_p + rows * (1 + 2 * kmax);
+    a.cmt_key = cmt ? cache.cmt_key_rot.data<scalar_t>() : nullptr;
+    a.dropped = cmt ? dropped.data<int32_t>() : nullptr;
+    a.cmt_cutoff = ctx.cmt_cutoff;
     a.s = sw.data<scalar_t>();
     a.w = sw.data<scalar_t>() + rows * max_row;
     a.layout = layout.data<int32_t>();
@@ -225,6 +229,10 @@ Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const R
     LM_CUDA_CHECK_LAUNCH("virtual_rows_kernel");
   });
   if (head_weights) *head_weights = sw.select(0, 1).narrow(0, ctx.capture->head * n, n).to(Device::CPU);
+  if (cmt && cmt_count) {
+    cmt_count->rows += rows;
+    for (int32_t d : dropped.to_vector<int32_t>()) cmt_count->dropped += d;
+  }
   return out;
 }
 

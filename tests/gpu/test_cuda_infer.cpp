@@ -2,7 +2,8 @@
 // the CPU (the oracle; tests/test_infer.cpp checks the CPU against the one-shot forward): exact
 // positions with every block retrieved (also equal to one_shot_logits), stingy positions with k
 // below the cache at each granularity, no retrieval (k = 0), a capacity, captured attention rows,
-// the mmap block store, and repeated runs. Not a test of the retrieval math itself.
+// the mmap block store, repeated runs, and a model with a context-miss token (cutoff, drop
+// counts). Not a test of the retrieval math itself.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -23,7 +24,9 @@ using namespace lm::gputest;
 
 namespace {
 using infer_test::exact_all;
+using infer_test::kCmtId;
 using infer_test::kLandmarkId;
+using infer_test::make_cmt_model;
 using infer_test::make_model;
 using infer_test::random_raw;
 
@@ -51,7 +54,7 @@ struct Run {
 Run run_session(const GPT& model, const InferConfig& cfg, const std::vector<int32_t>& raw, int64_t capture_layer = -1,
                 int64_t capture_head = 0) {
   Run r;
-  InferenceSession s(model, cfg, kLandmarkId);
+  InferenceSession s(model, cfg, kLandmarkId, model.config().context_miss ? kCmtId : -1);
   r.capture.layer = capture_layer;
   r.capture.head = capture_head;
   if (capture_layer >= 0) s.set_capture(&r.capture);
@@ -73,6 +76,8 @@ void require_same_run(const Run& oracle, const Run& got, double atol, double wto
     CHECK(oracle.log[e].cached == got.log[e].cached);
     CHECK(oracle.log[e].unique == got.log[e].unique);
     CHECK(oracle.log[e].queries == got.log[e].queries);
+    CHECK(oracle.log[e].fetched == got.log[e].fetched);
+    CHECK(oracle.log[e].cmt_rows == got.log[e].cmt_rows);
   }
   REQUIRE(oracle.capture.rows.size() == got.capture.rows.size());
   for (size_t e = 0; e < oracle.capture.rows.size(); ++e) {
@@ -177,4 +182,32 @@ TEST_CASE("cuda inference: block K/V in a memory-mapped file give the same logit
   require_equal(in_ram.logits.to(Device::CPU), mapped.logits, "cuda: mmap vs RAM");  // same bytes staged
   const Run cpu = run_session(*cpu_model, c, raw);
   require_same_run(cpu, mapped, logit_atol(DType::F64, cpu.logits), 0.0, "cuda mmap vs cpu mmap");
+}
+
+TEST_CASE("cuda inference: a model with a context-miss token equals the CPU (exact and stingy, with a cutoff)",
+          "[cuda][infer][cmt]") {
+  for (DType dt : {DType::F64, DType::F32}) {
+    INFO(dtype_name(dt));
+    auto cpu_model = make_cmt_model(dt, Device::CPU);
+    auto gpu_model = make_cmt_model(dt, kGpu);
+    const std::vector<int32_t> raw = random_raw(110, 18);
+    // Exact positions, every block: also the one-shot forward with the cached landmarks controlled.
+    const Tensor ref = one_shot_logits(*cpu_model, raw, kLandmarkId, 0, OneShotCmt{kCmtId, 23, 0.0});
+    const Run gpu_all = run_session(*gpu_model, exact_all(23), raw, 1, 1);
+    require_same_run(run_session(*cpu_model, exact_all(23), raw, 1, 1), gpu_all, logit_atol(dt, ref), dt == DType::F32 ? 1e-5 : 1e-12,
+                     "CMT, exact, all blocks");
+    require_close(ref, gpu_all.logits, 0.0, logit_atol(dt, ref), "CMT: cuda session vs one_shot_logits");
+    for (double cutoff : {0.0, 0.3}) {
+      INFO("cutoff " << cutoff);
+      InferConfig c;
+      c.chunk_len = 17;
+      c.k = 2;
+      c.cmt_cutoff = cutoff;
+      const Run cpu = run_session(*cpu_model, c, raw), gpu = run_session(*gpu_model, c, raw);
+      require_same_run(cpu, gpu, logit_atol(dt, cpu.logits), 0.0, "CMT, stingy, k 2");
+      // Drop counts: a row whose S(CMT) lands within rounding of the cutoff may flip in f32.
+      if (dt == DType::F64)
+        for (size_t e = 0; e < cpu.log.size(); ++e) CHECK(cpu.log[e].cmt_dropped == gpu.log[e].cmt_dropped);
+    }
+  }
 }

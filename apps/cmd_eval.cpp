@@ -1,0 +1,261 @@
+// cmd_eval.cpp: `landmark passkey` and `landmark eval`, the paper's evaluations: thin wrappers over
+// infer/passkey_eval.h and infer/eval.h that print their tables and draw their plots.
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "apps/commands.h"
+#include "apps/infer_flags.h"
+#include "infer/eval.h"
+#include "infer/model_io.h"
+#include "infer/passkey_eval.h"
+#include "plot/plot.h"
+#include "tensor/check.h"
+#include "train/token_file.h"
+
+namespace lm {
+namespace app {
+
+namespace {
+// "<what> (layer x head): rows of recall in %" for one result or the pooled one.
+void print_recall(const PasskeyResult& r, int64_t n_layer, int64_t n_head, const std::string& what) {
+  std::printf("  retrieval recall, %s: %% of answer-token queries whose top k held the key's block\n", what.c_str());
+  std::printf("  %8s", "");
+  for (int64_t h = 0; h < n_head; ++h) std::printf("  head %-3lld", static_cast<long long>(h));
+  std::printf("\n");
+  for (int64_t l = 0; l < n_layer; ++l) {
+    std::printf("  layer %-2lld", static_cast<long long>(l));
+    for (int64_t h = 0; h < n_head; ++h) {
+      const double v = r.recall(l, h, n_head);
+      if (v < 0) std::printf("  %8s", "-");
+      else std::printf("  %7.1f%%", 100 * v);
+    }
+    std::printf("   (%lld queries per head)\n", static_cast<long long>(r.recall_queries[static_cast<size_t>(l * n_head)]));
+  }
+}
+}  // namespace
+
+Command passkey_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("passkey", "Pass-key retrieval accuracy against prompt length (Section 4.2)");
+  auto ckpt = std::make_shared<std::string>();
+  auto baseline = std::make_shared<std::string>();
+  auto lengths = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{512, 1024, 2048, 4096, 8192, 16384, 32768});
+  auto opts = std::make_shared<PasskeyOptions>();
+  auto scoring = std::make_shared<std::string>("strict");
+  auto png = std::make_shared<std::string>();
+  auto recall_png = std::make_shared<std::string>("passkey_recall.png");
+  auto flags = std::make_shared<InferFlags>();
+  sub->add_option("--checkpoint", *ckpt, "A landmark model's checkpoint")->required()->check(CLI::ExistingFile);
+  sub->add_option("--baseline", *baseline, "A standard model's checkpoint, evaluated with its own window")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--lengths", *lengths, "Prompt lengths in tokens")
+      ->delimiter(',')
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 26))
+      ->capture_default_str();
+  sub->add_option("--trials", opts->trials, "Prompts per length")->check(CLI::Range(int64_t(1), int64_t(1) << 20))->capture_default_str();
+  sub->add_option("--seed", opts->seed, "Seed for keys and key positions")->capture_default_str();
+  sub->add_option("--scoring", *scoring,
+                  "strict: the answer starts with the key's digits | paper: the first integer in 100 generated tokens is the key")
+      ->check(CLI::IsMember({"strict", "paper"}))
+      ->capture_default_str();
+  sub->add_flag("--recall", opts->recall,
+                "Also report retrieval recall per layer and head: how often the answer's queries retrieve the key's block");
+  sub->add_option("--recall-plot", *recall_png, "With --recall: the layer x head heat map PNG")->capture_default_str();
+  sub->add_option("--plot", *png, "Write accuracy against length to this PNG");
+  flags->add(sub);
+  auto run = [=]() {
+    LoadedModel lm_model = load_trained_model(*ckpt, flags->dev());
+    const InferConfig cfg = flags->get(lm_model);
+    LM_CHECK(lm_model.model->config().attention == "landmark",
+             "passkey: --checkpoint must be a landmark model (give a standard model as --baseline)");
+    LoadedModel base;
+    if (!baseline->empty()) {
+      base = load_trained_model(*baseline, flags->dev());
+      LM_CHECK(base.tokenizer->fingerprint() == lm_model.tokenizer->fingerprint(),
+               "passkey: the baseline was trained with another tokenizer");
+    }
+    PasskeyOptions o = *opts;
+    o.scoring = parse_passkey_scoring(*scoring);
+    const GPTConfig& mc = lm_model.model->config();
+    char cutoff_note[64] = "";
+    if (mc.context_miss) std::snprintf(cutoff_note, sizeof cutoff_note, ", CMT cutoff %g", cfg.cmt_cutoff);
+    std::printf("pass-key retrieval: %lld trials per length, k %lld, chunk %lld, %s positions, %s granularity%s\n",
+                static_cast<long long>(o.trials), static_cast<long long>(cfg.k), static_cast<long long>(cfg.chunk_len),
+                position_mode_name(cfg.positions), granularity_name(cfg.granularity),
+                cutoff_note);
+    std::printf("scoring: %s\n", o.scoring == PasskeyScoring::Strict
+                                     ? "strict (after leading spaces, the answer starts with exactly the key's digits)"
+                                     : "paper (the first integer within the first 100 generated tokens equals the key)");
+    std::printf("%8s  %14s%s\n", "length", "landmark", base.model ? "  baseline (own window)" : "");
+    plot::Series s_lm{"landmark (k " + std::to_string(cfg.k) + ")", {}, {}, {}}, s_base{"baseline (window)", {}, {}, {}};
+    PasskeyResult pooled;
+    pooled.recall_hits.assign(static_cast<size_t>(mc.n_layer * mc.n_head), 0);
+    pooled.recall_queries = pooled.recall_hits;
+    std::vector<PasskeyResult> per_length;
+    for (int64_t len : *lengths) {
+      PasskeyResult r = passkey_accuracy(*lm_model.model, *lm_model.tokenizer, cfg, len, o);
+      std::printf("%8lld  %5.1f%% (%2lld/%2lld)", static_cast<long long>(len), 100 * r.accuracy(),
+                  static_cast<long long>(r.correct), static_cast<long long>(r.trials));
+      s_lm.x.push_back(static_cast<double>(len));
+      s_lm.y.push_back(100 * r.accuracy());
+      if (base.model) {
+        PasskeyOptions ob = o;
+        ob.window = base.model->config().block_size;
+        ob.recall = false;
+        PasskeyResult b = passkey_accuracy(*base.model, *base.tokenizer, cfg, len, ob);
+        std::printf("  %5.1f%% (%2lld/%2lld)", 100 * b.accuracy(), static_cast<long long>(b.correct),
+                    static_cast<long long>(b.trials));
+        s_base.x.push_back(static_cast<double>(len));
+        s_base.y.push_back(100 * b.accuracy());
+      }
+      std::printf("   [%.1f s]\n", r.seconds);
+      if (o.recall) {
+        print_recall(r, mc.n_layer, mc.n_head, "length " + std::to_string(len));
+        for (size_t i = 0; i < pooled.recall_hits.size(); ++i) {
+          pooled.recall_hits[i] += r.recall_hits[i];
+          pooled.recall_queries[i] += r.recall_queries[i];
+        }
+      }
+      std::fflush(stdout);
+    }
+    if (!png->empty()) {
+      plot::LineChartOptions lo;
+      lo.title = std::string("pass-key retrieval (") + passkey_scoring_name(o.scoring) + " scoring)";
+      lo.x_label = "prompt length (tokens)";
+      lo.y_label = "accuracy (%)";
+      lo.log_x = true;
+      lo.y_range = std::make_pair(0.0, 100.0);
+      lo.markers = true;
+      std::vector<plot::Series> series{s_lm};
+      if (base.model) series.push_back(s_base);
+      plot::line_chart(*png, series, lo);
+      std::printf("wrote %s\n", png->c_str());
+    }
+    if (o.recall) {
+      print_recall(pooled, mc.n_layer, mc.n_head, "all lengths");
+      std::vector<double> v(pooled.recall_hits.size());
+      for (int64_t l = 0; l < mc.n_layer; ++l)
+        for (int64_t h = 0; h < mc.n_head; ++h) {
+          const double x = pooled.recall(l, h, mc.n_head);
+          v[static_cast<size_t>(l * mc.n_head + h)] = x < 0 ? NAN : 100 * x;
+        }
+      plot::HeatmapOptions ho;
+      ho.title = "retrieval recall of the key's block (k " + std::to_string(cfg.k) + ", all lengths)";
+      ho.x_label = "head";
+      ho.y_label = "layer";
+      ho.value_label = "% of answer queries";
+      ho.v_min = 0.0;
+      ho.v_max = 100.0;
+      ho.width = 160 + 90 * static_cast<int>(mc.n_head);
+      ho.height = 160 + 90 * static_cast<int>(mc.n_layer);
+      plot::heatmap(*recall_png, static_cast<int>(mc.n_layer), static_cast<int>(mc.n_head), v, ho);
+      std::printf("wrote %s (grey: no query with the key's block in the cache)\n", recall_png->c_str());
+    }
+    return 0;
+  };
+  return {sub, run};
+}
+
+Command eval_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("eval", "Perplexity over long windows with cached retrieval (the paper's Tables 1-3)");
+  auto ckpt = std::make_shared<std::string>();
+  auto tokens = std::make_shared<std::string>();
+  auto length = std::make_shared<int64_t>(2048);
+  auto windows = std::make_shared<int64_t>(0);
+  auto hist = std::make_shared<std::string>();
+  auto flags = std::make_shared<InferFlags>();
+  sub->add_option("--checkpoint", *ckpt, "Model checkpoint")->required()->check(CLI::ExistingFile);
+  sub->add_option("--tokens", *tokens, "A token file made by `landmark prepare` with the same tokenizer (e.g. val.tokens)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--length", *length, "Evaluation length: raw tokens per window, all of them scored")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30))
+      ->capture_default_str();
+  sub->add_option("--windows", *windows, "Evaluate at most this many windows (0: all)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 40))
+      ->capture_default_str();
+  sub->add_option("--hist", *hist, "Write the histogram of unique retrieved blocks (Appendix F) to this PNG");
+  flags->add(sub, true);
+  auto run = [=]() {
+    LoadedModel m = load_trained_model(*ckpt, flags->dev());
+    InferConfig cfg = flags->get(m);
+    LM_CHECK(!flags->all() || hist->empty(), "eval: --hist draws one granularity; choose one instead of 'all'");
+    TokenFile data(*tokens);
+    data.check_fingerprint(m.tokenizer->fingerprint());
+    const GPTConfig& mc = m.model->config();
+    const bool landmark = mc.attention == "landmark";
+    LM_CHECK(landmark || !flags->all(), "eval: --granularity all needs a landmark model");
+    const int64_t F = mc.landmark_every;
+    auto evaluate = [&](const InferConfig& c) {
+      PerplexityResult r = evaluate_perplexity(*m.model, data.tokens(), c, m.landmark_id(), m.cmt_id(), *length, *windows,
+                                               [](int64_t d, int64_t t) {
+                                                 std::fprintf(stderr, "\rwindow %lld/%lld", (long long)d, (long long)t);
+                                               });
+      std::fprintf(stderr, "\n");
+      return r;
+    };
+    if (flags->all()) {  // the paper's Table 2: the three granularities
+      std::printf("%-8s %-9s %-12s %-3s %-26s %-13s %-10s%s\n", "Per Head", "Per Token", "Eval. Length", "k",
+                  "Blocks (per chunk, layer)", "unique/token", "Perplexity", mc.context_miss ? "  drop_rate" : "");
+      for (Granularity g : {Granularity::TokenHead, Granularity::Head, Granularity::Token}) {
+        InferConfig c = cfg;
+        c.granularity = g;
+        PerplexityResult r = evaluate(c);
+        std::printf("%-8s %-9s %-12lld %-3lld %-26.1f %-13.3f %-10.3f", g == Granularity::Token ? "no" : "yes",
+                    g == Granularity::Head ? "no" : "yes", (long long)*length, (long long)cfg.k, r.fetched_per_step(),
+                    r.unique_per_token(), r.perplexity());
+        if (mc.context_miss) std::printf("  %.4f", r.drop_rate());
+        std::printf("\n");
+        std::fflush(stdout);
+      }
+      std::printf("(chunk %lld; Blocks: blocks retrieved per chunk and layer with a cache, a set shared by the heads of a "
+                  "token or the tokens of a head counted once; unique/token: distinct blocks per chunk and layer over its queries)\n",
+                  (long long)cfg.chunk_len);
+      return 0;
+    }
+    PerplexityResult r = evaluate(cfg);
+    std::printf("%-12s %-8s %-9s %-7s %-3s %-15s %s\n", "Eval. Length", "l_local", "XL cache", "Blocks", "k", "Attention Size",
+                "Perplexity");
+    if (landmark)
+      std::printf("%-12lld %-8lld %-9s %-7s %-3lld %-15lld %.3f\n", (long long)*length, (long long)cfg.chunk_len, "None",
+                  cfg.capacity > 0 ? std::to_string(cfg.capacity).c_str() : "all", (long long)cfg.k,
+                  (long long)(cfg.chunk_len + cfg.k * (F + 1)), r.perplexity());
+    else
+      std::printf("%-12lld %-8lld %-9s %-7s %-3s %-15lld %.3f\n", (long long)*length, (long long)*length, "None", "None", "-",
+                  (long long)*length, r.perplexity());
+    std::printf("(%lld windows, %lld tokens scored: every position of each window; %.3f nats/token, %.1f s; "
+                "attention size = chunk + k (F + 1))\n",
+                (long long)r.windows, (long long)r.tokens, r.nll, r.seconds);
+    if (landmark)
+      std::printf("retrieval (%s granularity): %.1f blocks retrieved per chunk and layer, %.3f unique blocks per token, "
+                  "over %lld (chunk, layer) pairs with a cache\n",
+                  granularity_name(cfg.granularity), r.fetched_per_step(), r.unique_per_token(), (long long)r.retrieval_steps);
+    if (mc.context_miss)
+      std::printf("perplexity=%.3f drop_rate=%.4g (CMT cutoff %g: share of the %lld (query, layer, head) CMT scores below it)\n",
+                  r.perplexity(), r.drop_rate(), cfg.cmt_cutoff, (long long)r.cmt_rows);
+    if (!r.unique_blocks.empty()) {
+      double mean = 0;
+      for (int64_t u : r.unique_blocks) mean += static_cast<double>(u);
+      mean /= static_cast<double>(r.unique_blocks.size());
+      std::printf("unique blocks retrieved in the penultimate chunk: mean %.2f of %lld cached (%s granularity)\n", mean,
+                  (long long)r.cached_at_penultimate, granularity_name(cfg.granularity));
+      if (!hist->empty()) {
+        plot::HistogramOptions o;
+        o.title = "unique retrieved blocks, penultimate chunk (" + std::string(granularity_name(cfg.granularity)) + ")";
+        o.x_label = "unique blocks (of " + std::to_string(r.cached_at_penultimate) + " cached)";
+        o.y_label = "count (windows x layers)";
+        o.integer_bins = true;
+        std::vector<double> v(r.unique_blocks.begin(), r.unique_blocks.end());
+        plot::histogram(*hist, v, 0, o);
+        std::printf("wrote %s\n", hist->c_str());
+      }
+    }
+    return 0;
+  };
+  return {sub, run};
+}
+
+}  // namespace app
+}  // namespace lm

@@ -1,0 +1,59 @@
+// infer_flags.h: the retrieval flags every inference command shares (apps/cmd_infer.cpp,
+// apps/cmd_eval.cpp), checked against the model they will run.
+#pragma once
+
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "infer/config.h"
+#include "infer/model_io.h"
+#include "tensor/check.h"
+
+namespace lm {
+namespace app {
+
+struct InferFlags {
+  InferConfig cfg;
+  std::string granularity = "token-head", positions = "stingy", device = "cpu";
+  CLI::Option* cutoff_opt = nullptr;
+  // `all_granularities`: accept "all" (eval runs the three, as in the paper's Table 2).
+  void add(CLI::App* sub, bool all_granularities = false) {
+    sub->add_option("--device", device, "cpu or cuda (block K/V stay in host memory either way)")
+        ->check(CLI::IsMember({"cpu", "cuda"}))
+        ->capture_default_str();
+    sub->add_option("--chunk", cfg.chunk_len, "Raw tokens per chunk (local context)")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 30))
+        ->capture_default_str();
+    sub->add_option("--k", cfg.k, "Blocks retrieved per query")->check(CLI::Range(int64_t(0), int64_t(1) << 20))->capture_default_str();
+    sub->add_option("--capacity", cfg.capacity, "Keep only the newest S blocks (0: all)")
+        ->check(CLI::Range(int64_t(0), int64_t(1) << 40))
+        ->capture_default_str();
+    std::vector<std::string> modes{"token-head", "token", "head"};
+    if (all_granularities) modes.push_back("all");
+    sub->add_option("--granularity", granularity,
+                    all_granularities ? "token-head | token | head | all: who shares a retrieval (all: the three, Table 2)"
+                                      : "token-head | token | head: who shares a retrieval")
+        ->check(CLI::IsMember(modes))
+        ->capture_default_str();
+    sub->add_option("--positions", positions, "stingy | exact")->check(CLI::IsMember({"stingy", "exact"}))->capture_default_str();
+    sub->add_option("--mmap-dir", cfg.mmap_dir, "Keep block K/V in memory-mapped files in this directory");
+    cutoff_opt = sub->add_option("--cmt-cutoff", cfg.cmt_cutoff,
+                                 "Models trained with --cmt: S(CMT) below this gates retrieved blocks with 0 (Appendix D)")
+                     ->check(CLI::Range(0.0, 1.0))
+                     ->capture_default_str();
+  }
+  Device dev() const { return parse_device(device); }
+  bool all() const { return granularity == "all"; }
+  // The configuration for `m`; refuses a CMT cutoff for a model without a context-miss token.
+  InferConfig get(const LoadedModel& m) {
+    LM_CHECK(cutoff_opt == nullptr || cutoff_opt->count() == 0 || m.model->config().context_miss,
+             "--cmt-cutoff: this model was trained without a context-miss token (train --cmt); there is no CMT to cut");
+    cfg.granularity = parse_granularity(all() ? "token-head" : granularity);
+    cfg.positions = parse_position_mode(positions);
+    return cfg;
+  }
+};
+
+}  // namespace app
+}  // namespace lm

@@ -1,0 +1,65 @@
+// layer_cache.cpp: LayerCache (layer_cache.h): blocks into the store, landmark keys, the tail.
+#include "infer/layer_cache.h"
+
+#include "landmark/tokens.h"
+#include "tensor/create.h"
+#include "tensor/ops.h"
+
+namespace lm {
+
+LayerCache::LayerCache(int64_t nh, int64_t f, int64_t hs, DType dt, int64_t capacity, const std::string& path,
+                       Device dev)
+    : store(std::make_unique<BlockStore>(nh * (f + 1) * hs, dt, capacity, path)),
+      NH(nh),
+      F(f),
+      HS(hs),
+      dtype(dt),
+      device(dev) {
+  landmark_keys = zeros({nh, 0, hs}, dt, dev);
+  landmark_keys_rot_t = zeros({nh, hs, 0}, dt, dev);
+  tail_k = zeros({nh, 0, hs}, dt, dev);
+  tail_v = zeros({nh, 0, hs}, dt, dev);
+}
+
+int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& kinds, RotaryCache& rope,
+                           PositionMode positions, int64_t first_gid) {
+  const int64_t L = k_loc.size(1);
+  LM_CHECK(static_cast<int64_t>(kinds.size()) == L, "LayerCache: " << kinds.size() << " kinds for " << L << " keys");
+  LM_CHECK(k_loc.device() == device && v_loc.device() == device,
+           "LayerCache: keys " << describe(k_loc) << " and values " << describe(v_loc) << " must be on "
+                               << device_name(device) << ", the cache's device");
+  int64_t end = 0;  // the completed blocks are [0, end): everything up to the last landmark
+  for (int64_t j = 0; j < L; ++j)
+    if (kinds[j] == kLandmark) end = j + 1;
+  // The store is host memory: from a device, the completed blocks cross in one copy each for K
+  // and V (on the CPU these are views, no copy).
+  const Tensor k_host = k_loc.narrow(1, 0, end).to(Device::CPU), v_host = v_loc.narrow(1, 0, end).to(Device::CPU);
+  std::vector<Tensor> keys{landmark_keys}, keys_rot{landmark_keys_rot_t};  // held keys, then the new ones
+  int64_t begin = 0, completed = 0;
+  for (int64_t j = 0; j < end; ++j) {
+    if (kinds[j] != kLandmark) continue;
+    LM_CHECK(j - begin == F, "LayerCache: a block of " << j - begin << " regular tokens (F = " << F << ")");
+    // K transposed per head, (NH, HS, F+1): a query then scores a block by streaming along its
+    // tokens (cpu::rotated_vec_times_rows); V as it is, (NH, F+1, HS).
+    Tensor kb = k_host.narrow(1, begin, F + 1).transpose(1, 2).contiguous(), vb = v_host.narrow(1, begin, F + 1).contiguous();
+    store->append(kb.raw_data(), vb.raw_data());
+    keys.push_back(k_loc.narrow(1, j, 1));
+    const int64_t gid = first_gid + completed;
+    const int32_t p = static_cast<int32_t>(positions == PositionMode::Exact ? gid * (F + 1) + F : F);
+    keys_rot.push_back(rotary(k_loc.narrow(1, j, 1).unsqueeze(0), rope.range(p, 1)).squeeze(0).transpose(1, 2));
+    begin = j + 1;
+    ++completed;
+  }
+  if (completed > 0) {  // keep as many landmark keys as the store keeps blocks (capacity): the newest
+    const int64_t held = store->size();
+    Tensor all = concat(keys, 1), all_rot = concat(keys_rot, 2);
+    landmark_keys = all.narrow(1, all.size(1) - held, held).contiguous();
+    landmark_keys_rot_t = all_rot.narrow(2, all_rot.size(2) - held, held).contiguous();
+  }
+  tail_len = L - begin;
+  tail_k = k_loc.narrow(1, begin, tail_len).contiguous();
+  tail_v = v_loc.narrow(1, begin, tail_len).contiguous();
+  return completed;
+}
+
+}  // namespace lm

@@ -1,0 +1,50 @@
+// layer_cache.h: what one layer keeps between the chunks of cached inference (Section 3.2): the
+// K/V of finished blocks in slow memory (a BlockStore, always on the host), their landmark keys
+// and the unfinished tail in fast memory (on the model's device), and, for a model trained with
+// a context-miss token, that token's key. Not here: choosing blocks (retrieval_plan.h) and
+// attending to them (chunk_attention.h).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "infer/block_store.h"
+#include "infer/config.h"
+#include "nn/functional.h"
+#include "tensor/tensor.h"
+
+namespace lm {
+
+// One layer's cache: block K/V (un-rotated; K as (NH, HS, F+1), transposed per head, V as
+// (NH, F+1, HS)) in slow memory, landmark keys (un-rotated) and the unfinished tail in fast
+// memory, i.e. on `device`, the model's device.
+struct LayerCache {
+  LayerCache(int64_t NH, int64_t F, int64_t HS, DType dtype, int64_t capacity, const std::string& path,
+             Device device = Device::CPU);
+  std::unique_ptr<BlockStore> store;
+  Tensor landmark_keys;      // (NH, nb, HS), one column per cached block, oldest first, un-rotated
+  // The same keys rotated once, when they were cached, at the position retrieval scores most of
+  // them at: their true position (exact mode) or slot 0 (stingy mode). Scoring is then one
+  // product; only the k newest blocks (stingy slots 1..k) are rotated again at use. Stored
+  // transposed, (NH, HS, nb), so that product streams along the blocks (one query: an axpy per
+  // feature instead of a short dot product per block).
+  Tensor landmark_keys_rot_t;
+  Tensor tail_k, tail_v;  // (NH, tail_len, HS)
+  int64_t tail_len = 0;
+  // The context-miss token's key in this layer, rotated at position -1 (where training puts the
+  // CMT), (NH, HS) on `device`; undefined for a model without a CMT. The CMT attends to nothing,
+  // so its key does not depend on the input: the session computes it once (Appendix D).
+  Tensor cmt_key_rot;
+  int64_t NH, F, HS;
+  DType dtype;
+  Device device;
+  // Takes the local sequence [tail | chunk] (NH, L, HS) of a processed chunk, on `device`: every
+  // completed block (ending in a landmark) goes to the cache (its K/V copied to the host store),
+  // the rest becomes the new tail. Returns the number of completed blocks.
+  // `first_gid`: global index the first completed block will get (for exact positions).
+  int64_t absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& local_kinds, RotaryCache& rope,
+                 PositionMode positions, int64_t first_gid);
+};
+
+}  // namespace lm

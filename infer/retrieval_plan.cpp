@@ -1,0 +1,112 @@
+// retrieval_plan.cpp: retrieval scores and the retrieval plan (retrieval_plan.h).
+#include "infer/retrieval_plan.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "landmark/retrieval.h"
+#include "nn/nn_math.h"
+#include "tensor/cpu/vec_dot.h"
+#include "tensor/dtype.h"
+#include "tensor/ops.h"
+
+namespace lm {
+
+Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, bool cpu_loop) {
+  LM_CHECK(q_rot.dim() == 3 && q_rot.size(0) == cache.NH && q_rot.size(2) == cache.HS && q_rot.device() == cache.device &&
+               q_rot.dtype() == cache.dtype,
+           "retrieval_scores: queries " << describe(q_rot) << " do not fit the cache (NH " << cache.NH << ", HS " << cache.HS
+                                        << ", " << device_name(cache.device) << ")");
+  LM_CHECK(ctx.rope != nullptr || ctx.positions != PositionMode::Stingy, "retrieval_scores: stingy scoring needs ctx.rope");
+  const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), nb = cache.landmark_keys.size(1);
+  const int64_t F = ctx.F, B1 = F + 1;
+  // 1/sqrt(HS) rounded to the element type first, as the attention rows use it.
+  const double exact = 1.0 / std::sqrt(static_cast<double>(HS));
+  const double scale = q_rot.dtype() == DType::F32 ? static_cast<double>(static_cast<float>(exact)) : exact;
+  // Every key was rotated at its usual scoring place when it was cached (LayerCache::absorb): one
+  // product scores them all. In stingy mode the k newest sit in slots k..1 instead of 0: rescore
+  // just those.
+  Tensor scores = matmul(q_rot, cache.landmark_keys_rot_t);  // (NH, n, HS) x (NH, HS, nb) -> (NH, n, nb)
+  if (nb == 0) return scores;
+  if (!(cpu_loop && scores.device() == Device::CPU)) {  // tensor ops, on any device
+    if (ctx.positions == PositionMode::Stingy) {
+      const int64_t recent = std::min(nb, ctx.k);
+      std::vector<int32_t> pos;
+      for (int64_t b = nb - recent; b < nb; ++b) pos.push_back(static_cast<int32_t>(stingy_score_slot(b, nb, ctx.k) * B1 + F));
+      Tensor recent_rot = rotary(cache.landmark_keys.narrow(1, nb - recent, recent).unsqueeze(0), ctx.rope->tables(pos)).squeeze(0);
+      scores.narrow(2, nb - recent, recent).copy_(matmul(q_rot, recent_rot, false, true));
+    }
+    return mul(scores, scale);
+  }
+  // The same on the CPU without a tensor op per step (decoding runs this once per layer and
+  // token): the k newest rescored in place (rotate_pair, as the rotary op; a dot product per
+  // query), then scaled in place.
+  LM_DISPATCH_FLOAT(scores.dtype(), "retrieval_scores", {
+    scalar_t* ps = scores.data<scalar_t>();
+    if (ctx.positions == PositionMode::Stingy) {
+      const Tensor q_c = q_rot.contiguous();
+      const scalar_t* q = q_c.data<scalar_t>();
+      const scalar_t* lk = cache.landmark_keys.data<scalar_t>();  // (NH, nb, HS), contiguous
+      std::vector<scalar_t> rk(static_cast<size_t>(HS));
+      for (int64_t b = std::max<int64_t>(0, nb - ctx.k); b < nb; ++b) {
+        const int64_t slot = stingy_score_slot(b, nb, ctx.k);
+        const scalar_t* cs = ctx.rope->cos_rows<scalar_t>(slot * B1 + F, 1);
+        const scalar_t* sn = ctx.rope->sin_rows<scalar_t>(slot * B1 + F, 1);
+        for (int64_t h = 0; h < NH; ++h) {
+          const scalar_t* key = lk + (h * nb + b) * HS;
+          for (int64_t i = 0; i < HS / 2; ++i)
+            nnmath::rotate_pair(key[2 * i], key[2 * i + 1], cs[i], sn[i], rk[2 * i], rk[2 * i + 1]);
+          for (int64_t i = 0; i < n; ++i) ps[(h * n + i) * nb + b] = cpu::dot_vectors(q + (h * n + i) * HS, rk.data(), HS);
+        }
+      }
+    }
+    const scalar_t sc = static_cast<scalar_t>(scale);
+    for (int64_t j = 0; j < NH * n * nb; ++j) ps[j] *= sc;
+  });
+  return scores;
+}
+
+namespace {
+// Every query scores every cached landmark key and keeps its top k; then each chosen block gets
+// its place. The scores are computed on q_rot's device and only the (NH, n, nb) score matrix
+// comes to the host, where the selection runs.
+template <class T> RetrievalPlan plan_for(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot) {
+  const int64_t NH = q_rot.size(0), n = q_rot.size(1);
+  const int64_t F = ctx.F, B1 = F + 1, nb = cache.store->size();
+  RetrievalPlan plan;
+  plan.nb = nb;
+  plan.first_gid = ctx.blocks_done - nb;
+  const int64_t first_gid = plan.first_gid;
+  LM_CHECK(cache.landmark_keys.size(1) == nb,
+           "chunk_attention: " << cache.landmark_keys.size(1) << " landmark keys for " << nb << " cached blocks");
+
+  // --- 1. retrieval: every query scores every cached landmark key, keeps its top k ---
+  plan.sel.resize(static_cast<size_t>(NH * n));
+  if (nb > 0 && ctx.k > 0) {
+    const Tensor scores = retrieval_scores(cache, ctx, q_rot).to(Device::CPU);  // (NH, n, nb)
+    plan.sel = select_blocks<T>(scores.data<T>(), NH, n, nb, ctx.k, ctx.granularity);
+  }
+
+  // --- 2. where each chosen block sits ---
+  plan.base.resize(plan.sel.size());  // first position of each chosen block
+  for (size_t r = 0; r < plan.sel.size(); ++r) {
+    const std::vector<int32_t>& sel = plan.sel[r];
+    if (sel.empty()) continue;
+    std::vector<int32_t> slot =
+        ctx.positions == PositionMode::Stingy ? stingy_attention_slots(sel, nb, ctx.k) : std::vector<int32_t>();
+    for (size_t c = 0; c < sel.size(); ++c)
+      plan.base[r].push_back(
+          static_cast<int32_t>(ctx.positions == PositionMode::Exact ? (first_gid + sel[c]) * B1 : slot[c] * B1));
+  }
+  return plan;
+}
+
+}  // namespace
+
+RetrievalPlan plan_retrieval(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot) {
+  RetrievalPlan plan;
+  LM_DISPATCH_FLOAT(q_rot.dtype(), "plan_retrieval", { plan = plan_for<scalar_t>(cache, ctx, q_rot); });
+  return plan;
+}
+
+}  // namespace lm

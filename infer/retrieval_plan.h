@@ -1,0 +1,56 @@
+// retrieval_plan.h: steps 1 and 2 of a layer's attention for one chunk at inference (Section 3.2):
+// which cached blocks every (head, query) retrieves (top k of its landmark scores, at the chosen
+// granularity) and where each chosen block sits (stingy or exact positions). The plan is made on
+// the host for both devices; the attention over a plan is chunk_attention.h. The pure math
+// (top-k, stingy slots) is landmark/retrieval.h.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "infer/config.h"
+#include "infer/layer_cache.h"
+#include "tensor/tensor.h"
+
+namespace lm {
+
+struct AttentionCapture;
+struct RetrievalTrace;
+
+// What the session tells a layer about the chunk being processed.
+struct ChunkContext {
+  int64_t F = 50, k = 4;
+  Granularity granularity = Granularity::TokenHead;
+  PositionMode positions = PositionMode::Stingy;
+  int64_t blocks_done = 0;  // blocks completed before this chunk (global index of the next one)
+  double rotary_base = 10000.0;
+  double cmt_cutoff = 0;  // with a CMT (cache.cmt_key_rot defined): S(CMT) below this gates with 0
+  const std::vector<int32_t>* local_kinds = nullptr;  // kinds of [tail | chunk]
+  int64_t chunk = 0, layer = 0;
+  int64_t aug_start = 0;  // global augmented position of the chunk's first token
+  AttentionCapture* capture = nullptr;
+  RetrievalTrace* trace = nullptr;  // when set, the plan is recorded there
+  RotaryCache* rope = nullptr;  // the session's cos/sin rows (positions are decided here, at use)
+};
+
+// What retrieval chose for one chunk of one layer. Row r = h * n + i is (head h, query i).
+struct RetrievalPlan {
+  int64_t nb = 0;         // blocks cached
+  int64_t first_gid = 0;  // global index of the oldest cached block
+  std::vector<std::vector<int32_t>> sel;   // (NH * n) chosen cached indices per row, ascending
+  std::vector<std::vector<int32_t>> base;  // (NH * n) first position of each chosen block
+};
+
+// Retrieval's scores (NH, n, nb), scaled by 1/sqrt(HS): the chunk's rotated queries against every
+// cached landmark key, the k newest at their stingy slots in stingy mode. On the CPU a plain loop
+// (cpu_loop) does the stingy rescoring and scaling in place; otherwise tensor ops on q's device.
+// Both exist so the tests can hold one against the other.
+Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, bool cpu_loop = true);
+
+// Steps 1 and 2 for the rotated queries q_rot (NH, n, HS) of a chunk (on the cache's device):
+// scores on that device, top-k selection and placement on the host. Block b's place (`base`) is
+// its first position: slot * (F + 1) with the stingy slots, (first_gid + b) * (F + 1) in exact
+// mode, in the coordinates where the reserved slots (stingy) or the stream (exact) start at 0.
+RetrievalPlan plan_retrieval(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot);
+
+}  // namespace lm

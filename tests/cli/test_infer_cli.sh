@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# test_infer_cli.sh: the inference commands as a user runs them, on two tiny models trained for a
+# few steps (what they answer does not matter, only what the commands do): `eval --cmt-cutoff`
+# prints drop_rate=0 at cutoff 0 and drop_rate=1 at cutoff 1 (each S(CMT) < 1), a model without a
+# CMT refuses the flag with a clear message and a non-zero exit, `eval --granularity all` prints
+# the three rows of Table 2, `passkey --recall` prints the layer x head table and writes its heat
+# map, and `passkey --scoring paper` says so in its header. Usage: test_infer_cli.sh path/to/landmark
+set -euo pipefail
+LANDMARK="$1"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect() {  # file, fixed string
+  grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "expected '$2' in the output above"; }
+}
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+
+"$LANDMARK" passkey-data --out "$WORK/data" --docs 200 --max-fillers 3 --seed 3 > /dev/null
+"$LANDMARK" prepare --train "$WORK/data/train.txt" --val "$WORK/data/val.txt" --out "$WORK/tok" --tokenizer bytes > /dev/null
+TINY=(--data "$WORK/tok" --layers 1 --embd 32 --heads 2 --block-size 128 --batch 2 --steps 3 --eval-every 0
+      --attention landmark --landmark-every 10 --quiet)
+"$LANDMARK" train "${TINY[@]}" --out "$WORK/cmt" --cmt > /dev/null
+"$LANDMARK" train "${TINY[@]}" --out "$WORK/plain" > /dev/null
+EVAL=(eval --tokens "$WORK/tok/val.tokens" --length 300 --windows 2 --chunk 50 --k 2)
+
+"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/cmt/checkpoint.safetensors" --cmt-cutoff 0 > "$WORK/out0" 2> /dev/null
+expect "$WORK/out0" "drop_rate=0 "
+"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/cmt/checkpoint.safetensors" --cmt-cutoff 1 > "$WORK/out1" 2> /dev/null
+expect "$WORK/out1" "drop_rate=1 "
+expect "$WORK/out1" "tokens scored: every position of each window"
+
+if "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --cmt-cutoff 0.5 > "$WORK/out2" 2>&1; then
+  fail "eval --cmt-cutoff on a model without a CMT succeeded"
+fi
+expect "$WORK/out2" "trained without a context-miss token"
+
+"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --granularity all > "$WORK/out3" 2> /dev/null
+expect "$WORK/out3" "Per Head"
+[ "$(grep -cE '^(yes|no) ' "$WORK/out3")" -eq 3 ] || { cat "$WORK/out3" >&2; fail "expected three granularity rows"; }
+
+"$LANDMARK" passkey --checkpoint "$WORK/cmt/checkpoint.safetensors" --lengths 400 --trials 2 --chunk 50 --k 2 \
+  --recall --recall-plot "$WORK/recall.png" --scoring paper > "$WORK/out4"
+expect "$WORK/out4" "scoring: paper"
+expect "$WORK/out4" "retrieval recall, all lengths"
+[ -s "$WORK/recall.png" ] || fail "no recall heat map written"
+echo "inference CLI: all checks passed"

@@ -1,0 +1,114 @@
+// test_chunk_attention.cpp: step 3 of chunk attention, the attention over a retrieval plan: the
+// fast rows (attend_plan, chunk_attention.cpp) against their naive twin (attend_plan_reference,
+// chunk_attention_ref.cpp) on random plans, with and without a context-miss token, and the
+// shared layout of a virtual row (virtual_row.h) on a hand-worked row.
+#include "tests/helpers.h"
+
+#include <algorithm>
+
+#include "infer/chunk_attention.h"
+#include "infer/virtual_row.h"
+#include "landmark/tokens.h"
+#include "tensor/rng.h"
+
+using namespace lm;
+using namespace lm::test;
+
+TEST_CASE("virtual row layout: CMT, controlled retrieved landmarks, free local ones (hand-worked)", "[infer]") {
+  // F 2, one retrieved block, local keys [r r L r]: the row is CMT | r r CL | r r L r.
+  const int32_t local[] = {kRegular, kRegular, kLandmark, kRegular};
+  int32_t kind[8], block_of[8], block_start[9];
+  RowLayout L = virtual_row_layout(true, 0.25, 1, 2, local, 4, kind, block_of, block_start);
+  const std::vector<int32_t> want_kind{kContextMiss, kRegular, kRegular, kControlledLandmark, kRegular, kRegular, kLandmark, kRegular};
+  const std::vector<int32_t> want_block{-1, 0, 0, 0, 1, 1, 1, 2};
+  CHECK(std::vector<int32_t>(kind, kind + 8) == want_kind);
+  CHECK(std::vector<int32_t>(block_of, block_of + 8) == want_block);
+  CHECK(std::vector<int32_t>(block_start, block_start + 3) == std::vector<int32_t>{1, 4, 7});
+  CHECK(L.cmt == 0);
+  CHECK(L.cmt_cutoff == 0.25);
+  // Without a CMT: r r L | r r L r, blocks from 0.
+  RowLayout P = virtual_row_layout(false, 0, 1, 2, local, 4, kind, block_of, block_start);
+  CHECK(std::vector<int32_t>(kind, kind + 7) ==
+        std::vector<int32_t>{kRegular, kRegular, kLandmark, kRegular, kRegular, kLandmark, kRegular});
+  CHECK(std::vector<int32_t>(block_start, block_start + 3) == std::vector<int32_t>{0, 3, 6});
+  CHECK(P.cmt == -1);
+}
+
+TEST_CASE("chunk attention: the fast rows equal the naive twin on random plans", "[infer]") {
+  const int64_t NH = 2, F = 3, HS = 8, B1 = F + 1, nb = 7;
+  for (DType dt : {DType::F64, DType::F32}) {
+    for (bool cmt : {false, true}) {
+      for (double cutoff : {0.0, 0.2}) {
+        if (!cmt && cutoff > 0) continue;
+        INFO(dtype_name(dt) << (cmt ? " with CMT, cutoff " : " no CMT ") << cutoff);
+        manual_seed(61);
+        // A cache of nb blocks from one absorbed sequence (landmarks every F + 1).
+        RotaryCache rope(HS, 10000.0, dt, Device::CPU);
+        LayerCache cache(NH, F, HS, dt, 0, "");
+        const int64_t Lc = nb * B1;
+        std::vector<int32_t> kinds(static_cast<size_t>(Lc), kRegular);
+        for (int64_t j = F; j < Lc; j += B1) kinds[j] = kLandmark;
+        REQUIRE(cache.absorb(randn({NH, Lc, HS}, dt), randn({NH, Lc, HS}, dt), kinds, rope, PositionMode::Stingy, 0) == nb);
+        if (cmt) cache.cmt_key_rot = randn({NH, HS}, dt);
+        // The chunk: a tail of 2 regular keys, then 6 queries with a landmark closing the block.
+        const int64_t tl = 2, n = 6, L = tl + n;
+        std::vector<int32_t> local{kRegular, kRegular, kRegular, kLandmark, kRegular, kRegular, kRegular, kRegular};
+        Tensor q = mul(randn({NH, n, HS}, dt), 1.5), k = mul(randn({NH, L, HS}, dt), 1.5), v = randn({NH, L, HS}, dt);
+        ChunkContext ctx;
+        ctx.F = F;
+        ctx.k = 4;
+        ctx.blocks_done = nb;
+        ctx.cmt_cutoff = cutoff;
+        ctx.local_kinds = &local;
+        ctx.rope = &rope;
+        for (int trial = 0; trial < 4; ++trial) {
+          // Random plan: each row takes a random subset of at most 4 blocks, ascending, each at a
+          // random place (block slots of a stingy layout in even trials, any position in odd ones).
+          RetrievalPlan plan;
+          plan.nb = nb;
+          plan.sel.resize(static_cast<size_t>(NH * n));
+          plan.base.resize(plan.sel.size());
+          std::vector<double> u = values(rand({NH * n * (nb + 4)}, DType::F64));
+          size_t at = 0;
+          for (size_t r = 0; r < plan.sel.size(); ++r) {
+            for (int32_t b = 0; b < nb; ++b)
+              if (u[at++] < 0.4 && plan.sel[r].size() < 4) plan.sel[r].push_back(b);
+            for (size_t c = 0; c < plan.sel[r].size(); ++c)
+              plan.base[r].push_back(static_cast<int32_t>(trial % 2 == 0 ? static_cast<int64_t>(c) * B1
+                                                                         : static_cast<int64_t>(u[at++ % u.size()] * 200)));
+          }
+          CmtCount fast_count, ref_count;
+          const Tensor fast = attend_plan(cache, ctx, plan, q, k, v, &fast_count);
+          const Tensor ref = attend_plan_reference(cache, ctx, plan, q, k, v, &ref_count);
+          INFO("trial " << trial);
+          // f64: the same sums in other orders; f32: rounding of scores, exps and rotations of
+          // size ~10 against the f64 twin.
+          CHECK(max_abs_diff(fast, ref) < (dt == DType::F64 ? 1e-12 : 2e-5));
+          CHECK(fast_count.rows == (cmt ? NH * n : 0));
+          CHECK(fast_count.rows == ref_count.rows);
+          if (dt == DType::F64) CHECK(fast_count.dropped == ref_count.dropped);
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("chunk attention: a wrong plan or mismatched inputs are refused", "[infer]") {
+  const int64_t NH = 2, F = 3, HS = 8;
+  RotaryCache rope(HS, 10000.0, DType::F64, Device::CPU);
+  LayerCache cache(NH, F, HS, DType::F64, 0, "");
+  std::vector<int32_t> local(4, kRegular);
+  ChunkContext ctx;
+  ctx.F = F;
+  ctx.local_kinds = &local;
+  ctx.rope = &rope;
+  Tensor q = randn({NH, 4, HS}, DType::F64), k = randn({NH, 4, HS}, DType::F64);
+  RetrievalPlan plan;
+  plan.sel.resize(3);  // 8 rows expected
+  plan.base.resize(3);
+  CHECK_THROWS_WITH(attend_plan(cache, ctx, plan, q, k, k), Catch::Contains("a plan for 3 rows, expected 8"));
+  plan.sel.resize(8);
+  plan.base.resize(8);
+  CHECK_THROWS_WITH(attend_plan(cache, ctx, plan, randn({NH, 4, 6}, DType::F64), k, k), Catch::Contains("do not fit"));
+  CHECK(attend_plan(cache, ctx, plan, q, k, k).shape() == Shape{NH, 4, HS});
+}
