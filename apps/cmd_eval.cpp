@@ -197,15 +197,15 @@ Command eval_command(CLI::App& app) {
       return r;
     };
     if (flags->all()) {  // the paper's Table 2: the three granularities
-      std::printf("%-8s %-9s %-12s %-3s %-26s %-13s %-10s%s\n", "Per Head", "Per Token", "Eval. Length", "k",
-                  "Blocks (per chunk, layer)", "unique/token", "Perplexity", mc.context_miss ? "  drop_rate" : "");
+      std::printf("%-8s %-9s %-12s %-3s %-14s %-26s %-13s %-10s%s\n", "Per Head", "Per Token", "Eval. Length", "k",
+                  "Blocks (all)", "Blocks (per chunk, layer)", "unique/token", "Perplexity", mc.context_miss ? "  drop_rate" : "");
       for (Granularity g : {Granularity::TokenHead, Granularity::Head, Granularity::Token}) {
         InferConfig c = cfg;
         c.granularity = g;
         PerplexityResult r = evaluate(c);
-        std::printf("%-8s %-9s %-12lld %-3lld %-26.1f %-13.3f %-10.3f", g == Granularity::Token ? "no" : "yes",
-                    g == Granularity::Head ? "no" : "yes", (long long)*length, (long long)cfg.k, r.fetched_per_step(),
-                    r.unique_per_token(), r.perplexity());
+        std::printf("%-8s %-9s %-12lld %-3lld %-14lld %-26.1f %-13.3f %-10.4f", g == Granularity::Token ? "no" : "yes",
+                    g == Granularity::Head ? "no" : "yes", (long long)*length, (long long)cfg.k, (long long)r.fetched,
+                    r.fetched_per_step(), r.unique_per_token(), r.perplexity());
         if (mc.context_miss) std::printf("  %.4f", r.drop_rate());
         std::printf("\n");
         std::fflush(stdout);
@@ -219,21 +219,22 @@ Command eval_command(CLI::App& app) {
     std::printf("%-12s %-8s %-9s %-7s %-3s %-15s %s\n", "Eval. Length", "l_local", "XL cache", "Blocks", "k", "Attention Size",
                 "Perplexity");
     if (landmark)
-      std::printf("%-12lld %-8lld %-9s %-7s %-3lld %-15lld %.3f\n", (long long)*length, (long long)cfg.chunk_len, "None",
+      std::printf("%-12lld %-8lld %-9s %-7s %-3lld %-15lld %.4f\n", (long long)*length, (long long)cfg.chunk_len, "None",
                   cfg.capacity > 0 ? std::to_string(cfg.capacity).c_str() : "all", (long long)cfg.k,
                   (long long)(cfg.chunk_len + cfg.k * (F + 1)), r.perplexity());
     else
-      std::printf("%-12lld %-8lld %-9s %-7s %-3s %-15lld %.3f\n", (long long)*length, (long long)*length, "None", "None", "-",
+      std::printf("%-12lld %-8lld %-9s %-7s %-3s %-15lld %.4f\n", (long long)*length, (long long)*length, "None", "None", "-",
                   (long long)*length, r.perplexity());
-    std::printf("(%lld windows, %lld tokens scored: every position of each window; %.3f nats/token, %.1f s; "
+    std::printf("(%lld windows, %lld tokens scored: every position of each window; %.4f nats/token, %.1f s; "
                 "attention size = chunk + k (F + 1))\n",
                 (long long)r.windows, (long long)r.tokens, r.nll, r.seconds);
     if (landmark)
-      std::printf("retrieval (%s granularity): %.1f blocks retrieved per chunk and layer, %.3f unique blocks per token, "
-                  "over %lld (chunk, layer) pairs with a cache\n",
-                  granularity_name(cfg.granularity), r.fetched_per_step(), r.unique_per_token(), (long long)r.retrieval_steps);
+      std::printf("retrieval (%s granularity): %lld blocks retrieved in all, %.1f per chunk and layer (Table 2's count), "
+                  "%.3f unique blocks per token, over %lld (chunk, layer) pairs with a cache\n",
+                  granularity_name(cfg.granularity), (long long)r.fetched, r.fetched_per_step(), r.unique_per_token(),
+                  (long long)r.retrieval_steps);
     if (mc.context_miss)
-      std::printf("perplexity=%.3f drop_rate=%.4g (CMT cutoff %g: share of the %lld (query, layer, head) CMT scores below it)\n",
+      std::printf("perplexity=%.4f drop_rate=%.4g (CMT cutoff %g: share of the %lld (query, layer, head) CMT scores below it)\n",
                   r.perplexity(), r.drop_rate(), cfg.cmt_cutoff, (long long)r.cmt_rows);
     if (!r.unique_blocks.empty()) {
       double mean = 0;

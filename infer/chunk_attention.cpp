@@ -133,7 +133,7 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
       const RowLayout layout = virtual_row_layout(cmt, ctx.cmt_cutoff, kb, F, lkind, nloc, scratch.kind.data(),
                                                   scratch.block_of.data(), scratch.block_start.data());
       gsm::row_forward<T>(layout, static_cast<int>(len - 1), s, s, w);  // scores -> P' in place (allowed)
-      if (cmt) dropped[r] = s[0] < static_cast<T>(ctx.cmt_cutoff);     // P'(CMT), before the cutoff
+      if (cmt) dropped[r] = gsm::cmt_dropped(s[0], ctx.cmt_cutoff);    // s[0] = P'(CMT), before the cutoff
       cpu::weighted_row_sum(w, vrows, len, HS, po + (h * n + i) * HS);
       if (ctx.capture && h == ctx.capture->head) captured[i] = capture_row(ctx, plan, chosen, i, tl, first, w);
     }

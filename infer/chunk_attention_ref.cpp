@@ -62,9 +62,11 @@ std::vector<double> weights_by_definition(const std::vector<Key>& row, const std
   std::vector<double> p_top(len, 0), p_ctrl(len, 0), w(len, 0);
   softmax_over(s, top, p_top);
   if (!controlled.empty()) softmax_over(s, controlled, p_ctrl);
+  // Dropped when below the cutoff; a cutoff of 1 drops every row (even a probability of exactly 1).
   double p_cmt = cmt < len ? p_top[cmt] : 0;
-  if (dropped) *dropped = cmt < len && p_cmt < cutoff;
-  if (p_cmt < cutoff) p_cmt = 0;
+  const bool drop = p_cmt < cutoff || cutoff >= 1;
+  if (dropped) *dropped = cmt < len && drop;
+  if (drop) p_cmt = 0;
   for (size_t j : own)
     if (row[j].kind == kRegular) w[j] = p_top[j];
   for (size_t b = 0; b + 1 < blocks.size(); ++b) {

@@ -78,7 +78,7 @@ template <class T> RetrievalPlan plan_for(const LayerCache& cache, const ChunkCo
   plan.first_gid = ctx.blocks_done - nb;
   const int64_t first_gid = plan.first_gid;
   LM_CHECK(cache.landmark_keys.size(1) == nb,
-           "chunk_attention: " << cache.landmark_keys.size(1) << " landmark keys for " << nb << " cached blocks");
+           "plan_retrieval: " << cache.landmark_keys.size(1) << " landmark keys for " << nb << " cached blocks");
 
   // --- 1. retrieval: every query scores every cached landmark key, keeps its top k ---
   plan.sel.resize(static_cast<size_t>(NH * n));

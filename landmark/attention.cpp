@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "autograd/functions.h"
+#include "landmark/grouped_softmax.h"
 #include "landmark/kernels.h"
 #include "tensor/create.h"
 #include "tensor/dispatch.h"
@@ -33,7 +34,7 @@ void count_cmt_drops(const Tensor& probs, const LandmarkLayout& L, int64_t NH) {
     if (cmt[h / NH] != 0) continue;
     for (int64_t i = 0; i < T - 1; ++i) {
       ++L.cmt_stats->rows;
-      if (col[h * (T - 1) + i] < L.cmt_cutoff) ++L.cmt_stats->dropped;
+      if (gsm::cmt_dropped(col[h * (T - 1) + i], L.cmt_cutoff)) ++L.cmt_stats->dropped;
     }
   }
 }

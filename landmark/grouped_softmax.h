@@ -41,6 +41,11 @@ namespace gsm {
 
 template <class T> LM_HD T neg_inf() { return -INFINITY; }
 
+// The CMT cutoff (Appendix D, evaluation only): is a CMT probability p dropped at cutoff c? Below
+// the cutoff, and always at c >= 1: a cutoff of 1 means "never retrieve", also for a row whose
+// CMT probability rounded to exactly 1 (in f32 every other top-group member can underflow).
+template <class T> LM_HD bool cmt_dropped(T p, double cutoff) { return cutoff >= 1.0 || p < T(cutoff); }
+
 // Forward for row i: s[0..i] are the scaled scores; writes pp[0..i] (P') and w[0..i] (weights).
 // Entries beyond i are not touched. A CMT query attends to nothing: pp = w = 0. pp may alias s
 // (the CPU kernel turns scores into P' in place): every s[j] is read before pp[j] is written.
@@ -92,7 +97,7 @@ template <class T> LM_HD void row_forward(const RowLayout& L, int i, const T* s,
     pp[L.cmt] *= inv_top;
     p_cmt = pp[L.cmt];
     w[L.cmt] = T(0);
-    if (p_cmt < T(L.cmt_cutoff)) p_cmt = T(0);  // the cutoff: pp keeps the true value
+    if (cmt_dropped(p_cmt, L.cmt_cutoff)) p_cmt = T(0);  // the cutoff: pp keeps the true value
   }
   // --- each earlier block: its own softmax, gated by its landmark (and the CMT if controlled) ---
   for (int g = 0; g < b; ++g) {
@@ -127,7 +132,7 @@ template <class T> LM_HD void row_weights(const RowLayout& L, int i, const T* pp
   }
   const int b = L.block_of[i];
   T p_cmt = L.cmt >= 0 ? pp[L.cmt] : T(0);
-  if (p_cmt < T(L.cmt_cutoff)) p_cmt = T(0);
+  if (cmt_dropped(p_cmt, L.cmt_cutoff)) p_cmt = T(0);
   if (L.cmt >= 0) w[L.cmt] = 0;
   for (int g = 0; g < b; ++g) {
     const int begin = L.block_start[g], lmk = L.block_start[g + 1] - 1;

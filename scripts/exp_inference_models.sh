@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# exp_inference_models.sh: the two models behind the measured tables of docs/infer.md (stingy
-# placement before/after, the context-miss token at cached inference, retrieval recall). Both have
-# the demo's size (3 layers, d 128, 4 heads, window 512, a landmark every 50) and train on the
-# demo's pass-key data (scripts/demo.sh makes the same data/passkey):
-#   runs/infer_models/landmark   landmark attention, 3000 steps
-#   runs/infer_models/cmt        the same with a context-miss token (--cmt, P_CMT 0.5)
+# exp_inference_models.sh: the models behind the measured tables of docs/infer.md. All have the
+# demo's size and settings (3 layers, d 128, 4 heads, window 512, a landmark every 50, 3000
+# steps, seed 1337) and train on pass-key documents:
+#   runs/infer_models/landmark        on data/passkey, the demo's data (scripts/demo.sh makes the
+#                                     same), whose documents say "Find it and memorize it."
+#   runs/infer_models/landmark_them   on data/passkey_them: the same documents with the paper's
+#                                     "Find it and memorize them." (train/passkey.h says why the
+#                                     training text keeps the other wording)
+#   runs/infer_models/cmt_them        as landmark_them, with a context-miss token (--cmt, P_CMT 0.5)
 # Each run checkpoints every 250 steps; run the script again and an interrupted run resumes where
 # it stopped (a finished one is skipped: its DONE file). No time limit: a table is only made from
 # finished runs. Usage: bash scripts/exp_inference_models.sh [path/to/landmark binary]
@@ -25,18 +28,28 @@ if [ ! -s data/passkey/tokens/train.tokens ]; then
   "$LANDMARK" prepare --train data/passkey/train.txt --val data/passkey/val.txt --out data/passkey/tokens \
     --tokenizer bpe --vocab 512
 fi
+if [ ! -s data/passkey_them/tokens/train.tokens ]; then
+  echo "=== the same documents with the paper's task wording, and their BPE tokenizer ==="
+  mkdir -p data/passkey_them
+  for f in train val; do
+    sed 's/Find it and memorize it\./Find it and memorize them./' "data/passkey/$f.txt" > "data/passkey_them/$f.txt"
+  done
+  "$LANDMARK" prepare --train data/passkey_them/train.txt --val data/passkey_them/val.txt \
+    --out data/passkey_them/tokens --tokenizer bpe --vocab 512
+fi
 
-train() {  # name, extra flags...
-  local name="$1"; shift
+train() {  # name, data directory, extra flags...
+  local name="$1" data="$2"; shift 2
   local dir="$OUT/$name"
   if [ -f "$dir/DONE" ]; then echo "=== $name: finished earlier ==="; return; fi
   local resume=()
   [ -f "$dir/checkpoint.safetensors" ] && resume=(--resume "$dir/checkpoint.safetensors")
   echo "=== $name: 3000 steps ${resume[*]:+(resuming)} ==="
-  "$LANDMARK" train --data data/passkey/tokens --out "$dir" "${MODEL[@]}" "$@" --steps 3000 \
+  "$LANDMARK" train --data "$data" --out "$dir" "${MODEL[@]}" "$@" --steps 3000 \
     --eval-every 500 --ckpt-every 250 "${resume[@]}"
   touch "$dir/DONE"
 }
-train landmark
-train cmt --cmt --cmt-prob 0.5
-echo "=== done: $OUT/landmark, $OUT/cmt ==="
+train landmark data/passkey/tokens
+train landmark_them data/passkey_them/tokens
+train cmt_them data/passkey_them/tokens --cmt --cmt-prob 0.5
+echo "=== done: $OUT/landmark, $OUT/landmark_them, $OUT/cmt_them ==="

@@ -135,6 +135,7 @@ TEST_CASE("perplexity through the cache equals the one-shot loss per window, eve
 TEST_CASE("pass-key prompts: the paper's wording, the requested length, the key in range", "[passkey]") {
   PasskeyPrompt p = make_passkey_prompt(4217, 1, 2);
   CHECK(p.text.rfind(kPasskeyTask, 0) == 0);
+  CHECK(std::string(kPasskeyTask).find("Find it and memorize them.") != std::string::npos);  // the paper's words
   CHECK(p.text.find("The pass key is 4217. Remember it. 4217 is the pass key.") != std::string::npos);
   CHECK(p.text.size() >= std::string(kPasskeyQuestion).size());
   CHECK(p.text.substr(p.text.size() - std::string(kPasskeyQuestion).size()) == kPasskeyQuestion);
@@ -155,6 +156,9 @@ TEST_CASE("pass-key prompts: the paper's wording, the requested length, the key 
   CHECK(passkey_answer_digits("  x1") == "");
   std::string train = passkey_training_text(50, 3, 0.2, 4);
   CHECK(std::count(train.begin(), train.end(), '\n') == 50);
+  // Training documents keep their own task line (train/passkey.h says why).
+  CHECK(train.find(kPasskeyTrainingTask) != std::string::npos);
+  CHECK(train.find(kPasskeyTask) == std::string::npos);
 }
 
 TEST_CASE("windowed generation: each token is the argmax of the model over its last window", "[infer]") {

@@ -8,6 +8,7 @@
 #include "autograd/functions.h"
 #include "autograd/gradcheck.h"
 #include "landmark/attention.h"
+#include "landmark/grouped_softmax.h"
 #include "nn/functional.h"
 #include "tensor/rng.h"
 
@@ -339,6 +340,31 @@ TEST_CASE("landmark attention: the CMT cutoff drops controlled blocks where P(CM
     CHECK(L.cmt_stats->dropped == dropped);
     if (cutoff == 0.0) CHECK(dropped == 0);
     if (cutoff == 1.0) CHECK(dropped == NH * (T - 1));
+  }
+}
+
+TEST_CASE("landmark attention: a cutoff of 1 drops even a CMT probability of exactly 1", "[landmark]") {
+  // f32, the CMT's score 200 above every other (q = k_cmt = (20, 0, 0, 0), scale 1/2): exp(-200)
+  // underflows to 0, so P(CMT) is exactly 1 in every row. "Below the cutoff" would keep those rows
+  // at cutoff 1; a cutoff of 1 means no retrieval at all, so gsm::cmt_dropped drops them.
+  CHECK(gsm::cmt_dropped(1.0f, 1.0));
+  CHECK_FALSE(gsm::cmt_dropped(0.5f, 0.5));
+  CHECK(gsm::cmt_dropped(0.49f, 0.5));
+  CHECK_FALSE(gsm::cmt_dropped(0.0f, 0.0));
+  const int64_t T = 5;
+  Tensor kinds = kinds_tensor({kinds_row(T, {}, true, {2})});  // CMT r CL r r
+  Tensor q = zeros({1, 1, T, 4}), k = zeros({1, 1, T, 4});
+  q.narrow(3, 0, 1).fill_(20.0);
+  k.narrow(2, 0, 1).narrow(3, 0, 1).fill_(20.0);
+  for (double cutoff : {0.999, 1.0}) {
+    INFO("cutoff " << cutoff);
+    LandmarkLayout L = make_layout(kinds);
+    L.cmt_cutoff = cutoff;
+    L.cmt_stats = std::make_shared<CmtStats>();
+    NoGradGuard ng;
+    landmark_attention(Var(q), Var(k), Var(k), L);
+    CHECK(L.cmt_stats->rows == T - 1);
+    CHECK(L.cmt_stats->dropped == (cutoff >= 1.0 ? T - 1 : 0));
   }
 }
 

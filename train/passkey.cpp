@@ -12,6 +12,9 @@ namespace lm {
 const char* const kPasskeyTask =
     "There is an important info hidden inside a lot of irrelevant text. Find it and memorize them. "
     "I will quiz you about the important information there.";
+const char* const kPasskeyTrainingTask =
+    "There is an important info hidden inside a lot of irrelevant text. Find it and memorize it. "
+    "I will quiz you about the important information there.";
 const char* const kPasskeyFiller =
     "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again.";
 const char* const kPasskeyQuestion = "What is the pass key? The pass key is";
@@ -21,13 +24,13 @@ std::string passkey_sentence(int32_t key) {
   return "The pass key is " + k + ". Remember it. " + k + " is the pass key.";
 }
 
-PasskeyPrompt make_passkey_prompt(int32_t key, int64_t before, int64_t after) {
+PasskeyPrompt make_passkey_prompt(int32_t key, int64_t before, int64_t after, const char* task) {
   LM_CHECK(before >= 0 && after >= 0, "passkey: filler counts must be >= 0, got " << before << ", " << after);
   PasskeyPrompt p;
   p.key = key;
   p.fillers_before = before;
   p.fillers_after = after;
-  p.text = kPasskeyTask;
+  p.text = task;
   for (int64_t i = 0; i < before; ++i) p.text += std::string(" ") + kPasskeyFiller;
   p.text += " " + passkey_sentence(key);
   for (int64_t i = 0; i < after; ++i) p.text += std::string(" ") + kPasskeyFiller;
@@ -72,7 +75,7 @@ std::string passkey_training_text(int64_t docs, int64_t max_fillers, double fill
     } else {
       const int64_t before = static_cast<int64_t>(draw(seed, c + 2) * static_cast<double>(total + 1));
       const int32_t key = draw_key(seed, c + 3);
-      out += make_passkey_prompt(key, before, total - before).text + " " + std::to_string(key) + ".";
+      out += make_passkey_prompt(key, before, total - before, kPasskeyTrainingTask).text + " " + std::to_string(key) + ".";
     }
     out += "\n";
   }

@@ -14,7 +14,13 @@ namespace lm {
 
 class Tokenizer;
 
-extern const char* const kPasskeyTask;      // "There is an important info hidden inside ..."
+extern const char* const kPasskeyTask;      // the paper's task line: "... Find it and memorize them. ..."
+// The task line of the training documents: the same but "Find it and memorize it.", the wording
+// the training text has had from the start. With the same seed, documents carrying the paper's
+// wording gave a demo-sized model that copied the key in 10% of 2048-token prompts instead of
+// 100% (docs/infer.md section 3): small models on this task are that sensitive to their data, so
+// the training text keeps its wording and the evaluation prompt is the paper's.
+extern const char* const kPasskeyTrainingTask;
 extern const char* const kPasskeyFiller;    // "The grass is green. The sky is blue. ..."
 extern const char* const kPasskeyQuestion;  // "What is the pass key? The pass key is"
 std::string passkey_sentence(int32_t key);  // "The pass key is K. Remember it. K is the pass key."
@@ -25,16 +31,17 @@ struct PasskeyPrompt {
   int64_t fillers_before = 0, fillers_after = 0;
 };
 
-// The prompt with the given filler counts around the key sentence.
-PasskeyPrompt make_passkey_prompt(int32_t key, int64_t fillers_before, int64_t fillers_after);
+// The prompt with the given filler counts around the key sentence, opening with `task`.
+PasskeyPrompt make_passkey_prompt(int32_t key, int64_t fillers_before, int64_t fillers_after,
+                                  const char* task = kPasskeyTask);
 
 // A prompt of about `target_tokens` tokens under `tok` (never more), the key sentence at a
 // uniformly random filler boundary; key and position drawn from Philox with (seed, trial).
 PasskeyPrompt passkey_prompt_for_length(const Tokenizer& tok, int64_t target_tokens, uint64_t seed, uint64_t trial);
 
 // Training text: `docs` documents separated by newlines. A fraction `filler_only` of them are
-// plain filler paragraphs; the rest are prompts with 0..max_fillers filler sentences in total
-// (split at random around the key) followed by " K." as the answer.
+// plain filler paragraphs; the rest are prompts (with kPasskeyTrainingTask) with 0..max_fillers
+// filler sentences in total (split at random around the key) followed by " K." as the answer.
 std::string passkey_training_text(int64_t docs, int64_t max_fillers, double filler_only, uint64_t seed);
 
 // The digits a model produced after the question ("" when it produced none), read from the

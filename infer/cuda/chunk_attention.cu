@@ -37,7 +37,7 @@ template <class T> struct VirtualRows {
   const int32_t* val_of;    // (rows, kmax) which value set of `vals` it uses
   const int32_t* local_kind;  // (L) kinds of [tail | chunk]
   const T* cmt_key;         // (NH, HS) the CMT's rotated key, or null (no CMT)
-  int32_t* dropped;         // (rows) 1 where S(CMT) < cmt_cutoff (with a CMT)
+  int32_t* dropped;         // (rows) 1 where the cutoff dropped S(CMT) (gsm::cmt_dropped; with a CMT)
   T* s;                     // (rows, max_row) scores, turned into P' in place
   T* w;                     // (rows, max_row) final weights
   int32_t* layout;          // (rows, 3 max_row + 1) kind | block_of | block_start of each row
@@ -84,7 +84,7 @@ template <class T> __global__ void virtual_rows_kernel(VirtualRows<T> a, int64_t
       s[first + kb * B1 + j] = dot_in_order(q, a.k_loc + (h * a.L + j) * HS, HS) * a.scale;
     const RowLayout layout = virtual_row_layout(cmt, a.cmt_cutoff, kb, a.F, a.local_kind, nloc, kind, block_of, block_start);
     gsm::row_forward<T>(layout, static_cast<int>(len - 1), s, s, w);  // S -> P' in place (allowed)
-    if (cmt) a.dropped[r] = s[0] < static_cast<T>(a.cmt_cutoff);      // P'(CMT), before the cutoff
+    if (cmt) a.dropped[r] = gsm::cmt_dropped(s[0], a.cmt_cutoff);     // s[0] = P'(CMT), before the cutoff
     T* y = a.out + r * HS;
     for (int64_t d = 0; d < HS; ++d) {
       T acc = 0;
