@@ -17,43 +17,24 @@ namespace infer_test {
 
 constexpr int32_t kLandmarkId = 40;  // the last of 41 vocabulary entries
 
-// A 2-layer landmark GPT (vocab 41, d 16, 2 heads, a landmark every 5) with its matrices scaled
-// by 8, so attention is far from uniform and a wrongly gathered or placed block shows. One seed;
-// converted to `dtype` and moved to `device`.
-inline std::unique_ptr<GPT> make_model(DType dtype, Device device = Device::CPU) {
-  manual_seed(101);
-  GPTConfig c;
-  c.vocab_size = 41;
-  c.n_layer = 2;
-  c.n_head = 2;
-  c.n_embd = 16;
-  c.block_size = 64;
-  c.attention = "landmark";
-  c.landmark_every = 5;
-  auto m = std::make_unique<GPT>(c);
-  for (Var* p : m->parameters())
-    if (p->dim() == 2) p->value().copy_(mul(p->value(), 8.0));
-  m->to(dtype);
-  m->to(device);
-  return m;
-}
-
 constexpr int32_t kCmtId = 41;  // the context-miss token of make_cmt_model's vocabulary of 42
 
-// The same model trained-shape with a context-miss token (Appendix D): vocabulary 42, the CMT id
-// 41. `zero_queries`: the query projections (weights and biases) set to 0, so every attention
-// score is exactly 0 and each softmax is uniform over its group, for hand-worked CMT statistics.
-inline std::unique_ptr<GPT> make_cmt_model(DType dtype, Device device = Device::CPU, bool zero_queries = false) {
-  manual_seed(102);
+// A 2-layer landmark GPT (d 16, 2 heads, a landmark every 5) from `seed`, with its matrices scaled
+// by 8, so attention is far from uniform and a wrongly gathered or placed block shows; converted
+// to `dtype` and moved to `device`. With a context-miss token (Appendix D) the vocabulary has 42
+// entries, the CMT id 41. `zero_queries`: the query projections (weights and biases) set to 0, so
+// every attention score is exactly 0 and each softmax is uniform over its group.
+inline std::unique_ptr<GPT> build_model(bool context_miss, uint64_t seed, DType dtype, Device device, bool zero_queries) {
+  manual_seed(seed);
   GPTConfig c;
-  c.vocab_size = 42;
+  c.vocab_size = context_miss ? 42 : 41;
   c.n_layer = 2;
   c.n_head = 2;
   c.n_embd = 16;
   c.block_size = 64;
   c.attention = "landmark";
   c.landmark_every = 5;
-  c.context_miss = true;
+  c.context_miss = context_miss;
   auto m = std::make_unique<GPT>(c);
   for (Var* p : m->parameters())
     if (p->dim() == 2) p->value().copy_(mul(p->value(), 8.0));
@@ -65,6 +46,17 @@ inline std::unique_ptr<GPT> make_cmt_model(DType dtype, Device device = Device::
   m->to(dtype);
   m->to(device);
   return m;
+}
+
+// The shared model: vocabulary 41, the landmark id 40 its last entry; one seed.
+inline std::unique_ptr<GPT> make_model(DType dtype, Device device = Device::CPU) {
+  return build_model(false, 101, dtype, device, false);
+}
+
+// The same shape trained-style with a context-miss token, for the CMT tests (hand-worked
+// statistics use zero_queries).
+inline std::unique_ptr<GPT> make_cmt_model(DType dtype, Device device = Device::CPU, bool zero_queries = false) {
+  return build_model(true, 102, dtype, device, zero_queries);
 }
 
 // n raw tokens in [0, 40): never the landmark id.
