@@ -68,7 +68,7 @@ Command passkey_command(CLI::App& app) {
   auto run = [=]() {
     LoadedModel lm_model = load_trained_model(*ckpt, flags->dev());
     const InferConfig cfg = flags->get(lm_model);
-    LM_CHECK(lm_model.model->config().attention == "landmark",
+    LM_CHECK(lm_model.model->config().landmark(),
              "passkey: --checkpoint must be a landmark model (give a standard model as --baseline)");
     LoadedModel base;
     if (!baseline->empty()) {
@@ -185,7 +185,7 @@ Command eval_command(CLI::App& app) {
     TokenFile data(*tokens);
     data.check_fingerprint(m.tokenizer->fingerprint());
     const GPTConfig& mc = m.model->config();
-    const bool landmark = mc.attention == "landmark";
+    const bool landmark = mc.landmark();
     LM_CHECK(landmark || !flags->all(), "eval: --granularity all needs a landmark model");
     const int64_t F = mc.landmark_every;
     auto evaluate = [&](const InferConfig& c) {

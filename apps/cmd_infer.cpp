@@ -40,7 +40,7 @@ Command generate_command(CLI::App& app) {
     }
     LM_CHECK(!text.empty(), "generate: give --prompt or --prompt-file");
     std::vector<int32_t> ids = m.tokenizer->encode(text), out;
-    if (m.model->config().attention == "landmark") {
+    if (m.model->config().landmark()) {
       InferenceSession s(*m.model, flags->get(m), m.landmark_id(), m.cmt_id());
       out = generate(s, ids, *max_new, *sample);
     } else {
@@ -75,7 +75,7 @@ Command attn_map_command(CLI::App& app) {
   flags->add(sub);
   auto run = [=]() {
     LoadedModel m = load_trained_model(*ckpt, flags->dev());
-    LM_CHECK(m.model->config().attention == "landmark", "attn-map: needs a landmark model (retrieval is what it shows)");
+    LM_CHECK(m.model->config().landmark(), "attn-map: needs a landmark model (retrieval is what it shows)");
     LM_CHECK(*layer < m.model->config().n_layer && *head < m.model->config().n_head,
              "attn-map: the model has " << m.model->config().n_layer << " layers and " << m.model->config().n_head << " heads");
     std::string t = *text;

@@ -31,6 +31,7 @@ Command train_command(CLI::App& app) {
   auto o = std::make_shared<TrainOptions>();
   auto preset = std::make_shared<std::string>("tiny");
   auto device = std::make_shared<std::string>("cpu");
+  auto attention = std::make_shared<std::string>("standard");
   auto layers = std::make_shared<int64_t>(0), embd = std::make_shared<int64_t>(0), heads = std::make_shared<int64_t>(0),
        block = std::make_shared<int64_t>(0), batch = std::make_shared<int64_t>(0);
   sub->add_option("--preset", *preset, "Model size: tiny (4 layers, d 256, 4 heads, T 512, B 8), small (6, 512, 8), "
@@ -44,7 +45,7 @@ Command train_command(CLI::App& app) {
   sub->add_option("--heads", *heads, "Override the preset's number of heads")->check(CLI::PositiveNumber);
   sub->add_option("--block-size", *block, "Override the preset's context length T")->check(CLI::PositiveNumber);
   sub->add_option("--batch", *batch, "Override the preset's batch size B")->check(CLI::PositiveNumber);
-  sub->add_option("--attention", o->model.attention, "standard (causal) or landmark (grouped softmax, Section 3.1)")
+  sub->add_option("--attention", *attention, "standard (causal) or landmark (grouped softmax, Section 3.1)")
       ->check(CLI::IsMember({"standard", "landmark"}))
       ->capture_default_str();
   sub->add_option("--landmark-every", o->model.landmark_every, "F: regular tokens per landmark block")
@@ -103,7 +104,8 @@ Command train_command(CLI::App& app) {
     o->model.block_size = *block ? *block : p.block;
     o->batch_size = *batch ? *batch : p.batch;
     o->device = parse_device(*device);
-    LM_CHECK(o->model.attention == "landmark" || (!o->model.context_miss && o->jump_max == 1),
+    o->model.attention = parse_attention_kind(*attention);
+    LM_CHECK(o->model.landmark() || (!o->model.context_miss && o->jump_max == 1),
              "train: --cmt and --jump need --attention landmark");
     std::signal(SIGINT, on_sigint);
     TrainResult r = train(*o, std::cout);

@@ -81,7 +81,7 @@ int main(int argc, char** argv) {
   c.n_head = 4;
   c.n_embd = 128;
   c.block_size = 512;
-  c.attention = "landmark";
+  c.attention = AttentionKind::Landmark;
   manual_seed(1);
   GPT model(c);
   model.eval();

@@ -26,7 +26,7 @@ PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t
                                      int32_t landmark_id, int32_t cmt_id, int64_t eval_length, int64_t max_windows,
                                      const std::function<void(int64_t, int64_t)>& progress) {
   LM_CHECK(eval_length >= 1, "eval: the evaluation length must be at least 1, got " << eval_length);
-  const bool landmark = model.config().attention == "landmark";
+  const bool landmark = model.config().landmark();
   LM_CHECK(landmark || eval_length <= model.config().block_size,
            "eval: a standard model reads at most its block size " << model.config().block_size << " tokens at once; "
                                                                    << "got eval length " << eval_length);

@@ -58,7 +58,7 @@ std::vector<int32_t> generate_windowed(const GPT& model, const std::vector<int32
   LM_CHECK(window > 0 && !prompt.empty(), "generate_windowed: need a window and a prompt");
   NoGradGuard ng;
   std::vector<int32_t> text = prompt, out;
-  const bool landmarks = model.config().attention == "landmark";
+  const bool landmarks = model.config().landmark();
   for (int64_t t = 0; t < max_new; ++t) {
     // The last `window` raw tokens (fewer if landmarks, and a CMT, must fit too), with landmarks
     // inserted for a landmark model at the same global grid as training.

@@ -56,8 +56,8 @@ struct InferenceSession::Impl {
         inserter(m.config().landmark_every, landmark_id),
         rope(m.config().head_size(), m.config().rotary_base, m.wte.weight.dtype(), m.device()) {
     cfg.validate();
-    LM_CHECK(m.config().attention == "landmark",
-             "inference: the model was trained with " << m.config().attention
+    LM_CHECK(m.config().landmark(),
+             "inference: the model was trained with " << attention_kind_name(m.config().attention)
                                                       << " attention; cached retrieval needs a landmark model");
     LM_CHECK(landmark_id >= 0 && landmark_id < m.config().vocab_size,
              "inference: landmark id " << landmark_id << " is outside the vocabulary of " << m.config().vocab_size);

@@ -56,7 +56,7 @@ struct RetrievalTrace {
 
 class InferenceSession {
  public:
-  // The model must be a landmark model (config().attention == "landmark"); landmark_id is the
+  // The model must be a landmark model (config().landmark()); landmark_id is the
   // tokenizer's "<|landmark|>" id. A model trained with a context-miss token
   // (config().context_miss) keeps it at inference and needs cmt_id, the "<|cmt|>" id: the CMT sits
   // at position -1 as in training, every landmark of a cached block is CMT-controlled and the

@@ -8,6 +8,13 @@
 
 namespace lm {
 
+AttentionKind parse_attention_kind(const std::string& s) {
+  if (s == "standard") return AttentionKind::Standard;
+  if (s == "landmark") return AttentionKind::Landmark;
+  LM_FAIL("GPTConfig: attention must be standard or landmark, got '" << s << "'");
+}
+const char* attention_kind_name(AttentionKind a) { return a == AttentionKind::Landmark ? "landmark" : "standard"; }
+
 void GPTConfig::validate() const {
   LM_CHECK(vocab_size > 0, "GPTConfig: vocab_size must be positive, got " << vocab_size);
   LM_CHECK(n_layer > 0, "GPTConfig: n_layer must be positive, got " << n_layer);
@@ -16,8 +23,6 @@ void GPTConfig::validate() const {
   LM_CHECK(head_size() % 2 == 0, "GPTConfig: head size n_embd / n_head = " << head_size() << " must be even (rotary pairs)");
   LM_CHECK(block_size > 0, "GPTConfig: block_size must be positive, got " << block_size);
   LM_CHECK(dropout >= 0 && dropout < 1, "GPTConfig: dropout must be in [0, 1), got " << dropout);
-  LM_CHECK(attention == "standard" || attention == "landmark",
-           "GPTConfig: attention must be standard or landmark, got '" << attention << "'");
   LM_CHECK(landmark_every > 0, "GPTConfig: landmark_every (F) must be positive, got " << landmark_every);
 }
 

@@ -15,6 +15,11 @@
 
 namespace lm {
 
+// The attention a model is trained with: causal (standard) or landmark attention (Section 3.1).
+enum class AttentionKind { Standard, Landmark };
+AttentionKind parse_attention_kind(const std::string& s);  // "standard" | "landmark"; throws otherwise
+const char* attention_kind_name(AttentionKind a);
+
 struct GPTConfig {
   int64_t vocab_size = 256;
   int64_t n_layer = 4;
@@ -26,13 +31,14 @@ struct GPTConfig {
   double ln_eps = 1e-5;
   bool bias = false;          // biases in Linear layers
   bool fused_attention = true;  // false: the composed reference (slow; for tests)
-  // Which attention the model was trained with: "standard" or "landmark". nn/ does not interpret
-  // it (the landmark variant lives in landmark/ and is passed in as an AttentionFn); it travels
-  // with the config into checkpoints, next to the landmark settings below.
-  std::string attention = "standard";
+  // Which attention the model was trained with. nn/ does not interpret it (the landmark variant
+  // lives in landmark/ and is passed in as an AttentionFn); it travels with the config into
+  // checkpoints (as "standard" or "landmark"), next to the landmark settings below.
+  AttentionKind attention = AttentionKind::Standard;
   int64_t landmark_every = 50;   // F: regular tokens per landmark block
   bool context_miss = false;     // trained with a context-miss token (Appendix D)
   int64_t head_size() const { return n_embd / n_head; }
+  bool landmark() const { return attention == AttentionKind::Landmark; }
   void validate() const;  // throws naming the bad field
 };
 

@@ -32,7 +32,7 @@ inline std::unique_ptr<GPT> build_model(bool context_miss, uint64_t seed, DType 
   c.n_head = 2;
   c.n_embd = 16;
   c.block_size = 64;
-  c.attention = "landmark";
+  c.attention = AttentionKind::Landmark;
   c.landmark_every = 5;
   c.context_miss = context_miss;
   auto m = std::make_unique<GPT>(c);

@@ -29,7 +29,7 @@ std::unique_ptr<GPT> model(const std::string& attention, DType dt) {
   c.n_head = 2;
   c.n_embd = 16;
   c.block_size = 128;
-  c.attention = attention;
+  c.attention = parse_attention_kind(attention);
   c.landmark_every = 4;
   auto m = std::make_unique<GPT>(c);
   for (Var* p : m->parameters())
@@ -239,7 +239,7 @@ TEST_CASE("pass-key recall: the key's blocks, and recall 1 when every block is r
   c.n_head = 2;
   c.n_embd = 16;
   c.block_size = 128;
-  c.attention = "landmark";
+  c.attention = AttentionKind::Landmark;
   c.landmark_every = 20;
   GPT m(c);
   InferConfig cfg;

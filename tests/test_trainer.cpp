@@ -206,7 +206,7 @@ TEST_CASE("trainer: a landmark model (with CMT and positional jumps) learns and 
   std::ostringstream log;
   std::string straight = out_dir("lm_straight"), split = out_dir("lm_split");
   TrainOptions a = small_options(data, straight);
-  a.model.attention = "landmark";
+  a.model.attention = AttentionKind::Landmark;
   a.model.landmark_every = 5;
   a.model.context_miss = true;
   a.jump_max = 4;
@@ -242,6 +242,6 @@ TEST_CASE("trainer: a landmark model needs the landmark token in the tokenizer",
   std::string data = make_data_dir("nolandmark", tok);
   std::ostringstream log;
   TrainOptions o = small_options(data, out_dir("nolandmark"));
-  o.model.attention = "landmark";
+  o.model.attention = AttentionKind::Landmark;
   CHECK_THROWS_WITH(train(o, log), Catch::Contains("<|landmark|>"));
 }

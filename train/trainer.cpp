@@ -34,7 +34,7 @@ nlohmann::json gpt_config_to_json(const GPTConfig& c) {
                         {"n_head", c.n_head},             {"n_embd", c.n_embd},
                         {"block_size", c.block_size},     {"dropout", c.dropout},
                         {"rotary_base", c.rotary_base},   {"ln_eps", c.ln_eps},
-                        {"bias", c.bias},                 {"attention", c.attention},
+                        {"bias", c.bias},                 {"attention", attention_kind_name(c.attention)},
                         {"landmark_every", c.landmark_every}, {"context_miss", c.context_miss}};
 }
 
@@ -51,7 +51,7 @@ GPTConfig gpt_config_from_json(const nlohmann::json& j) {
     c.rotary_base = j.at("rotary_base").get<double>();
     c.ln_eps = j.at("ln_eps").get<double>();
     c.bias = j.at("bias").get<bool>();
-    c.attention = j.value("attention", std::string("standard"));
+    c.attention = parse_attention_kind(j.value("attention", std::string("standard")));
     c.landmark_every = j.value("landmark_every", int64_t(50));
     c.context_miss = j.value("context_miss", false);
   } catch (const nlohmann::json::exception& e) {
@@ -122,7 +122,7 @@ struct BatchLoss {
   LandmarkDataOptions lmo;
   std::shared_ptr<CmtStats> cmt_stats = std::make_shared<CmtStats>();  // validation drop rate
   Var operator()(GPT& model, const TokenFile& data, uint64_t seed, uint64_t cursor, bool training) const {
-    if (mc.attention != "landmark") {
+    if (!mc.landmark()) {
       Batch b = sample_batch(data, o.batch_size, mc.block_size, seed, cursor);
       return model.loss(b.x, b.y);
     }
@@ -213,7 +213,7 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
                                                                      << train_data.size() << ", val " << val_data.size() << ")");
 
   BatchLoss batch_loss{o, mc, LandmarkDataOptions{}};
-  if (mc.attention == "landmark") {
+  if (mc.landmark()) {
     batch_loss.lmo.every = mc.landmark_every;
     batch_loss.lmo.landmark_id = tok->special_id("<|landmark|>");
     batch_loss.lmo.context_miss = mc.context_miss;
@@ -249,8 +249,8 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
 
   const int64_t T = mc.block_size, tokens_per_step = o.batch_size * T * o.grad_accum;
   log << "training " << model.num_parameters() << " parameters (" << mc.n_layer << " layers, d " << mc.n_embd << ", "
-      << mc.n_head << " heads, T " << T << ", vocab " << mc.vocab_size << ", " << mc.attention << " attention"
-      << (mc.attention == "landmark" ? " every " + std::to_string(mc.landmark_every) + (mc.context_miss ? " + CMT" : "") : "")
+      << mc.n_head << " heads, T " << T << ", vocab " << mc.vocab_size << ", " << attention_kind_name(mc.attention) << " attention"
+      << (mc.landmark() ? " every " + std::to_string(mc.landmark_every) + (mc.context_miss ? " + CMT" : "") : "")
       << ") on " << device_name(o.device) << ", "
       << threads_note() << "\n"
       << "data: " << train_data.size() << " train / " << val_data.size() << " val tokens; " << tokens_per_step

@@ -38,7 +38,7 @@ struct TrainOptions {
   Device device = Device::CPU;
   std::string resume;            // checkpoint to continue from ("" = start fresh)
   bool quiet = false;            // no per-step progress lines
-  // Landmark models only (model.attention == "landmark"; F and the CMT switch live in model):
+  // Landmark models only (model.landmark(); F and the CMT switch live in model):
   double cmt_prob = 0.5;         // P_CMT, chance that a landmark is CMT-controlled in training
   int64_t jump_max = 1;          // p_jump for positional jumps in training (1 = off)
   double cmt_cutoff = 0;         // validation with a CMT: drop controlled blocks when P(CMT) < this
