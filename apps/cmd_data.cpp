@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "apps/commands.h"
+#include "train/file_io.h"
 #include "tensor/check.h"
 #include "train/corpus.h"
 #include "train/passkey.h"
@@ -133,14 +134,9 @@ Command passkey_data_command(CLI::App& app) {
     std::filesystem::create_directories(*out);
     for (auto [name, n, s] : {std::tuple<std::string, int64_t, uint64_t>{"train.txt", *docs, *seed},
                               std::tuple<std::string, int64_t, uint64_t>{"val.txt", std::max<int64_t>(*docs / 20, 50), *seed + 1}}) {
-      const std::string path = *out + "/" + name, tmp = path + ".tmp";
+      const std::string path = *out + "/" + name;
       const std::string text = passkey_training_text(n, *max_fill, *filler_only, s);
-      {
-        std::ofstream f(tmp, std::ios::binary);
-        LM_CHECK(f.good(), "passkey-data: cannot write " << tmp);
-        f << text;
-      }
-      std::filesystem::rename(tmp, path);
+      write_file_atomic(path, text, "passkey-data");
       std::cout << "wrote " << path << " (" << n << " documents, " << text.size() << " bytes)\n";
     }
     return 0;

@@ -1,5 +1,6 @@
 // cmd_eval.cpp: `landmark passkey` and `landmark eval`, the paper's evaluations: thin wrappers over
 // infer/passkey_eval.h and infer/eval.h that print their tables and draw their plots.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -8,17 +9,25 @@
 
 #include "apps/commands.h"
 #include "apps/infer_flags.h"
+#include "apps/progress.h"
 #include "infer/eval.h"
 #include "infer/model_io.h"
 #include "infer/passkey_eval.h"
 #include "plot/plot.h"
 #include "tensor/check.h"
+#include "train/file_io.h"
 #include "train/token_file.h"
 
 namespace lm {
 namespace app {
 
 namespace {
+std::string pct(double share) {  // a share as a percentage with one decimal, for the TSV
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.1f", 100 * share);
+  return buf;
+}
+
 // "<what> (layer x head): rows of recall in %" for one result or the pooled one.
 void print_recall(const PasskeyResult& r, int64_t n_layer, int64_t n_head, const std::string& what) {
   std::printf("  retrieval recall, %s: %% of answer-token queries whose top k held the key's block\n", what.c_str());
@@ -45,6 +54,7 @@ Command passkey_command(CLI::App& app) {
   auto opts = std::make_shared<PasskeyOptions>();
   auto scoring = std::make_shared<std::string>("strict");
   auto png = std::make_shared<std::string>();
+  auto tsv = std::make_shared<std::string>();
   auto recall_png = std::make_shared<std::string>("passkey_recall.png");
   auto flags = std::make_shared<InferFlags>();
   sub->add_option("--checkpoint", *ckpt, "A landmark model's checkpoint")->required()->check(CLI::ExistingFile);
@@ -64,6 +74,7 @@ Command passkey_command(CLI::App& app) {
                 "Also report retrieval recall per layer and head: how often the answer's queries retrieve the key's block");
   sub->add_option("--recall-plot", *recall_png, "With --recall: the layer x head heat map PNG")->capture_default_str();
   sub->add_option("--plot", *png, "Write accuracy against length to this PNG");
+  sub->add_option("--tsv", *tsv, "Write the table to this file, tab-separated: length landmark_pct baseline_pct");
   flags->add(sub);
   auto run = [=]() {
     LoadedModel lm_model = load_trained_model(*ckpt, flags->dev());
@@ -93,13 +104,27 @@ Command passkey_command(CLI::App& app) {
     PasskeyResult pooled;
     pooled.recall_hits.assign(static_cast<size_t>(mc.n_layer * mc.n_head), 0);
     pooled.recall_queries = pooled.recall_hits;
-    std::vector<PasskeyResult> per_length;
+    std::string table = "length\tlandmark_pct\tbaseline_pct\n";
+    // Progress on stderr while a length runs: the trial, the correct count so far, and how far the
+    // current prompt has been read.
+    auto progress_for = [](ProgressLine& line, int64_t len) {
+      return [&line, len](const PasskeyProgress& p) {
+        const std::string where = "length " + std::to_string(len) + ", trial " + std::to_string(p.trials_done + 1) + "/" +
+                                  std::to_string(p.trials) + " (" + std::to_string(p.correct) + " correct)";
+        if (p.prompt > 0) line.update(p.read, p.prompt, where);
+        else if (p.trials_done == p.trials) line.finish();
+        else line.restart();
+      };
+    };
     for (int64_t len : *lengths) {
-      PasskeyResult r = passkey_accuracy(*lm_model.model, *lm_model.tokenizer, cfg, len, o);
+      ProgressLine lm_line("landmark:");
+      PasskeyResult r = passkey_accuracy(*lm_model.model, *lm_model.tokenizer, cfg, len, o, progress_for(lm_line, len));
+      lm_line.finish();
       std::printf("%8lld  %5.1f%% (%2lld/%2lld)", static_cast<long long>(len), 100 * r.accuracy(),
                   static_cast<long long>(r.correct), static_cast<long long>(r.trials));
       s_lm.x.push_back(static_cast<double>(len));
       s_lm.y.push_back(100 * r.accuracy());
+      table += std::to_string(len) + "\t" + pct(r.accuracy()) + "\t";
       if (base.model) {
         PasskeyOptions ob = o;
         ob.window = base.model->config().block_size;
@@ -109,7 +134,9 @@ Command passkey_command(CLI::App& app) {
                     static_cast<long long>(b.trials));
         s_base.x.push_back(static_cast<double>(len));
         s_base.y.push_back(100 * b.accuracy());
+        table += pct(b.accuracy());
       }
+      table += "\n";
       std::printf("   [%.1f s]\n", r.seconds);
       if (o.recall) {
         print_recall(r, mc.n_layer, mc.n_head, "length " + std::to_string(len));
@@ -129,9 +156,21 @@ Command passkey_command(CLI::App& app) {
       lo.y_range = std::make_pair(0.0, 100.0);
       lo.markers = true;
       std::vector<plot::Series> series{s_lm};
-      if (base.model) series.push_back(s_base);
+      if (base.model) {
+        series.push_back(s_base);
+        const int64_t window = base.model->config().block_size;
+        lo.x_marks.push_back({static_cast<double>(window), "baseline window (" + std::to_string(window) + ")"});
+        // Room left of the window's edge, so the mark is not on the frame.
+        const auto [shortest, longest] = std::minmax_element(s_lm.x.begin(), s_lm.x.end());
+        const double lo_x = std::min(*shortest, static_cast<double>(window)) / 1.5, hi_x = *longest * 1.5;
+        lo.x_range = std::make_pair(lo_x, std::max(hi_x, 2 * lo_x));
+      }
       plot::line_chart(*png, series, lo);
       std::printf("wrote %s\n", png->c_str());
+    }
+    if (!tsv->empty()) {
+      write_file_atomic(*tsv, table, "passkey --tsv");
+      std::printf("wrote %s\n", tsv->c_str());
     }
     if (o.recall) {
       print_recall(pooled, mc.n_layer, mc.n_head, "all lengths");

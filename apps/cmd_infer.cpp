@@ -7,6 +7,7 @@
 
 #include "apps/commands.h"
 #include "apps/infer_flags.h"
+#include "apps/progress.h"
 #include "infer/generate.h"
 #include "infer/model_io.h"
 #include "infer/session.h"
@@ -23,9 +24,11 @@ Command generate_command(CLI::App& app) {
   auto prompt_file = std::make_shared<std::string>();
   auto max_new = std::make_shared<int64_t>(200);
   auto sample = std::make_shared<SampleOptions>();
+  auto echo = std::make_shared<bool>(false);
   auto flags = std::make_shared<InferFlags>();
   sub->add_option("--checkpoint", *ckpt, "Model checkpoint")->required()->check(CLI::ExistingFile);
   sub->add_option("--prompt", *prompt, "Prompt text");
+  sub->add_flag("--echo", *echo, "Print the prompt before the continuation (default: the continuation only)");
   sub->add_option("--prompt-file", *prompt_file, "Read the prompt from this file")->check(CLI::ExistingFile);
   sub->add_option("--max-new", *max_new, "Tokens to generate")->check(CLI::PositiveNumber)->capture_default_str();
   sub->add_option("--temperature", sample->temperature, "0: greedy")->check(CLI::NonNegativeNumber)->capture_default_str();
@@ -42,12 +45,15 @@ Command generate_command(CLI::App& app) {
     std::vector<int32_t> ids = m.tokenizer->encode(text), out;
     if (m.model->config().landmark()) {
       InferenceSession s(*m.model, flags->get(m), m.landmark_id(), m.cmt_id());
-      out = generate(s, ids, *max_new, *sample);
+      ProgressLine line("prompt:");  // a long prompt's prefill shows its pace on stderr
+      Tensor logits = s.feed(ids, [&](int64_t done, int64_t total) { line.update(done, total); });
+      line.finish();
+      out = generate_from(s, logits, *max_new, *sample);
     } else {
       flags->get(m);  // checks the flags against the model
       out = generate_windowed(*m.model, ids, m.model->config().block_size, *max_new, *sample);
     }
-    std::cout << text << m.tokenizer->decode(out) << "\n";
+    std::cout << (*echo ? text : "") << m.tokenizer->decode(out) << "\n";
     return 0;
   };
   return {sub, run};

@@ -67,7 +67,7 @@ void count_recall(const RetrievalTrace& trace, const std::vector<int64_t>& key_b
 }  // namespace
 
 PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const InferConfig& cfg, int64_t length,
-                               const PasskeyOptions& o, const std::function<void(int64_t, int64_t)>& progress) {
+                               const PasskeyOptions& o, const std::function<void(const PasskeyProgress&)>& progress) {
   LM_CHECK(o.trials > 0, "passkey: need at least one trial, got " << o.trials);
   LM_CHECK(!o.recall || o.window <= 0, "passkey: retrieval recall needs the landmark path (no window)");
   const int32_t landmark = tok.special_id("<|landmark|>"), cmt = tok.special_id("<|cmt|>");
@@ -104,13 +104,16 @@ PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const Inf
         trace.from_query = AugmentedIndex{F}.augmented_index(static_cast<int64_t>(ids.size()) - 1);
         s.set_trace(&trace);
       }
-      out = generate_from(s, s.feed(ids), max_new, greedy, stop);
+      const auto reading = [&](int64_t done, int64_t total) {
+        if (progress) progress(PasskeyProgress{t, o.trials, r.correct, done, total});
+      };
+      out = generate_from(s, s.feed(ids, reading), max_new, greedy, stop);
       if (o.recall) count_recall(trace, passkey_key_blocks(tok, ids, passkey_key_spans(p), F), F, NH, r);
     }
     const std::string answer = tok.decode(out);
     r.correct += (paper ? passkey_first_integer(answer) : passkey_answer_digits(answer)) == std::to_string(p.key);
     ++r.trials;
-    if (progress) progress(t + 1, r.correct);
+    if (progress) progress(PasskeyProgress{t + 1, o.trials, r.correct, 0, 0});
   }
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;

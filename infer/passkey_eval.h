@@ -44,9 +44,16 @@ struct PasskeyResult {
   double recall(int64_t layer, int64_t head, int64_t n_head) const;  // -1 when no query counted
 };
 
-// progress(trial, correct_so_far) after each trial.
+// Where a pass-key evaluation is: called after each chunk of a prompt's prefill and after each
+// trial.
+struct PasskeyProgress {
+  int64_t trials_done = 0, trials = 0, correct = 0;  // finished trials, of how many, correct so far
+  int64_t read = 0, prompt = 0;                      // tokens of the current prompt read so far, of how many
+};
+
 PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const InferConfig& cfg, int64_t length,
-                               const PasskeyOptions& o, const std::function<void(int64_t, int64_t)>& progress = nullptr);
+                               const PasskeyOptions& o,
+                               const std::function<void(const PasskeyProgress&)>& progress = nullptr);
 
 // The blocks (global indices, a block = F raw tokens) that hold the key's tokens, given the
 // prompt's token ids: a token holds the key when its bytes overlap one of the key's two spans.

@@ -180,11 +180,12 @@ InferenceSession::InferenceSession(const GPT& model, const InferConfig& cfg, int
 InferenceSession::~InferenceSession() = default;
 InferenceSession::InferenceSession(InferenceSession&&) noexcept = default;
 
-Tensor InferenceSession::feed(const std::vector<int32_t>& raw) {
+Tensor InferenceSession::feed(const std::vector<int32_t>& raw, const std::function<void(int64_t, int64_t)>& progress) {
   std::vector<Tensor> parts;
   for (size_t at = 0; at < raw.size(); at += static_cast<size_t>(impl_->cfg.chunk_len)) {
     size_t end = std::min(raw.size(), at + static_cast<size_t>(impl_->cfg.chunk_len));
     parts.push_back(impl_->feed_chunk(std::vector<int32_t>(raw.begin() + at, raw.begin() + end)));
+    if (progress) progress(static_cast<int64_t>(end), static_cast<int64_t>(raw.size()));
   }
   if (parts.empty()) return zeros({0, impl_->model.config().vocab_size}, impl_->dtype, impl_->device);
   return parts.size() == 1 ? parts[0] : concat(parts, 0);

@@ -8,6 +8,7 @@
 // evaluations (eval.h).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -66,8 +67,8 @@ class InferenceSession {
   InferenceSession(InferenceSession&&) noexcept;
 
   // Feeds raw tokens (split into chunks of chunk_len) and returns their logits (n, V), row r
-  // predicting the raw token after raw[r].
-  Tensor feed(const std::vector<int32_t>& raw);
+  // predicting the raw token after raw[r]. progress(done, total), when given, after each chunk.
+  Tensor feed(const std::vector<int32_t>& raw, const std::function<void(int64_t, int64_t)>& progress = nullptr);
   // One chunk exactly as given (at most chunk_len raw tokens; generation feeds 1 at a time).
   Tensor feed_chunk(const std::vector<int32_t>& raw);
 

@@ -73,8 +73,15 @@ struct Series {
   std::optional<Rgb> color;  // default: palette_color(index of the series)
 };
 
+// A dashed vertical line across the plot area at x, labelled at its top (e.g. a model's window).
+struct VerticalMark {
+  double x = 0;
+  std::string label;
+};
+
 struct LineChartOptions {
   std::string title, x_label, y_label;
+  std::vector<VerticalMark> x_marks;  // drawn under the series; a mark outside the x range is left out
   int width = 960, height = 600;
   bool log_x = false, log_y = false;
   std::optional<std::pair<double, double>> x_range, y_range;  // default: fitted to the data

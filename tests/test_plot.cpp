@@ -337,6 +337,28 @@ TEST_CASE("plot: line_chart: a constant series lands on its pixel row, NaN leave
   CHECK(any_pixel(img, f.right + 2, f.top, img.width - 1, f.bottom, kBlue));
 }
 
+TEST_CASE("plot: line_chart: a vertical mark is a dashed grey line at its x, with its label at the top", "[plot]") {
+  TempDir tmp;
+  const std::string path = tmp.file("mark.png");
+  Series s{"", {1, 100}, {0, 1}, kRed};
+  LineChartOptions opt;
+  opt.log_x = true;
+  opt.x_range = {{1.0, 100.0}};
+  opt.x_marks = {{10.0, "window"}, {1000.0, "outside"}};  // the second lies beyond the x range
+  const Frame f = line_chart(path, {s}, opt);
+  const Image img = read_png(path);
+  const Rgb grey{110, 110, 110};
+  // x = 10 is halfway across a 1..100 log axis: the mark's column has grey dashes, 6 of every 10
+  // pixels from the top, and the plot area has no other column of them.
+  const int col = round_px(f.left + 0.5 * (f.right - f.left));
+  int dashes = 0;
+  for (int y = f.top + 20; y < f.bottom - 10; y += 10) dashes += img.at(col, y + 2) == grey;
+  CHECK(dashes >= (f.bottom - f.top - 30) / 10 - 1);
+  CHECK(img.at(col, f.top + 3) == grey);   // inside the first dash (0..6 of the pattern)
+  CHECK(img.at(col, f.top + 28) != grey);  // inside a gap (26..30)
+  CHECK_FALSE(any_pixel(img, f.right - 3, f.top + 40, f.right - 1, f.bottom - 1, grey));  // nothing drawn for x = 1000
+}
+
 TEST_CASE("plot: line_chart: log y puts decades at equal distances, default colours come from the palette", "[plot]") {
   TempDir tmp;
   const std::string path = tmp.file("log.png");

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "tensor/check.h"
+#include "train/file_io.h"
 
 namespace lm {
 
@@ -232,17 +233,6 @@ std::string read_file(const std::string& path, const char* what) {
   return ss.str();
 }
 
-void write_file_atomic(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    LM_CHECK(out, "cannot open " << tmp << " for writing");
-    out.write(text.data(), static_cast<std::streamsize>(text.size()));
-    out.flush();
-    LM_CHECK(out, "writing " << tmp << " failed (disk full?)");
-  }
-  LM_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "cannot rename " << tmp << " to " << path);
-}
 }  // namespace
 
 std::shared_ptr<RObject> r_unserialize(const std::string& bytes) { return XdrReader(bytes).read_all(); }

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "tensor/check.h"
+#include "train/file_io.h"
 #include "train/tokenizer.h"
 
 namespace lm {
@@ -61,16 +62,7 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
   body.reserve(tokens.size() * static_cast<size_t>(width));
   for (int32_t t : tokens) put_le(body, static_cast<uint32_t>(t), width);
 
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    LM_CHECK(out, where << ": cannot open " << tmp << " for writing");
-    out.write(header.data(), static_cast<std::streamsize>(header.size()));
-    out.write(body.data(), static_cast<std::streamsize>(body.size()));
-    out.flush();
-    LM_CHECK(out, where << ": writing " << tmp << " failed (disk full?)");
-  }
-  LM_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, where << ": cannot rename " << tmp << " to " << path);
+  write_file_atomic(path, header + body, where);
 }
 
 TokenFile::TokenFile(const std::string& path) : path_(path) {

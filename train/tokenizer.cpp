@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "tensor/check.h"
+#include "train/file_io.h"
 
 namespace lm {
 
@@ -100,16 +101,7 @@ std::string Tokenizer::fingerprint() const {
 }
 
 void save_tokenizer(const Tokenizer& tok, const std::string& path) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    LM_CHECK(out, "save_tokenizer: cannot open " << tmp << " for writing");
-    out << tok.to_json().dump() << "\n";
-    out.flush();
-    LM_CHECK(out, "save_tokenizer: writing " << tmp << " failed (disk full?)");
-  }
-  LM_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, "save_tokenizer: cannot rename " << tmp
-           << " to " << path);
+  write_file_atomic(path, tok.to_json().dump() + "\n", "save_tokenizer");
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
