@@ -85,7 +85,9 @@ Command train_command(CLI::App& app) {
   sub->add_option("--ckpt-every", o->ckpt_every, "Checkpoint every N steps (always at the end and on Ctrl-C)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  sub->add_option("--time-limit", o->time_limit_min, "Stop and checkpoint after this many minutes (0: none)")
+  sub->add_option("--time-limit", o->time_limit_min,
+                  "Stop and checkpoint after this many minutes (0: none); the learning-rate schedule follows the clock "
+                  "when it runs ahead of the steps, so a cut run ends annealed")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_option("--stop-at", o->stop_at, "Stop and checkpoint at this step (the schedule still spans --steps)")
@@ -95,7 +97,10 @@ Command train_command(CLI::App& app) {
   sub->add_option("--resume", o->resume, "Continue from this checkpoint: the model and training settings (seed, batch, "
                                          "lr, schedule, ...) come from it; --steps may extend the run")
       ->check(CLI::ExistingFile);
-  sub->add_flag("--quiet", o->quiet, "No per-step progress lines");
+  sub->add_flag("--quiet", o->quiet, "No progress lines");
+  sub->add_option("--log-every", o->log_every_s, "Seconds between progress lines (0: a line every step)")
+      ->check(CLI::Range(0.0, 86400.0))
+      ->capture_default_str();
   auto run = [=]() {
     Preset p = preset_of(*preset);
     o->model.n_layer = *layers ? *layers : p.layers;

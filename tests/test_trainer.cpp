@@ -245,3 +245,36 @@ TEST_CASE("trainer: a landmark model needs the landmark token in the tokenizer",
   o.model.attention = AttentionKind::Landmark;
   CHECK_THROWS_WITH(train(o, log), Catch::Contains("<|landmark|>"));
 }
+
+TEST_CASE("trainer: the schedule position follows the steps, or the clock when a time limit is set", "[trainer]") {
+  // Hand-worked: 100 steps, a 60 s limit.
+  CHECK(schedule_position(10, 100, 30.0, 0.0) == 10);    // no limit: the step
+  CHECK(schedule_position(10, 100, 30.0, 60.0) == 50);   // half the time gone: half the schedule
+  CHECK(schedule_position(70, 100, 30.0, 60.0) == 70);   // the steps are ahead of the clock
+  CHECK(schedule_position(10, 100, 59.7, 60.0) == 99);   // floor(99.5)
+  CHECK(schedule_position(10, 100, 600.0, 60.0) == 99);  // past the limit: the last position
+  CHECK(schedule_position(100, 100, 0.0, 0.0) == 99);
+  CHECK_THROWS_AS(schedule_position(-1, 100, 0.0, 0.0), Error);
+}
+
+TEST_CASE("trainer: a run cut by its time limit ends at the schedule's final learning rate", "[trainer]") {
+  // 100000 steps cannot finish in 1.5 s: the schedule follows the clock, and the last step runs
+  // at the one-cycle schedule's last value (after a step that overran the limit, one more step
+  // runs at that value).
+  ByteTokenizer tok;
+  std::string data = make_data_dir("time", tok);
+  std::ostringstream log;
+  TrainOptions o = small_options(data, out_dir("time"));
+  o.steps = 100000;
+  o.time_limit_min = 1.5 / 60.0;
+  TrainResult r = train(o, log);
+  CHECK(r.stop_reason == "time limit");
+  CHECK(r.step > 2);
+  CHECK(r.step < o.steps);
+  MetricsLog m = read_metrics(o.out_dir + "/metrics.jsonl");
+  REQUIRE(!m.lr.empty());
+  const double final_lr = lr_one_cycle(o.steps - 1, o.steps, o.lr);  // peak / 100 / 0.05 = 6e-4
+  CHECK(std::fabs(m.lr.back() - final_lr) <= 1e-7 * final_lr);  // the log keeps 8 significant digits
+  CHECK(m.lr.front() < m.lr[m.lr.size() / 2]);  // warming up first, then annealing
+  CHECK(r.seconds < 1.5 + 1.0);                  // it stopped near the limit (one step past it at most)
+}

@@ -93,10 +93,44 @@ std::string threads_note() {
   return std::to_string(cpu::num_threads()) + " CPU thread(s) (OMP_NUM_THREADS=" + (env ? env : "unset") + ")";
 }
 
+// The learning rate at schedule position s (schedule_position: steps, or the clock when a time
+// limit is set and the clock is further along).
 double scheduled_lr(const TrainOptions& o, int64_t s) {
   if (o.schedule == "constant") return o.lr;
   if (o.schedule == "cosine") return lr_warmup_cosine(s, o.steps, o.lr, o.warmup, o.min_lr);
   return lr_one_cycle(s, o.steps, o.lr);
+}
+
+// Every setting that shapes a run's trajectory, listed once: the checkpoint records them and a
+// resumed run takes them back from it. f(name, field, required): required fields are in every
+// checkpoint this project wrote; the others arrived later and default to the command line.
+template <class Options, class F> void for_each_setting(Options& o, F&& f) {
+  f("batch_size", o.batch_size, true);
+  f("lr", o.lr, true);
+  f("schedule", o.schedule, true);
+  f("warmup", o.warmup, false);
+  f("min_lr", o.min_lr, false);
+  f("grad_accum", o.grad_accum, true);
+  f("grad_clip", o.grad_clip, true);
+  f("weight_decay", o.adamw.weight_decay, true);
+  f("beta1", o.adamw.beta1, false);
+  f("beta2", o.adamw.beta2, false);
+  f("eps", o.adamw.eps, false);
+  f("cmt_prob", o.cmt_prob, false);
+  f("jump_max", o.jump_max, false);
+}
+
+nlohmann::json settings_to_json(const TrainOptions& o) {
+  nlohmann::json j;
+  for_each_setting(o, [&](const char* name, const auto& v, bool) { j[name] = v; });
+  return j;
+}
+
+void settings_from_json(const nlohmann::json& j, TrainOptions& o, const std::string& path) {
+  for_each_setting(o, [&](const char* name, auto& v, bool required) {
+    LM_CHECK(!required || j.contains(name), "train: checkpoint " << path << " lacks the training setting '" << name << "'");
+    if (j.contains(name)) v = j.at(name).get<std::decay_t<decltype(v)>>();
+  });
 }
 
 void validate(const TrainOptions& o) {
@@ -110,6 +144,10 @@ void validate(const TrainOptions& o) {
   LM_CHECK(o.eval_every >= 0 && o.eval_batches > 0, "train: --eval-every must be >= 0 and --eval-batches > 0");
   LM_CHECK(o.ckpt_every >= 0, "train: --ckpt-every must be >= 0, got " << o.ckpt_every);
   LM_CHECK(o.cmt_cutoff >= 0 && o.cmt_cutoff <= 1, "train: --cmt-cutoff must be in [0, 1], got " << o.cmt_cutoff);
+  LM_CHECK(std::isfinite(o.time_limit_min) && o.time_limit_min >= 0,
+           "train: --time-limit must be >= 0 minutes, got " << o.time_limit_min);
+  LM_CHECK(std::isfinite(o.log_every_s) && o.log_every_s >= 0,
+           "train: --log-every must be >= 0 seconds, got " << o.log_every_s);
   LM_CHECK(!o.data_dir.empty(), "train: --data is required (a directory made by `landmark prepare`)");
   LM_CHECK(!o.out_dir.empty(), "train: --out must not be empty");
 }
@@ -136,6 +174,21 @@ struct BatchLoss {
   }
 };
 
+BatchLoss make_batch_loss(const TrainOptions& o, const GPTConfig& mc, const Tokenizer& tok, const std::string& tok_path) {
+  BatchLoss bl{o, mc, LandmarkDataOptions{}};
+  if (!mc.landmark()) return bl;
+  bl.lmo.every = mc.landmark_every;
+  bl.lmo.landmark_id = tok.special_id("<|landmark|>");
+  bl.lmo.context_miss = mc.context_miss;
+  bl.lmo.cmt_id = tok.special_id("<|cmt|>");
+  bl.lmo.cmt_prob = o.cmt_prob;
+  bl.lmo.jump_max = o.jump_max;
+  LM_CHECK(bl.lmo.landmark_id >= 0, "train: the tokenizer in " << tok_path << " has no <|landmark|> token; re-run `landmark prepare`");
+  LM_CHECK(!mc.context_miss || bl.lmo.cmt_id >= 0,
+           "train: the tokenizer in " << tok_path << " has no <|cmt|> token; re-run `landmark prepare`");
+  return bl;
+}
+
 // Mean loss over a fixed set of validation windows (same windows at every evaluation).
 double evaluate(GPT& model, const TokenFile& val, const TrainOptions& o, const BatchLoss& batch_loss) {
   NoGradGuard ng;
@@ -158,73 +211,110 @@ std::string first_nonfinite_grad(GPT& model) {
   return "";
 }
 
+// The tokenizer and both token files of --data, checked against each other.
+struct TrainData {
+  std::string tok_path;
+  std::unique_ptr<Tokenizer> tok;
+  TokenFile train, val;
+  explicit TrainData(const std::string& dir)
+      : tok_path(dir + "/tokenizer.json"), tok(load_tokenizer(tok_path)), train(dir + "/train.tokens"), val(dir + "/val.tokens") {
+    for (const TokenFile* f : {&train, &val})
+      LM_CHECK(f->fingerprint() == tok->fingerprint(),
+               "train: token file " << f->path() << " was made with tokenizer " << f->fingerprint() << " but " << tok_path
+                                    << " is " << tok->fingerprint() << "; re-run `landmark prepare`");
+  }
+};
+
+// Where a run starts: fresh, or from a checkpoint whose model config and training settings
+// replace the command line's (a resumed run is the run that was interrupted; only --steps, to
+// extend it, and bookkeeping flags such as output, evaluation, checkpoint cadence and time limits
+// come from the command line).
+struct Start {
+  GPTConfig model;
+  Checkpoint ck;          // empty for a fresh start
+  nlohmann::json meta;    // the checkpoint's metadata (null for a fresh start)
+};
+
+Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
+  Start st;
+  st.model = o.model;
+  st.model.vocab_size = tok.vocab_size();
+  if (o.resume.empty()) return st;
+  st.ck = load_safetensors(o.resume);
+  st.meta = st.ck.metadata;
+  const nlohmann::json& m = st.meta;
+  LM_CHECK(m.contains("tokenizer_fingerprint") && m.contains("model") && m.contains("step") && m.contains("train"),
+           "train: " << o.resume << " is not a training checkpoint (no step/model/train/tokenizer in its metadata)");
+  LM_CHECK(m["tokenizer_fingerprint"].get<std::string>() == tok.fingerprint(),
+           "train: checkpoint " << o.resume << " was trained with tokenizer " << m["tokenizer_fingerprint"].get<std::string>()
+                                << " but the data in " << o.data_dir << " uses " << tok.fingerprint());
+  st.model = gpt_config_from_json(m["model"]);
+  o.seed = m.at("seed").get<uint64_t>();
+  settings_from_json(m.at("train"), o, o.resume);
+  if (m.value("total_steps", o.steps) != o.steps)
+    log << "note: --steps " << o.steps << " differs from the checkpoint's " << m.value("total_steps", o.steps)
+        << "; the learning-rate schedule now spans " << o.steps << " steps\n";
+  return st;
+}
+
+// One optimizer step: grad_accum micro-batches, clipping, AdamW. Returns {loss, gradient norm}.
+std::pair<double, double> train_step(GPT& model, AdamW& opt, const TrainData& data, const BatchLoss& batch_loss,
+                                     const TrainOptions& o, uint64_t& cursor, int64_t step, double lr) {
+  model.zero_grad();
+  double loss_value = 0;
+  for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
+    Var loss = batch_loss(model, data.train, o.seed, cursor, true);
+    cursor += static_cast<uint64_t>(o.batch_size);
+    const double lv = loss.item();
+    LM_CHECK(std::isfinite(lv), "train: the loss became " << lv << " at step " << step + 1 << " (tensor: loss)");
+    (o.grad_accum == 1 ? loss : mul(loss, 1.0 / static_cast<double>(o.grad_accum))).backward();
+    loss_value += lv / static_cast<double>(o.grad_accum);
+  }
+  const double gnorm = o.grad_clip > 0 ? clip_grad_norm(model, o.grad_clip) : grad_norm(model);
+  if (!std::isfinite(gnorm)) {
+    const std::string bad = first_nonfinite_grad(model);
+    LM_FAIL("train: non-finite gradient at step " << step + 1 << " in tensor " << (bad.empty() ? "(unknown)" : bad));
+  }
+  opt.step(lr);
+  return {loss_value, gnorm};
+}
+
+// The progress line: step, loss, learning rate, speed, elapsed and the time left (by steps, or by
+// the time limit when that comes first).
+std::string progress_line(const TrainOptions& o, const GPTConfig& mc, int64_t step, double loss, double lr, double tps,
+                          double elapsed, double avg_step) {
+  double eta = avg_step * static_cast<double>(o.steps - step);
+  if (o.time_limit_min > 0) eta = std::min(eta, std::max(0.0, 60.0 * o.time_limit_min - elapsed));
+  char line[240];
+  std::snprintf(line, sizeof line, "%s step %6lld/%lld | loss %.4f | lr %.2e | %7.0f tok/s | elapsed %s | ETA %s",
+                attention_kind_name(mc.attention), static_cast<long long>(step), static_cast<long long>(o.steps), loss, lr,
+                tps, hms(elapsed).c_str(), hms(eta).c_str());
+  return line;
+}
+
 }  // namespace
+
+int64_t schedule_position(int64_t step, int64_t total, double elapsed_s, double limit_s) {
+  LM_CHECK(total > 0 && step >= 0, "schedule_position: step " << step << " of " << total);
+  int64_t s = step;
+  if (limit_s > 0) {
+    const double by_time = std::floor(std::max(0.0, elapsed_s) / limit_s * static_cast<double>(total));
+    s = std::max(s, static_cast<int64_t>(std::min(by_time, static_cast<double>(total))));
+  }
+  return std::min(s, total - 1);
+}
 
 TrainResult train(const TrainOptions& opts, std::ostream& log) {
   TrainOptions o = opts;  // on resume, the training settings are replaced by the checkpoint's
   validate(o);
-  namespace fs = std::filesystem;
-  const std::string tok_path = o.data_dir + "/tokenizer.json";
-  std::unique_ptr<Tokenizer> tok = load_tokenizer(tok_path);
-  TokenFile train_data(o.data_dir + "/train.tokens"), val_data(o.data_dir + "/val.tokens");
-  for (const TokenFile* f : {&train_data, &val_data})
-    LM_CHECK(f->fingerprint() == tok->fingerprint(),
-             "train: token file " << f->path() << " was made with tokenizer " << f->fingerprint() << " but " << tok_path
-                                  << " is " << tok->fingerprint() << "; re-run `landmark prepare`");
-
-  GPTConfig mc = o.model;
-  mc.vocab_size = tok->vocab_size();
-  Checkpoint ck;
-  nlohmann::json prev;
-  if (!o.resume.empty()) {
-    ck = load_safetensors(o.resume);
-    prev = ck.metadata;
-    LM_CHECK(prev.contains("tokenizer_fingerprint") && prev.contains("model") && prev.contains("step"),
-             "train: " << o.resume << " is not a training checkpoint (no step/model/tokenizer in its metadata)");
-    LM_CHECK(prev["tokenizer_fingerprint"].get<std::string>() == tok->fingerprint(),
-             "train: checkpoint " << o.resume << " was trained with tokenizer " << prev["tokenizer_fingerprint"].get<std::string>()
-                                  << " but the data in " << o.data_dir << " uses " << tok->fingerprint());
-    mc = gpt_config_from_json(prev["model"]);
-    // Everything that shapes the trajectory comes from the checkpoint, so a resumed run is the
-    // run that was interrupted; only --steps (to extend a run) and bookkeeping flags (output,
-    // evaluation, checkpoint cadence, time limits) are taken from the command line.
-    const nlohmann::json& t = prev.at("train");
-    o.seed = prev.at("seed").get<uint64_t>();
-    o.batch_size = t.at("batch_size").get<int64_t>();
-    o.lr = t.at("lr").get<double>();
-    o.schedule = t.at("schedule").get<std::string>();
-    o.warmup = t.value("warmup", o.warmup);
-    o.min_lr = t.value("min_lr", o.min_lr);
-    o.grad_accum = t.at("grad_accum").get<int64_t>();
-    o.grad_clip = t.at("grad_clip").get<double>();
-    o.adamw.weight_decay = t.at("weight_decay").get<double>();
-    o.adamw.beta1 = t.value("beta1", o.adamw.beta1);
-    o.adamw.beta2 = t.value("beta2", o.adamw.beta2);
-    o.adamw.eps = t.value("eps", o.adamw.eps);
-    o.cmt_prob = t.value("cmt_prob", o.cmt_prob);
-    o.jump_max = t.value("jump_max", o.jump_max);
-    if (prev.value("total_steps", o.steps) != o.steps)
-      log << "note: --steps " << o.steps << " differs from the checkpoint's " << prev.value("total_steps", o.steps)
-          << "; the learning-rate schedule now spans " << o.steps << " steps\n";
-  }
+  TrainData data(o.data_dir);
+  Start start = resolve_start(o, *data.tok, log);
+  const GPTConfig& mc = start.model;
   mc.validate();
-  LM_CHECK(train_data.size() > mc.block_size + 1 && val_data.size() > mc.block_size + 1,
+  LM_CHECK(data.train.size() > mc.block_size + 1 && data.val.size() > mc.block_size + 1,
            "train: the token files need more than block_size + 1 = " << mc.block_size + 1 << " tokens (train has "
-                                                                     << train_data.size() << ", val " << val_data.size() << ")");
-
-  BatchLoss batch_loss{o, mc, LandmarkDataOptions{}};
-  if (mc.landmark()) {
-    batch_loss.lmo.every = mc.landmark_every;
-    batch_loss.lmo.landmark_id = tok->special_id("<|landmark|>");
-    batch_loss.lmo.context_miss = mc.context_miss;
-    batch_loss.lmo.cmt_id = tok->special_id("<|cmt|>");
-    batch_loss.lmo.cmt_prob = o.cmt_prob;
-    batch_loss.lmo.jump_max = o.jump_max;
-    LM_CHECK(batch_loss.lmo.landmark_id >= 0, "train: the tokenizer in " << tok_path
-                                                  << " has no <|landmark|> token; re-run `landmark prepare`");
-    LM_CHECK(!mc.context_miss || batch_loss.lmo.cmt_id >= 0,
-             "train: the tokenizer in " << tok_path << " has no <|cmt|> token; re-run `landmark prepare`");
-  }
+                                                                     << data.train.size() << ", val " << data.val.size() << ")");
+  BatchLoss batch_loss = make_batch_loss(o, mc, *data.tok, data.tok_path);
 
   manual_seed(o.seed);
   GPT model(mc);
@@ -232,30 +322,32 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
   int64_t step = 0;
   uint64_t cursor = 0;
   if (!o.resume.empty()) {
-    load_model_weights(ck, model, &opt);
-    step = prev["step"].get<int64_t>();
-    cursor = prev["data_cursor"].get<uint64_t>();
+    load_model_weights(start.ck, model, &opt);
+    step = start.meta["step"].get<int64_t>();
+    cursor = start.meta["data_cursor"].get<uint64_t>();
     opt.set_steps(step);
-    global_rng() = RngState{prev["rng"]["seed"].get<uint64_t>(), prev["rng"]["offset"].get<uint64_t>()};
+    global_rng() = RngState{start.meta["rng"]["seed"].get<uint64_t>(), start.meta["rng"]["offset"].get<uint64_t>()};
     LM_CHECK(step < o.steps, "train: checkpoint " << o.resume << " is already at step " << step << " of --steps " << o.steps);
   }
   model.to(o.device);
   opt.to(o.device);
 
-  fs::create_directories(o.out_dir);
+  std::filesystem::create_directories(o.out_dir);
   const std::string ckpt_path = o.out_dir + "/checkpoint.safetensors", metrics_path = o.out_dir + "/metrics.jsonl";
   std::ofstream metrics(metrics_path, o.resume.empty() ? std::ios::trunc : std::ios::app);
   LM_CHECK(metrics.good(), "train: cannot write " << metrics_path);
 
-  const int64_t T = mc.block_size, tokens_per_step = o.batch_size * T * o.grad_accum;
+  const int64_t tokens_per_step = o.batch_size * mc.block_size * o.grad_accum;
   log << "training " << model.num_parameters() << " parameters (" << mc.n_layer << " layers, d " << mc.n_embd << ", "
-      << mc.n_head << " heads, T " << T << ", vocab " << mc.vocab_size << ", " << attention_kind_name(mc.attention) << " attention"
-      << (mc.landmark() ? " every " + std::to_string(mc.landmark_every) + (mc.context_miss ? " + CMT" : "") : "")
-      << ") on " << device_name(o.device) << ", "
-      << threads_note() << "\n"
-      << "data: " << train_data.size() << " train / " << val_data.size() << " val tokens; " << tokens_per_step
-      << " tokens per step; " << (o.resume.empty() ? "fresh start" : "resuming at step " + std::to_string(step)) << "\n";
-
+      << mc.n_head << " heads, T " << mc.block_size << ", vocab " << mc.vocab_size << ", " << attention_kind_name(mc.attention)
+      << " attention"
+      << (mc.landmark() ? " every " + std::to_string(mc.landmark_every) + (mc.context_miss ? " + CMT" : "") : "") << ") on "
+      << device_name(o.device) << ", " << threads_note() << "\n"
+      << "data: " << data.train.size() << " train / " << data.val.size() << " val tokens; " << tokens_per_step
+      << " tokens per step; " << (o.resume.empty() ? "fresh start" : "resuming at step " + std::to_string(step))
+      << (o.time_limit_min > 0 ? "; at most " + hms(60.0 * o.time_limit_min) + ", the schedule following the clock when the steps fall behind it"
+                               : "")
+      << "\n";
   auto metadata = [&](int64_t done) {
     return nlohmann::json{{"kind", "training"},
                           {"step", done},
@@ -264,58 +356,45 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
                           {"rng", {{"seed", global_rng().seed}, {"offset", global_rng().offset}}},
                           {"seed", o.seed},
                           {"model", gpt_config_to_json(mc)},
-                          {"train",
-                           {{"batch_size", o.batch_size}, {"lr", o.lr}, {"schedule", o.schedule}, {"warmup", o.warmup},
-                            {"min_lr", o.min_lr}, {"grad_accum", o.grad_accum}, {"grad_clip", o.grad_clip},
-                            {"weight_decay", o.adamw.weight_decay}, {"beta1", o.adamw.beta1}, {"beta2", o.adamw.beta2},
-                            {"eps", o.adamw.eps}, {"cmt_prob", o.cmt_prob}, {"jump_max", o.jump_max}}},
-                          {"tokenizer", tok->to_json()},
-                          {"tokenizer_fingerprint", tok->fingerprint()}};
+                          {"train", settings_to_json(o)},
+                          {"tokenizer", data.tok->to_json()},
+                          {"tokenizer_fingerprint", data.tok->fingerprint()}};
   };
 
   TrainResult res;
-  const double t_start = now_s();
-  double avg_step = 0;
-  int64_t timed = 0;
+  const double t_start = now_s(), limit_s = 60.0 * o.time_limit_min;
+  double avg_step = 0, last_line = -INFINITY;
+  bool over_limit = false;  // a step ended past the time limit: the next one is the last
   stop_requested() = false;
   while (step < o.steps) {
     const double t0 = now_s();
-    const double lr = scheduled_lr(o, step);
-    model.zero_grad();
-    double loss_value = 0;
-    for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
-      Var loss = batch_loss(model, train_data, o.seed, cursor, true);
-      cursor += static_cast<uint64_t>(o.batch_size);
-      const double lv = loss.item();
-      LM_CHECK(std::isfinite(lv), "train: the loss became " << lv << " at step " << step + 1 << " (tensor: loss)");
-      (o.grad_accum == 1 ? loss : mul(loss, 1.0 / static_cast<double>(o.grad_accum))).backward();
-      loss_value += lv / static_cast<double>(o.grad_accum);
-    }
-    const double gnorm = o.grad_clip > 0 ? clip_grad_norm(model, o.grad_clip) : grad_norm(model);
-    if (!std::isfinite(gnorm)) {
-      std::string bad = first_nonfinite_grad(model);
-      LM_FAIL("train: non-finite gradient at step " << step + 1 << " in tensor " << (bad.empty() ? "(unknown)" : bad));
-    }
-    opt.step(lr);
+    // With a time limit, the schedule is placed where this step is expected to end, so the step
+    // that reaches the limit runs at the schedule's final learning rate and is the last one. A
+    // step that overruns the limit (a slow step) is followed by one more at the final rate.
+    const int64_t position =
+        over_limit ? o.steps - 1 : schedule_position(step, o.steps, t0 - t_start + avg_step, limit_s);
+    const bool final_by_time = limit_s > 0 && position == o.steps - 1 && step < o.steps - 1;
+    const double lr = scheduled_lr(o, position);
+    const auto [loss_value, gnorm] = train_step(model, opt, data, batch_loss, o, cursor, step, lr);
     ++step;
-    const double dt = now_s() - t0;
-    avg_step = timed == 0 ? dt : 0.9 * avg_step + 0.1 * dt;
-    ++timed;
+    const double t1 = now_s(), dt = t1 - t0, elapsed = t1 - t_start;
+    avg_step = avg_step == 0 ? dt : 0.9 * avg_step + 0.1 * dt;
     res.last_loss = loss_value;
-    const double tps = static_cast<double>(tokens_per_step) / dt, elapsed = now_s() - t_start;
+    const double tps = static_cast<double>(tokens_per_step) / dt;
     metrics << "{\"step\":" << step << ",\"loss\":" << std::setprecision(8) << loss_value << ",\"lr\":" << lr
             << ",\"grad_norm\":" << gnorm << ",\"tokens_per_s\":" << std::setprecision(6) << tps
             << ",\"elapsed_s\":" << elapsed << "}\n";
-    if (!o.quiet) {
-      char line[200];
-      std::snprintf(line, sizeof line, "step %6lld/%lld | loss %.4f | lr %.2e | %7.0f tok/s | elapsed %s | ETA %s",
-                    static_cast<long long>(step), static_cast<long long>(o.steps), loss_value, lr, tps, hms(elapsed).c_str(),
-                    hms(avg_step * static_cast<double>(o.steps - step)).c_str());
-      log << line << "\n" << std::flush;
-    }
     const bool last = step == o.steps;
+    const bool out_of_time = final_by_time;
+    over_limit = limit_s > 0 && now_s() - t_start > limit_s;
+    const bool stop = stop_requested().load(), reached = o.stop_at > 0 && step >= o.stop_at;
+    const bool ending = last || stop || out_of_time || reached;
+    if (!o.quiet && (ending || step == 1 || elapsed - last_line >= o.log_every_s)) {
+      log << progress_line(o, mc, step, loss_value, lr, tps, elapsed, avg_step) << "\n" << std::flush;
+      last_line = elapsed;
+    }
     if (o.eval_every > 0 && (step % o.eval_every == 0 || last)) {
-      res.last_val_loss = evaluate(model, val_data, o, batch_loss);
+      res.last_val_loss = evaluate(model, data.val, o, batch_loss);
       metrics << "{\"step\":" << step << ",\"val_loss\":" << std::setprecision(8) << res.last_val_loss;
       if (mc.context_miss) {
         res.last_cmt_drop_rate = batch_loss.cmt_stats->drop_rate();
@@ -324,15 +403,13 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
       metrics << "}\n";
       log << "step " << step << " | validation loss " << std::fixed << std::setprecision(4) << res.last_val_loss;
       if (mc.context_miss) log << " | CMT cutoff " << o.cmt_cutoff << ", drop rate " << res.last_cmt_drop_rate;
-      log << std::defaultfloat << "\n";
+      log << std::defaultfloat << "\n" << std::flush;
     }
     metrics.flush();
-    const bool out_of_time = o.time_limit_min > 0 && now_s() - t_start > 60.0 * o.time_limit_min;
-    const bool stop = stop_requested().load(), reached = o.stop_at > 0 && step >= o.stop_at;
-    if (last || stop || out_of_time || reached || (o.ckpt_every > 0 && step % o.ckpt_every == 0)) {
+    if (ending || (o.ckpt_every > 0 && step % o.ckpt_every == 0)) {
       save_training_checkpoint(ckpt_path, model, opt, metadata(step));
       res.checkpoint = ckpt_path;
-      if (!o.quiet) log << "saved " << ckpt_path << " at step " << step << "\n";
+      if (!o.quiet && o.log_every_s == 0) log << "saved " << ckpt_path << " at step " << step << "\n";
     }
     if ((stop || out_of_time || reached) && !last) {
       res.stop_reason = stop ? "interrupted" : out_of_time ? "time limit" : "stop-at";
@@ -341,6 +418,7 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
   }
   if (res.stop_reason.empty()) res.stop_reason = "done";
   res.step = step;
+  res.seconds = now_s() - t_start;
   return res;
 }
 

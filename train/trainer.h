@@ -32,12 +32,15 @@ struct TrainOptions {
   int64_t eval_every = 100;      // 0 disables periodic validation
   int64_t eval_batches = 8;
   int64_t ckpt_every = 500;      // 0: only at the end / on interrupt
-  double time_limit_min = 0;     // > 0: stop (and checkpoint) after this many minutes
+  double time_limit_min = 0;     // > 0: stop (and checkpoint) after this many minutes; the learning-
+                                 // rate schedule then follows the clock when it is ahead of the
+                                 // steps (schedule_position), so a cut run still ends annealed
   int64_t stop_at = 0;           // > 0: stop (and checkpoint) on reaching this step; resume later
   uint64_t seed = 1337;
   Device device = Device::CPU;
   std::string resume;            // checkpoint to continue from ("" = start fresh)
-  bool quiet = false;            // no per-step progress lines
+  bool quiet = false;            // no progress lines
+  double log_every_s = 0;        // a progress line at most this often (0: every step)
   // Landmark models only (model.landmark(); F and the CMT switch live in model):
   double cmt_prob = 0.5;         // P_CMT, chance that a landmark is CMT-controlled in training
   int64_t jump_max = 1;          // p_jump for positional jumps in training (1 = off)
@@ -50,7 +53,14 @@ struct TrainResult {
   double last_cmt_drop_rate = -1;  // of the last validation, for CMT models
   std::string stop_reason;       // "done", "time limit", "stop-at", "interrupted"
   std::string checkpoint;        // path of the last checkpoint written
+  double seconds = 0;            // wall time of this call
 };
+
+// Where the learning-rate schedule stands after `step` of `total` steps, `elapsed_s` seconds into
+// a run limited to `limit_s` seconds (0: no limit): the further of step and the time fraction
+// elapsed/limit of `total`, within [0, total - 1]. Without a limit a run is the same on every
+// machine (bit for bit); with one, a slower machine moves through the schedule by the clock.
+int64_t schedule_position(int64_t step, int64_t total, double elapsed_s, double limit_s);
 
 // Set from a SIGINT handler (or a test) to make train() stop after the current step, checkpoint
 // and return with stop_reason "interrupted".
