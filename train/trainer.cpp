@@ -292,6 +292,82 @@ std::string progress_line(const TrainOptions& o, const GPTConfig& mc, int64_t st
   return line;
 }
 
+// The model, optimizer and position of a run: built fresh from the seed, or restored from the
+// checkpoint (weights, AdamW moments and step, data cursor, RNG state), then moved to the device.
+// Seeds the global generator, then hands back the config: the model's weights are the first draws.
+const GPTConfig& seeded(const TrainOptions& o, const GPTConfig& c) {
+  manual_seed(o.seed);
+  return c;
+}
+
+struct State {
+  GPT model;
+  AdamW opt;
+  int64_t step = 0;
+  uint64_t cursor = 0;
+  State(const TrainOptions& o, const Start& start) : model(seeded(o, start.model)), opt(model, o.adamw) {
+    if (!o.resume.empty()) {
+      load_model_weights(start.ck, model, &opt);
+      step = start.meta.at("step").get<int64_t>();
+      cursor = start.meta.at("data_cursor").get<uint64_t>();
+      opt.set_steps(step);
+      global_rng() = RngState{start.meta["rng"]["seed"].get<uint64_t>(), start.meta["rng"]["offset"].get<uint64_t>()};
+      LM_CHECK(step < o.steps, "train: checkpoint " << o.resume << " is already at step " << step << " of --steps " << o.steps);
+    }
+    model.to(o.device);
+    opt.to(o.device);
+  }
+};
+
+// What a checkpoint records besides the tensors: everything a resumed run needs (trainer.h).
+nlohmann::json checkpoint_metadata(const TrainOptions& o, const GPTConfig& mc, const Tokenizer& tok, int64_t step,
+                                   uint64_t cursor) {
+  return nlohmann::json{{"kind", "training"},
+                        {"step", step},
+                        {"total_steps", o.steps},
+                        {"data_cursor", cursor},
+                        {"rng", {{"seed", global_rng().seed}, {"offset", global_rng().offset}}},
+                        {"seed", o.seed},
+                        {"model", gpt_config_to_json(mc)},
+                        {"train", settings_to_json(o)},
+                        {"tokenizer", tok.to_json()},
+                        {"tokenizer_fingerprint", tok.fingerprint()}};
+}
+
+// The two opening lines: the model and where it runs, the data and where the run starts.
+void log_header(std::ostream& log, const TrainOptions& o, const GPTConfig& mc, GPT& model, const TrainData& data,
+                int64_t step) {
+  log << "training " << model.num_parameters() << " parameters (" << mc.n_layer << " layers, d " << mc.n_embd << ", "
+      << mc.n_head << " heads, T " << mc.block_size << ", vocab " << mc.vocab_size << ", " << attention_kind_name(mc.attention)
+      << " attention"
+      << (mc.landmark() ? " every " + std::to_string(mc.landmark_every) + (mc.context_miss ? " + CMT" : "") : "") << ") on "
+      << device_name(o.device) << ", " << threads_note() << "\n"
+      << "data: " << data.train.size() << " train / " << data.val.size() << " val tokens; "
+      << o.batch_size * mc.block_size * o.grad_accum << " tokens per step; "
+      << (o.resume.empty() ? "fresh start" : "resuming at step " + std::to_string(step))
+      << (o.time_limit_min > 0
+              ? "; at most " + hms(60.0 * o.time_limit_min) + ", the schedule following the clock when the steps fall behind it"
+              : "")
+      << "\n";
+}
+
+// Validation: the loss (and, with a CMT, its drop rate) into the metrics log, the result and the
+// progress log.
+void validate_and_log(GPT& model, const TrainData& data, const TrainOptions& o, const GPTConfig& mc,
+                      const BatchLoss& batch_loss, int64_t step, std::ostream& metrics, std::ostream& log,
+                      TrainResult& res) {
+  res.last_val_loss = evaluate(model, data.val, o, batch_loss);
+  metrics << "{\"step\":" << step << ",\"val_loss\":" << std::setprecision(8) << res.last_val_loss;
+  if (mc.context_miss) {
+    res.last_cmt_drop_rate = batch_loss.cmt_stats->drop_rate();
+    metrics << ",\"cmt_cutoff\":" << o.cmt_cutoff << ",\"cmt_drop_rate\":" << res.last_cmt_drop_rate;
+  }
+  metrics << "}\n";
+  log << "step " << step << " | validation loss " << std::fixed << std::setprecision(4) << res.last_val_loss;
+  if (mc.context_miss) log << " | CMT cutoff " << o.cmt_cutoff << ", drop rate " << res.last_cmt_drop_rate;
+  log << std::defaultfloat << "\n" << std::flush;
+}
+
 }  // namespace
 
 int64_t schedule_position(int64_t step, int64_t total, double elapsed_s, double limit_s) {
@@ -307,76 +383,38 @@ int64_t schedule_position(int64_t step, int64_t total, double elapsed_s, double 
 TrainResult train(const TrainOptions& opts, std::ostream& log) {
   TrainOptions o = opts;  // on resume, the training settings are replaced by the checkpoint's
   validate(o);
-  TrainData data(o.data_dir);
-  Start start = resolve_start(o, *data.tok, log);
+  const TrainData data(o.data_dir);
+  const Start start = resolve_start(o, *data.tok, log);
   const GPTConfig& mc = start.model;
   mc.validate();
   LM_CHECK(data.train.size() > mc.block_size + 1 && data.val.size() > mc.block_size + 1,
            "train: the token files need more than block_size + 1 = " << mc.block_size + 1 << " tokens (train has "
                                                                      << data.train.size() << ", val " << data.val.size() << ")");
-  BatchLoss batch_loss = make_batch_loss(o, mc, *data.tok, data.tok_path);
-
-  manual_seed(o.seed);
-  GPT model(mc);
-  AdamW opt(model, o.adamw);
-  int64_t step = 0;
-  uint64_t cursor = 0;
-  if (!o.resume.empty()) {
-    load_model_weights(start.ck, model, &opt);
-    step = start.meta["step"].get<int64_t>();
-    cursor = start.meta["data_cursor"].get<uint64_t>();
-    opt.set_steps(step);
-    global_rng() = RngState{start.meta["rng"]["seed"].get<uint64_t>(), start.meta["rng"]["offset"].get<uint64_t>()};
-    LM_CHECK(step < o.steps, "train: checkpoint " << o.resume << " is already at step " << step << " of --steps " << o.steps);
-  }
-  model.to(o.device);
-  opt.to(o.device);
-
+  const BatchLoss batch_loss = make_batch_loss(o, mc, *data.tok, data.tok_path);
+  State st(o, start);
   std::filesystem::create_directories(o.out_dir);
   const std::string ckpt_path = o.out_dir + "/checkpoint.safetensors", metrics_path = o.out_dir + "/metrics.jsonl";
   std::ofstream metrics(metrics_path, o.resume.empty() ? std::ios::trunc : std::ios::app);
   LM_CHECK(metrics.good(), "train: cannot write " << metrics_path);
-
-  const int64_t tokens_per_step = o.batch_size * mc.block_size * o.grad_accum;
-  log << "training " << model.num_parameters() << " parameters (" << mc.n_layer << " layers, d " << mc.n_embd << ", "
-      << mc.n_head << " heads, T " << mc.block_size << ", vocab " << mc.vocab_size << ", " << attention_kind_name(mc.attention)
-      << " attention"
-      << (mc.landmark() ? " every " + std::to_string(mc.landmark_every) + (mc.context_miss ? " + CMT" : "") : "") << ") on "
-      << device_name(o.device) << ", " << threads_note() << "\n"
-      << "data: " << data.train.size() << " train / " << data.val.size() << " val tokens; " << tokens_per_step
-      << " tokens per step; " << (o.resume.empty() ? "fresh start" : "resuming at step " + std::to_string(step))
-      << (o.time_limit_min > 0 ? "; at most " + hms(60.0 * o.time_limit_min) + ", the schedule following the clock when the steps fall behind it"
-                               : "")
-      << "\n";
-  auto metadata = [&](int64_t done) {
-    return nlohmann::json{{"kind", "training"},
-                          {"step", done},
-                          {"total_steps", o.steps},
-                          {"data_cursor", cursor},
-                          {"rng", {{"seed", global_rng().seed}, {"offset", global_rng().offset}}},
-                          {"seed", o.seed},
-                          {"model", gpt_config_to_json(mc)},
-                          {"train", settings_to_json(o)},
-                          {"tokenizer", data.tok->to_json()},
-                          {"tokenizer_fingerprint", data.tok->fingerprint()}};
-  };
+  log_header(log, o, mc, st.model, data, st.step);
 
   TrainResult res;
+  const int64_t tokens_per_step = o.batch_size * mc.block_size * o.grad_accum;
   const double t_start = now_s(), limit_s = 60.0 * o.time_limit_min;
   double avg_step = 0, last_line = -INFINITY;
   bool over_limit = false;  // a step ended past the time limit: the next one is the last
   stop_requested() = false;
-  while (step < o.steps) {
+  while (st.step < o.steps) {
     const double t0 = now_s();
     // With a time limit, the schedule is placed where this step is expected to end, so the step
     // that reaches the limit runs at the schedule's final learning rate and is the last one. A
     // step that overruns the limit (a slow step) is followed by one more at the final rate.
     const int64_t position =
-        over_limit ? o.steps - 1 : schedule_position(step, o.steps, t0 - t_start + avg_step, limit_s);
-    const bool final_by_time = limit_s > 0 && position == o.steps - 1 && step < o.steps - 1;
+        over_limit ? o.steps - 1 : schedule_position(st.step, o.steps, t0 - t_start + avg_step, limit_s);
+    const bool final_by_time = limit_s > 0 && position == o.steps - 1 && st.step < o.steps - 1;
     const double lr = scheduled_lr(o, position);
-    const auto [loss_value, gnorm] = train_step(model, opt, data, batch_loss, o, cursor, step, lr);
-    ++step;
+    const auto [loss_value, gnorm] = train_step(st.model, st.opt, data, batch_loss, o, st.cursor, st.step, lr);
+    const int64_t step = ++st.step;
     const double t1 = now_s(), dt = t1 - t0, elapsed = t1 - t_start;
     avg_step = avg_step == 0 ? dt : 0.9 * avg_step + 0.1 * dt;
     res.last_loss = loss_value;
@@ -384,40 +422,28 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
     metrics << "{\"step\":" << step << ",\"loss\":" << std::setprecision(8) << loss_value << ",\"lr\":" << lr
             << ",\"grad_norm\":" << gnorm << ",\"tokens_per_s\":" << std::setprecision(6) << tps
             << ",\"elapsed_s\":" << elapsed << "}\n";
-    const bool last = step == o.steps;
-    const bool out_of_time = final_by_time;
+    const bool last = step == o.steps, stop = stop_requested().load(), reached = o.stop_at > 0 && step >= o.stop_at;
     over_limit = limit_s > 0 && now_s() - t_start > limit_s;
-    const bool stop = stop_requested().load(), reached = o.stop_at > 0 && step >= o.stop_at;
-    const bool ending = last || stop || out_of_time || reached;
+    const bool ending = last || stop || final_by_time || reached;
     if (!o.quiet && (ending || step == 1 || elapsed - last_line >= o.log_every_s)) {
       log << progress_line(o, mc, step, loss_value, lr, tps, elapsed, avg_step) << "\n" << std::flush;
       last_line = elapsed;
     }
-    if (o.eval_every > 0 && (step % o.eval_every == 0 || last)) {
-      res.last_val_loss = evaluate(model, data.val, o, batch_loss);
-      metrics << "{\"step\":" << step << ",\"val_loss\":" << std::setprecision(8) << res.last_val_loss;
-      if (mc.context_miss) {
-        res.last_cmt_drop_rate = batch_loss.cmt_stats->drop_rate();
-        metrics << ",\"cmt_cutoff\":" << o.cmt_cutoff << ",\"cmt_drop_rate\":" << res.last_cmt_drop_rate;
-      }
-      metrics << "}\n";
-      log << "step " << step << " | validation loss " << std::fixed << std::setprecision(4) << res.last_val_loss;
-      if (mc.context_miss) log << " | CMT cutoff " << o.cmt_cutoff << ", drop rate " << res.last_cmt_drop_rate;
-      log << std::defaultfloat << "\n" << std::flush;
-    }
+    if (o.eval_every > 0 && (step % o.eval_every == 0 || last))
+      validate_and_log(st.model, data, o, mc, batch_loss, step, metrics, log, res);
     metrics.flush();
     if (ending || (o.ckpt_every > 0 && step % o.ckpt_every == 0)) {
-      save_training_checkpoint(ckpt_path, model, opt, metadata(step));
+      save_training_checkpoint(ckpt_path, st.model, st.opt, checkpoint_metadata(o, mc, *data.tok, step, st.cursor));
       res.checkpoint = ckpt_path;
       if (!o.quiet && o.log_every_s == 0) log << "saved " << ckpt_path << " at step " << step << "\n";
     }
-    if ((stop || out_of_time || reached) && !last) {
-      res.stop_reason = stop ? "interrupted" : out_of_time ? "time limit" : "stop-at";
+    if (ending && !last) {
+      res.stop_reason = stop ? "interrupted" : final_by_time ? "time limit" : "stop-at";
       break;
     }
   }
   if (res.stop_reason.empty()) res.stop_reason = "done";
-  res.step = step;
+  res.step = st.step;
   res.seconds = now_s() - t_start;
   return res;
 }
