@@ -135,11 +135,13 @@ Command plot_command(CLI::App& app) {
   sub->add_option("--labels", *labels, "One label per file (default: the file names)");
   sub->add_option("--out", *out, "PNG to write")->capture_default_str();
   sub->add_option("--title", *title, "Chart title")->capture_default_str();
+  auto log_y = std::make_shared<bool>(false);
+  sub->add_flag("--log-y", *log_y, "A log-scale loss axis");
   auto run = [=]() {
     std::vector<std::string> l = *labels;
     if (l.empty()) l = *paths;
     LM_CHECK(l.size() == paths->size(), "plot: got " << l.size() << " labels for " << paths->size() << " files");
-    plot_loss_curves(*paths, l, *out, *title);
+    plot_loss_curves(*paths, l, *out, *title, *log_y);
     std::cout << "wrote " << *out << "\n";
     return 0;
   };

@@ -1,13 +1,16 @@
 // progress.h: one line of progress on stderr for long reads (a prompt's prefill): tokens done,
-// tokens per second and the time left, rewritten in place about once a second, so a user sees
-// that a 32k-token prompt is moving. Only the commands use it; the libraries report progress
-// through callbacks.
+// tokens per second and the time left, rewritten in place about once a second on a terminal, so
+// a user sees that a 32k-token prompt is moving; into a log (stderr not a terminal) a plain line
+// at most every 10 seconds. Only the commands use it; the libraries report progress through
+// callbacks.
 #pragma once
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
+
+#include <unistd.h>
 
 namespace lm {
 namespace app {
@@ -18,18 +21,18 @@ class ProgressLine {
   // `prefix` (optional) goes before the counts, e.g. the trial number.
   void update(int64_t done, int64_t total, const std::string& prefix = "") {
     const auto now = clock::now();
-    if (done < total && std::chrono::duration<double>(now - last_).count() < 1.0) return;
+    if (std::chrono::duration<double>(now - last_).count() < (tty_ ? 1.0 : 10.0) && (done < total || !tty_)) return;
     last_ = now;
     const double s = std::chrono::duration<double>(now - start_).count();
     const double rate = s > 0 ? static_cast<double>(done) / s : 0.0;
     const long eta = rate > 0 ? static_cast<long>(static_cast<double>(total - done) / rate + 0.5) : 0;
-    std::fprintf(stderr, "\r%s %s%s%lld/%lld tokens read, %.0f tok/s, ETA %ld:%02ld   ", what_.c_str(), prefix.c_str(),
-                 prefix.empty() ? "" : ": ", static_cast<long long>(done), static_cast<long long>(total), rate, eta / 60,
-                 eta % 60);
+    std::fprintf(stderr, "%s%s %s%s%lld/%lld tokens read, %.0f tok/s, ETA %ld:%02ld%s", tty_ ? "\r" : "", what_.c_str(),
+                 prefix.c_str(), prefix.empty() ? "" : ": ", static_cast<long long>(done), static_cast<long long>(total), rate,
+                 eta / 60, eta % 60, tty_ ? "   " : "\n");
     std::fflush(stderr);
-    shown_ = true;
+    shown_ = tty_;
   }
-  void restart() { start_ = last_ = clock::now(); }
+  void restart() { start_ = clock::now(); }
   // Ends the line (a newline) if anything was shown.
   void finish() {
     if (shown_) std::fprintf(stderr, "\n");
@@ -41,6 +44,7 @@ class ProgressLine {
   std::string what_;
   clock::time_point start_, last_;
   bool shown_ = false;
+  const bool tty_ = isatty(STDERR_FILENO) != 0;
 };
 
 }  // namespace app

@@ -51,7 +51,7 @@ std::vector<double> smooth(const std::vector<double>& y, double beta) {
 }  // namespace
 
 void plot_loss_curves(const std::vector<std::string>& paths, const std::vector<std::string>& labels,
-                      const std::string& png_path, const std::string& title) {
+                      const std::string& png_path, const std::string& title, bool log_y) {
   LM_CHECK(!paths.empty() && paths.size() == labels.size(), "plot_loss_curves: need one label per metrics file");
   std::vector<plot::Series> series;
   for (size_t i = 0; i < paths.size(); ++i) {
@@ -68,7 +68,8 @@ void plot_loss_curves(const std::vector<std::string>& paths, const std::vector<s
   plot::LineChartOptions o;
   o.title = title;
   o.x_label = "step";
-  o.y_label = "cross-entropy (nats/token)";
+  o.y_label = log_y ? "cross-entropy (nats/token, log scale)" : "cross-entropy (nats/token)";
+  o.log_y = log_y;
   plot::line_chart(png_path, series, o);
 }
 

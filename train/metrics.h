@@ -18,8 +18,9 @@ struct MetricsLog {
 MetricsLog read_metrics(const std::string& path);
 
 // Training loss (raw and smoothed) and validation loss against step, written to png_path.
-// Other logs can be overlaid (e.g. standard vs landmark attention), each labelled.
+// Other logs can be overlaid (e.g. standard vs landmark attention), each labelled. log_y: a log
+// loss axis, which keeps a loss falling from 6 to 0.1 readable all the way down.
 void plot_loss_curves(const std::vector<std::string>& metrics_paths, const std::vector<std::string>& labels,
-                      const std::string& png_path, const std::string& title);
+                      const std::string& png_path, const std::string& title, bool log_y = false);
 
 }  // namespace lm

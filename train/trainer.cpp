@@ -429,7 +429,7 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
       log << progress_line(o, mc, step, loss_value, lr, tps, elapsed, avg_step) << "\n" << std::flush;
       last_line = elapsed;
     }
-    if (o.eval_every > 0 && (step % o.eval_every == 0 || last))
+    if (o.eval_every > 0 && (step % o.eval_every == 0 || ending))  // and at the end, however it comes
       validate_and_log(st.model, data, o, mc, batch_loss, step, metrics, log, res);
     metrics.flush();
     if (ending || (o.ckpt_every > 0 && step % o.ckpt_every == 0)) {
