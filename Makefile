@@ -2,8 +2,8 @@
 # (scripts/install-deps.sh), then drives CMake in ./build.
 #   make          release build (CUDA kernels too when nvcc is found)
 #   make test     build + run the whole test suite through CTest
-#   make demo     build + the main job (scripts/demo.sh): pass-key retrieval up to 32k tokens
-#   make demo-corpus  build + language modelling on Austen + KJV (scripts/demo_corpus.sh)
+#   make demo     build the program + the main job (scripts/demo.sh): pass-key retrieval up to 32k tokens
+#   make demo-corpus  build the program + language modelling on Austen + KJV (scripts/demo_corpus.sh)
 #   make bench    build + run the benchmarks (prints ratios measured in one run)
 #   make clean    remove ./build
 # Extra CMake options: make CMAKE_ARGS="-DLANDMARK_CUDA=OFF"
@@ -33,10 +33,12 @@ bench: build
 	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_landmark
 	@GOMP_SPINCOUNT=10000 ./$(BUILD)/bench/bench_decode  # a short spin, as the landmark program uses
 
-demo: build
+demo: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target landmark  # the program only: tests and benches wait for make test
 	@bash scripts/demo.sh
 
-demo-corpus: build
+demo-corpus: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target landmark
 	@bash scripts/demo_corpus.sh
 
 clean:

@@ -119,6 +119,7 @@ Command passkey_data_command(CLI::App& app) {
   auto out = std::make_shared<std::string>();
   auto docs = std::make_shared<int64_t>(20000);
   auto max_fill = std::make_shared<int64_t>(6);
+  auto min_fill = std::make_shared<int64_t>(0);
   auto filler_only = std::make_shared<double>(0.1);
   auto seed = std::make_shared<uint64_t>(1);
   sub->add_option("--out", *out, "Output directory")->required();
@@ -126,16 +127,20 @@ Command passkey_data_command(CLI::App& app) {
   sub->add_option("--max-fillers", *max_fill, "Filler sentences per document, at most")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  sub->add_option("--min-fillers", *min_fill, "Filler sentences per document, at least (uniform from here to --max-fillers)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--filler-only", *filler_only, "Fraction of documents that are plain filler")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
   sub->add_option("--seed", *seed, "Seed (the validation text uses seed + 1)")->capture_default_str();
   auto run = [=]() {
+    LM_CHECK(*min_fill <= *max_fill, "passkey-data: --min-fillers " << *min_fill << " is above --max-fillers " << *max_fill);
     std::filesystem::create_directories(*out);
     for (auto [name, n, s] : {std::tuple<std::string, int64_t, uint64_t>{"train.txt", *docs, *seed},
                               std::tuple<std::string, int64_t, uint64_t>{"val.txt", std::max<int64_t>(*docs / 20, 50), *seed + 1}}) {
       const std::string path = *out + "/" + name;
-      const std::string text = passkey_training_text(n, *max_fill, *filler_only, s);
+      const std::string text = passkey_training_text(n, *max_fill, *filler_only, s, *min_fill);
       write_file_atomic(path, text, "passkey-data");
       std::cout << "wrote " << path << " (" << n << " documents, " << text.size() << " bytes)\n";
     }

@@ -66,6 +66,10 @@ Command passkey_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--trials", opts->trials, "Prompts per length")->check(CLI::Range(int64_t(1), int64_t(1) << 20))->capture_default_str();
   sub->add_option("--seed", opts->seed, "Seed for keys and key positions")->capture_default_str();
+  sub->add_option("--depth", opts->depth,
+                  "Put the key at this fraction of the filler text (0: first, 1: right before the question) "
+                  "instead of at random; a sweep over depths shows how far back each model can copy from")
+      ->check(CLI::Range(0.0, 1.0));
   sub->add_option("--scoring", *scoring,
                   "strict: the answer starts with the key's digits | paper: the first integer in 100 generated tokens is the key")
       ->check(CLI::IsMember({"strict", "paper"}))
@@ -96,6 +100,7 @@ Command passkey_command(CLI::App& app) {
                 static_cast<long long>(o.trials), static_cast<long long>(cfg.k), static_cast<long long>(cfg.chunk_len),
                 position_mode_name(cfg.positions), granularity_name(cfg.granularity),
                 cutoff_note);
+    if (o.depth >= 0) std::printf("key depth: %g of the filler text (0: first, 1: right before the question)\n", o.depth);
     std::printf("scoring: %s\n", o.scoring == PasskeyScoring::Strict
                                      ? "strict (after leading spaces, the answer starts with exactly the key's digits)"
                                      : "paper (the first integer within the first 100 generated tokens equals the key)");

@@ -81,7 +81,7 @@ PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const Inf
   const bool paper = o.scoring == PasskeyScoring::Paper;
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t t = 0; t < o.trials; ++t) {
-    PasskeyPrompt p = passkey_prompt_for_length(tok, length, o.seed, static_cast<uint64_t>(t));
+    PasskeyPrompt p = passkey_prompt_for_length(tok, length, o.seed, static_cast<uint64_t>(t), o.depth);
     std::vector<int32_t> ids = tok.encode(p.text);
     // Strict: the answer is complete at the first non-digit after the leading spaces. Paper: the
     // first integer is complete at the first non-digit after a digit; nothing later can matter.

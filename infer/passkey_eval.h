@@ -30,6 +30,7 @@ struct PasskeyOptions {
   int64_t window = 0;           // > 0: the model sees only its last `window` tokens (the baseline)
   PasskeyScoring scoring = PasskeyScoring::Strict;
   bool recall = false;          // measure retrieval recall (landmark path only)
+  double depth = -1;            // < 0: the key at a random filler boundary; [0, 1]: at this fraction
 };
 
 struct PasskeyResult {

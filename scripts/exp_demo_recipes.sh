@@ -1,10 +1,20 @@
 #!/usr/bin/env bash
-# exp_demo_recipes.sh: candidate training recipes for the demo (issue 10), each a short run of
-# the demo-sized model followed by a small pass-key check, so recipes can be compared by what
-# they reach in a fixed number of steps. Each recipe is a line in the RECIPES table below:
-#   name | data directory (made if missing: "passkey" or "passkey_fN" with N max fillers) | train flags
-# Results: runs/demo_recipes/NAME/{train.log, passkey.txt, DONE}; a finished recipe is skipped,
-# an interrupted one starts again. Usage: bash scripts/exp_demo_recipes.sh [name ...] (default: all)
+# exp_demo_recipes.sh: candidate training recipes for the demo (issue 10), each a short run
+# followed by a small pass-key check, so recipes can be compared by what they reach in a fixed
+# number of steps (not by the clock: two recipes may run side by side, one thread each).
+# Each recipe is a line in the RECIPES table below:
+#   name | data directory | train flags (model, schedule; a landmark model has --attention landmark)
+# Data directories are made when missing, named by what they hold:
+#   passkey            the demo's data: 0..12 filler sentences per document, BPE vocab 512
+#   passkey_fN         0..N fillers          passkey_xN   exactly N fillers
+#   passkey_vN         0..12 fillers, BPE vocab N
+# Checks: a landmark model, 10 prompts at 512, 2048 and 8192 tokens; a standard model, 20 prompts
+# at 512 tokens and a depth sweep (`passkey --depth`, 5 prompts per depth, 512 tokens: depth 1
+# puts the key right before the question, depth 0 at the far end of the window), which shows how
+# far back it has learned to copy from (the landmark model it is paired with: the first column).
+# Results: runs/demo_recipes/NAME/{cmdline, train.log, passkey.txt, depth.txt, DONE}; a finished
+# recipe is skipped, an interrupted one starts again.
+# Usage: bash scripts/exp_demo_recipes.sh [name ...]   (default: all; OMP_NUM_THREADS as given)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -12,28 +22,32 @@ LANDMARK="${LANDMARK:-build/apps/landmark}"
 OUT=runs/demo_recipes
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 mkdir -p "$OUT"
-BASE=(--layers 3 --embd 128 --heads 4 --eval-every 0 --ckpt-every 0 --quiet)
-W512=(--block-size 512 --batch 8)
+RUN=(--eval-every 0 --ckpt-every 0 --quiet)
+D128=(--layers 3 --embd 128 --heads 4 --block-size 512 --batch 8)  # the demo's model until now
+S64=(--layers 2 --embd 64 --heads 2 --block-size 512 --batch 8)     # about 3x the tokens/s
 LM=(--attention landmark --landmark-every 50)
 
 RECIPES=(
-  "lm1200_v384|passkey_v384|${LM[*]} ${W512[*]} --steps 1200 --lr 2e-3"
-  "std1200_v384|passkey_v384|${W512[*]} --steps 1200 --lr 2e-3"
-  "lm1200|passkey|${LM[*]} ${W512[*]} --steps 1200 --lr 2e-3"
-  "lm1200_lr4|passkey|${LM[*]} ${W512[*]} --steps 1200 --lr 4e-3"
-  "lm1200_f6|passkey_f6|${LM[*]} ${W512[*]} --steps 1200 --lr 2e-3"
-  "lm1200_t256|passkey|${LM[*]} --block-size 256 --batch 16 --steps 1200 --lr 2e-3"
-  "std1200|passkey|${W512[*]} --steps 1200 --lr 2e-3"
+  "lm1200|passkey|${LM[*]} ${D128[*]} --steps 1200 --lr 2e-3"
+  "lm1200_lr4|passkey|${LM[*]} ${D128[*]} --steps 1200 --lr 4e-3"
+  "lm1200_f6|passkey_f6|${LM[*]} ${D128[*]} --steps 1200 --lr 2e-3"
+  "lm1200_v384|passkey_v384|${LM[*]} ${D128[*]} --steps 1200 --lr 2e-3"
+  "s64_lm1500|passkey|${LM[*]} ${S64[*]} --steps 1500 --lr 3e-3"
+  "s64_std1500|passkey|${S64[*]} --steps 1500 --lr 3e-3"
+  "s64_lm1500_f18|passkey_f18|${LM[*]} ${S64[*]} --steps 1500 --lr 3e-3"
+  "s64_std1500_f18|passkey_f18|${S64[*]} --steps 1500 --lr 3e-3"
+  "s64_std4000_f18|passkey_f18|${S64[*]} --steps 4000 --lr 3e-3"
+  "d128_std3000_f18|passkey_f18|${D128[*]} --steps 3000 --lr 2e-3"
 )
 
 make_data() {  # directory name
   local d="data/$1"
   [ -s "$d/tokens/train.tokens" ] && return
-  local fillers=12
-  [[ "$1" =~ _f([0-9]+)$ ]] && fillers="${BASH_REMATCH[1]}"
-  "$LANDMARK" passkey-data --out "$d" --docs 50000 --max-fillers "$fillers" --filler-only 0.05
-  local vocab=512
+  local lo=0 hi=12 vocab=512
+  [[ "$1" =~ _f([0-9]+)$ ]] && hi="${BASH_REMATCH[1]}"
+  [[ "$1" =~ _x([0-9]+)$ ]] && lo="${BASH_REMATCH[1]}" && hi="$lo"
   [[ "$1" =~ _v([0-9]+)$ ]] && vocab="${BASH_REMATCH[1]}"
+  "$LANDMARK" passkey-data --out "$d" --docs 50000 --min-fillers "$lo" --max-fillers "$hi" --filler-only 0.05
   "$LANDMARK" prepare --train "$d/train.txt" --val "$d/val.txt" --out "$d/tokens" --tokenizer bpe --vocab "$vocab" 2> /dev/null
 }
 
@@ -49,17 +63,29 @@ for line in "${RECIPES[@]}"; do
   echo "data/$data/tokens $flags" > "$dir/cmdline"
   start=$SECONDS
   # shellcheck disable=SC2086
-  "$LANDMARK" train --data "data/$data/tokens" --out "$dir" "${BASE[@]}" $flags > "$dir/train.log" 2>&1
-  echo "train_seconds $((SECONDS - start))" >> "$dir/train.log"
+  "$LANDMARK" train --data "data/$data/tokens" --out "$dir" "${RUN[@]}" $flags > "$dir/train.log" 2>&1
+  echo "train_seconds $((SECONDS - start)) threads ${OMP_NUM_THREADS:-all}" >> "$dir/train.log"
   ckpt="$dir/checkpoint.safetensors"
-  # The passkey command needs a landmark model beside a baseline; any with the same tokenizer.
-  LMREF=$(ls runs/demo_recipes/lm*/checkpoint.safetensors 2> /dev/null | while read -r c; do
-    d2=$(dirname "$c"); grep -q "data/$data/tokens" "$d2/cmdline" 2> /dev/null && echo "$c"; done | head -1)
   if grep -q -- "--attention landmark" <<< "$flags"; then
     "$LANDMARK" passkey --checkpoint "$ckpt" --lengths 512,2048,8192 --trials 10 --chunk 200 --k 4 > "$dir/passkey.txt" 2> /dev/null
   else
-    "$LANDMARK" passkey --checkpoint "$LMREF" --baseline "$ckpt" --lengths 512 --trials 20 --chunk 200 --k 4 \
+    # `passkey` reads a landmark model beside the baseline: any finished one with the same data.
+    lmref=""
+    for c in "$OUT"/*/checkpoint.safetensors; do
+      d2=$(dirname "$c")
+      if [ -f "$d2/DONE" ] && grep -q -- "--attention landmark" "$d2/cmdline" && grep -q "^data/$data/tokens " "$d2/cmdline"; then
+        lmref="$c"; break
+      fi
+    done
+    if [ -z "$lmref" ]; then echo "--- $name: no finished landmark recipe on data/$data to pair with; train one first"; continue; fi
+    "$LANDMARK" passkey --checkpoint "$lmref" --baseline "$ckpt" --lengths 512 --trials 20 --chunk 200 --k 4 \
       > "$dir/passkey.txt" 2> /dev/null
+    for depth in 0 0.25 0.5 0.75 0.9 1; do
+      printf 'depth %-5s ' "$depth"
+      "$LANDMARK" passkey --checkpoint "$lmref" --baseline "$ckpt" --lengths 512 --trials 5 --chunk 200 --k 4 \
+        --depth "$depth" 2> /dev/null | tail -1
+    done > "$dir/depth.txt"
+    cat "$dir/depth.txt"
   fi
   touch "$dir/DONE"
   tail -4 "$dir/passkey.txt"

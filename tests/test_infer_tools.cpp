@@ -5,6 +5,8 @@
 #include "tests/helpers.h"
 
 #include <algorithm>
+#include <set>
+#include <sstream>
 
 #include "infer/eval.h"
 #include "infer/full_cache.h"
@@ -152,6 +154,17 @@ TEST_CASE("pass-key prompts: the paper's wording, the requested length, the key 
   }
   CHECK(passkey_prompt_for_length(tok, 5000, 9, 1).key == passkey_prompt_for_length(tok, 5000, 9, 1).key);
   CHECK_THROWS_AS(passkey_prompt_for_length(tok, 50, 9, 0), Error);
+  // A fixed depth: the same key as the random placement, the fillers split as asked.
+  for (double depth : {0.0, 0.25, 0.5, 1.0}) {
+    PasskeyPrompt d = passkey_prompt_for_length(tok, 3000, 9, 2, depth);
+    const int64_t fillers = d.fillers_before + d.fillers_after;
+    CHECK(d.key == passkey_prompt_for_length(tok, 3000, 9, 2).key);
+    CHECK(fillers > 20);
+    CHECK(std::abs(static_cast<double>(d.fillers_before) - depth * static_cast<double>(fillers)) <= 0.5);
+  }
+  CHECK(passkey_prompt_for_length(tok, 3000, 9, 2, 0.0).fillers_before == 0);
+  CHECK(passkey_prompt_for_length(tok, 3000, 9, 2, 1.0).fillers_after == 0);
+  CHECK_THROWS_AS(passkey_prompt_for_length(tok, 3000, 9, 2, 1.5), Error);
   CHECK(passkey_answer_digits(" 31415. Then") == "31415");
   CHECK(passkey_answer_digits("  x1") == "");
   std::string train = passkey_training_text(50, 3, 0.2, 4);
@@ -159,6 +172,28 @@ TEST_CASE("pass-key prompts: the paper's wording, the requested length, the key 
   // Training documents keep their own task line (train/passkey.h says why).
   CHECK(train.find(kPasskeyTrainingTask) != std::string::npos);
   CHECK(train.find(kPasskeyTask) == std::string::npos);
+  // Filler counts per document, counted in the text: 0..max by default, exactly k when
+  // min = max = k, and inside [min, max] otherwise; every count in the range turns up.
+  auto filler_counts = [](const std::string& text) {
+    std::vector<int64_t> counts;
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      int64_t n = 0;
+      for (size_t at = line.find(kPasskeyFiller); at != std::string::npos; at = line.find(kPasskeyFiller, at + 1)) ++n;
+      if (line.find("pass key") != std::string::npos) counts.push_back(n);  // prompts only
+    }
+    return counts;
+  };
+  for (auto [lo, hi] : {std::pair<int64_t, int64_t>{0, 3}, {5, 5}, {4, 7}}) {
+    const std::vector<int64_t> counts = filler_counts(passkey_training_text(400, hi, 0.0, 4, lo));
+    CHECK(counts.size() == 400);
+    std::set<int64_t> seen(counts.begin(), counts.end());
+    CHECK(*seen.begin() == lo);
+    CHECK(*seen.rbegin() == hi);
+    CHECK(static_cast<int64_t>(seen.size()) == hi - lo + 1);
+  }
+  CHECK(passkey_training_text(30, 3, 0.2, 4, 0) == passkey_training_text(30, 3, 0.2, 4));
+  CHECK_THROWS_AS(passkey_training_text(30, 3, 0.2, 4, 4), Error);
 }
 
 TEST_CASE("windowed generation: each token is the argmax of the model over its last window", "[infer]") {

@@ -2,6 +2,7 @@
 #include "train/passkey.h"
 
 #include <cctype>
+#include <cmath>
 
 #include "tensor/check.h"
 #include "tensor/rng.h"
@@ -46,7 +47,9 @@ double draw(uint64_t seed, uint64_t counter) {
 int32_t draw_key(uint64_t seed, uint64_t counter) { return 1 + static_cast<int32_t>(draw(seed, counter) * 50000.0); }
 }  // namespace
 
-PasskeyPrompt passkey_prompt_for_length(const Tokenizer& tok, int64_t target_tokens, uint64_t seed, uint64_t trial) {
+PasskeyPrompt passkey_prompt_for_length(const Tokenizer& tok, int64_t target_tokens, uint64_t seed, uint64_t trial,
+                                        double depth) {
+  LM_CHECK(depth < 0 || depth <= 1, "passkey: the key's depth must be in [0, 1] (or negative: random), got " << depth);
   const int32_t key = draw_key(seed, 2 * trial);
   const int64_t base = static_cast<int64_t>(tok.encode(make_passkey_prompt(key, 0, 0).text).size());
   const int64_t per_filler = static_cast<int64_t>(tok.encode(std::string(" ") + kPasskeyFiller).size());
@@ -55,21 +58,25 @@ PasskeyPrompt passkey_prompt_for_length(const Tokenizer& tok, int64_t target_tok
   // Encoding the whole prompt can merge differently at the seams: step back until it fits.
   PasskeyPrompt p;
   for (;; --fillers) {
-    const int64_t before = static_cast<int64_t>(draw(seed, 2 * trial + 1) * static_cast<double>(fillers + 1));
+    const int64_t before = depth < 0 ? static_cast<int64_t>(draw(seed, 2 * trial + 1) * static_cast<double>(fillers + 1))
+                                     : std::llround(depth * static_cast<double>(fillers));
     p = make_passkey_prompt(key, before, fillers - before);
     if (fillers == 0 || static_cast<int64_t>(tok.encode(p.text).size()) <= target_tokens) break;
   }
   return p;
 }
 
-std::string passkey_training_text(int64_t docs, int64_t max_fillers, double filler_only, uint64_t seed) {
-  LM_CHECK(docs > 0 && max_fillers >= 0 && filler_only >= 0 && filler_only <= 1,
-           "passkey_training_text: bad arguments docs=" << docs << " max_fillers=" << max_fillers
+std::string passkey_training_text(int64_t docs, int64_t max_fillers, double filler_only, uint64_t seed,
+                                  int64_t min_fillers) {
+  LM_CHECK(docs > 0 && min_fillers >= 0 && max_fillers >= min_fillers && filler_only >= 0 && filler_only <= 1,
+           "passkey_training_text: bad arguments docs=" << docs << " min_fillers=" << min_fillers
+                                                        << " max_fillers=" << max_fillers
                                                         << " filler_only=" << filler_only);
   std::string out;
   for (int64_t d = 0; d < docs; ++d) {
     const uint64_t c = static_cast<uint64_t>(d) * 4;
-    const int64_t total = static_cast<int64_t>(draw(seed, c) * static_cast<double>(max_fillers + 1));
+    const int64_t total =
+        min_fillers + static_cast<int64_t>(draw(seed, c) * static_cast<double>(max_fillers - min_fillers + 1));
     if (draw(seed, c + 1) < filler_only) {
       for (int64_t i = 0; i <= total; ++i) out += std::string(i ? " " : "") + kPasskeyFiller;
     } else {

@@ -37,12 +37,18 @@ PasskeyPrompt make_passkey_prompt(int32_t key, int64_t fillers_before, int64_t f
 
 // A prompt of about `target_tokens` tokens under `tok` (never more), the key sentence at a
 // uniformly random filler boundary; key and position drawn from Philox with (seed, trial).
-PasskeyPrompt passkey_prompt_for_length(const Tokenizer& tok, int64_t target_tokens, uint64_t seed, uint64_t trial);
+// depth in [0, 1] puts the key at that fraction of the fillers instead (0: first, right after
+// the task line; 1: last, right before the question; rounded to the nearest boundary); the key
+// is drawn as before, so a depth sweep asks for the same keys at every depth.
+PasskeyPrompt passkey_prompt_for_length(const Tokenizer& tok, int64_t target_tokens, uint64_t seed, uint64_t trial,
+                                        double depth = -1);
 
 // Training text: `docs` documents separated by newlines. A fraction `filler_only` of them are
-// plain filler paragraphs; the rest are prompts (with kPasskeyTrainingTask) with 0..max_fillers
-// filler sentences in total (split at random around the key) followed by " K." as the answer.
-std::string passkey_training_text(int64_t docs, int64_t max_fillers, double filler_only, uint64_t seed);
+// plain filler paragraphs; the rest are prompts (with kPasskeyTrainingTask) with min_fillers..max_fillers
+// filler sentences in total (uniform; split at random around the key) followed by " K." as the answer.
+// min_fillers 0 gives the same text as before it existed.
+std::string passkey_training_text(int64_t docs, int64_t max_fillers, double filler_only, uint64_t seed,
+                                  int64_t min_fillers = 0);
 
 // The digits a model produced after the question ("" when it produced none), read from the
 // generated text: leading spaces skipped, then the longest run of digits (our strict scoring:
