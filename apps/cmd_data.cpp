@@ -136,6 +136,11 @@ Command passkey_data_command(CLI::App& app) {
   sub->add_option("--seed", *seed, "Seed (the validation text uses seed + 1)")->capture_default_str();
   auto run = [=]() {
     LM_CHECK(*min_fill <= *max_fill, "passkey-data: --min-fillers " << *min_fill << " is above --max-fillers " << *max_fill);
+    // About 90 bytes per filler sentence and 250 for the rest of a document; refuse before
+    // building a string that cannot fit in memory.
+    const double gb = static_cast<double>(*docs) * (0.5 * static_cast<double>(*min_fill + *max_fill) * 90.0 + 250.0) / 1e9;
+    LM_CHECK(gb < 8.0, "passkey-data: --docs " << *docs << " with up to " << *max_fill << " fillers is about " << gb
+                                               << " GB of text; lower --docs or --max-fillers (at most 8 GB)");
     std::filesystem::create_directories(*out);
     for (auto [name, n, s] : {std::tuple<std::string, int64_t, uint64_t>{"train.txt", *docs, *seed},
                               std::tuple<std::string, int64_t, uint64_t>{"val.txt", std::max<int64_t>(*docs / 20, 50), *seed + 1}}) {

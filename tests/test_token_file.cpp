@@ -12,6 +12,7 @@
 #include "tensor/check.h"
 #include "tensor/rng.h"
 #include "train/batch.h"
+#include "train/file_io.h"
 #include "train/token_file.h"
 #include "train/tokenizer.h"
 
@@ -240,4 +241,25 @@ TEST_CASE("batches: a file shorter than T + 1 tokens is a clear error", "[batch]
   std::vector<int32_t> x = lm::sample_batch(data, 3, 7, 1, 0).x.to_vector<int32_t>();
   for (int b = 0; b < 3; ++b) CHECK(x[b * 7] == 0);
   CHECK_THROWS_AS(lm::sample_batch(data, 0, 4, 1, 0), lm::Error);
+}
+
+TEST_CASE("write_file_atomic: replaces the file whole, and a failed write leaves the old one and no temp file",
+          "[io]") {
+  const fs::path dir = fresh_dir("atomic");
+  const fs::path f = dir / "table.tsv";
+  lm::write_file_atomic(f.string(), std::string("a\tb\n", 4));
+  lm::write_file_atomic(f.string(), std::string("x\0y", 3));  // binary bytes, shorter than before
+  CHECK(read_bytes(f) == std::string("x\0y", 3));
+  CHECK_FALSE(fs::exists(dir / "table.tsv.tmp"));
+  // A directory where the file should go: the rename fails; the message names both paths.
+  fs::create_directories(dir / "taken");
+  fs::path inner = dir / "taken" / "keep.txt";
+  lm::write_file_atomic(inner.string(), "kept");
+  CHECK_THROWS_WITH(lm::write_file_atomic((dir / "taken").string(), "new", "tsv"),
+                    Catch::Contains("tsv: cannot rename") && Catch::Contains("taken.tmp"));
+  CHECK_FALSE(fs::exists(dir / "taken.tmp"));
+  CHECK(read_bytes(inner) == "kept");
+  // A folder that does not exist: nothing is written, the error names the file.
+  CHECK_THROWS_WITH(lm::write_file_atomic((dir / "missing" / "t.tsv").string(), "z"), Catch::Contains("t.tsv.tmp"));
+  fs::remove_all(dir);
 }

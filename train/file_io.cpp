@@ -1,7 +1,9 @@
 // file_io.cpp: write_file_atomic (file_io.h).
 #include "train/file_io.h"
 
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 #include "tensor/check.h"
@@ -12,12 +14,19 @@ void write_file_atomic(const std::string& path, const std::string& bytes, const 
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    LM_CHECK(out, where << ": cannot open " << tmp << " for writing");
+    LM_CHECK(out, where << ": cannot open " << tmp << " for writing: " << std::strerror(errno));
     out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
     out.flush();
-    LM_CHECK(out, where << ": writing " << tmp << " failed (disk full?)");
+    if (!out) {
+      std::remove(tmp.c_str());
+      LM_FAIL(where << ": writing " << tmp << " failed (disk full?)");
+    }
   }
-  LM_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, where << ": cannot rename " << tmp << " to " << path);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());  // the old `path`, if any, is untouched
+    LM_FAIL(where << ": cannot rename " << tmp << " to " << path << ": " << std::strerror(err));
+  }
 }
 
 }  // namespace lm
