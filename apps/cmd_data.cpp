@@ -121,6 +121,7 @@ Command passkey_data_command(CLI::App& app) {
   auto max_fill = std::make_shared<int64_t>(6);
   auto min_fill = std::make_shared<int64_t>(0);
   auto filler_only = std::make_shared<double>(0.1);
+  auto uniform_distance = std::make_shared<bool>(false);
   auto seed = std::make_shared<uint64_t>(1);
   sub->add_option("--out", *out, "Output directory")->required();
   sub->add_option("--docs", *docs, "Training documents")->check(CLI::PositiveNumber)->capture_default_str();
@@ -133,6 +134,9 @@ Command passkey_data_command(CLI::App& app) {
   sub->add_option("--filler-only", *filler_only, "Fraction of documents that are plain filler")
       ->check(CLI::Range(0.0, 1.0))
       ->capture_default_str();
+  sub->add_flag("--uniform-distance", *uniform_distance,
+                "Draw the fillers after the key (how far back the answer lies) uniformly in 0..--max-fillers, "
+                "so far keys are as common as near ones (default: the total is uniform and split at random)");
   sub->add_option("--seed", *seed, "Seed (the validation text uses seed + 1)")->capture_default_str();
   auto run = [=]() {
     LM_CHECK(*min_fill <= *max_fill, "passkey-data: --min-fillers " << *min_fill << " is above --max-fillers " << *max_fill);
@@ -145,7 +149,7 @@ Command passkey_data_command(CLI::App& app) {
     for (auto [name, n, s] : {std::tuple<std::string, int64_t, uint64_t>{"train.txt", *docs, *seed},
                               std::tuple<std::string, int64_t, uint64_t>{"val.txt", std::max<int64_t>(*docs / 20, 50), *seed + 1}}) {
       const std::string path = *out + "/" + name;
-      const std::string text = passkey_training_text(n, *max_fill, *filler_only, s, *min_fill);
+      const std::string text = passkey_training_text(n, *max_fill, *filler_only, s, *min_fill, *uniform_distance);
       write_file_atomic(path, text, "passkey-data");
       std::cout << "wrote " << path << " (" << n << " documents, " << text.size() << " bytes)\n";
     }

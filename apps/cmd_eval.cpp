@@ -57,7 +57,8 @@ Command passkey_command(CLI::App& app) {
   auto tsv = std::make_shared<std::string>();
   auto recall_png = std::make_shared<std::string>("passkey_recall.png");
   auto flags = std::make_shared<InferFlags>();
-  sub->add_option("--checkpoint", *ckpt, "A landmark model's checkpoint")->required()->check(CLI::ExistingFile);
+  sub->add_option("--checkpoint", *ckpt, "A landmark model's checkpoint (or a standard model's: it then reads the "
+                                        "last window of each prompt, as --baseline does)")->required()->check(CLI::ExistingFile);
   sub->add_option("--baseline", *baseline, "A standard model's checkpoint, evaluated with its own window")
       ->check(CLI::ExistingFile);
   sub->add_option("--lengths", *lengths, "Prompt lengths in tokens")
@@ -78,13 +79,16 @@ Command passkey_command(CLI::App& app) {
                 "Also report retrieval recall per layer and head: how often the answer's queries retrieve the key's block");
   sub->add_option("--recall-plot", *recall_png, "With --recall: the layer x head heat map PNG")->capture_default_str();
   sub->add_option("--plot", *png, "Write accuracy against length to this PNG");
-  sub->add_option("--tsv", *tsv, "Write the table to this file, tab-separated: length landmark_pct baseline_pct");
+  sub->add_option("--tsv", *tsv, "Write the table to this file, tab-separated: length landmark_pct baseline_pct (length standard_pct for a standard model)");
   flags->add(sub);
   auto run = [=]() {
     LoadedModel lm_model = load_trained_model(*ckpt, flags->dev());
     const InferConfig cfg = flags->get(lm_model);
-    LM_CHECK(lm_model.model->config().landmark(),
-             "passkey: --checkpoint must be a landmark model (give a standard model as --baseline)");
+    // A standard model as --checkpoint is evaluated alone, with its own window.
+    const bool standard = !lm_model.model->config().landmark();
+    LM_CHECK(!standard || baseline->empty(), "passkey: --baseline is compared with a landmark --checkpoint, but "
+                                                 << *ckpt << " is a standard model");
+    LM_CHECK(!standard || !opts->recall, "passkey: --recall needs a landmark model; " << *ckpt << " is a standard model");
     LoadedModel base;
     if (!baseline->empty()) {
       base = load_trained_model(*baseline, flags->dev());
@@ -94,22 +98,27 @@ Command passkey_command(CLI::App& app) {
     PasskeyOptions o = *opts;
     o.scoring = parse_passkey_scoring(*scoring);
     const GPTConfig& mc = lm_model.model->config();
+    if (standard) o.window = mc.block_size;
     char cutoff_note[64] = "";
     if (mc.context_miss) std::snprintf(cutoff_note, sizeof cutoff_note, ", CMT cutoff %g", cfg.cmt_cutoff);
-    std::printf("pass-key retrieval: %lld trials per length, k %lld, chunk %lld, %s positions, %s granularity%s\n",
-                static_cast<long long>(o.trials), static_cast<long long>(cfg.k), static_cast<long long>(cfg.chunk_len),
-                position_mode_name(cfg.positions), granularity_name(cfg.granularity),
-                cutoff_note);
+    if (standard)
+      std::printf("pass-key retrieval: %lld trials per length, a standard model reading the last %lld tokens\n",
+                  static_cast<long long>(o.trials), static_cast<long long>(mc.block_size));
+    else
+      std::printf("pass-key retrieval: %lld trials per length, k %lld, chunk %lld, %s positions, %s granularity%s\n",
+                  static_cast<long long>(o.trials), static_cast<long long>(cfg.k), static_cast<long long>(cfg.chunk_len),
+                  position_mode_name(cfg.positions), granularity_name(cfg.granularity), cutoff_note);
     if (o.depth >= 0) std::printf("key depth: %g of the filler text (0: first, 1: right before the question)\n", o.depth);
     std::printf("scoring: %s\n", o.scoring == PasskeyScoring::Strict
                                      ? "strict (after leading spaces, the answer starts with exactly the key's digits)"
                                      : "paper (the first integer within the first 100 generated tokens equals the key)");
-    std::printf("%8s  %14s%s\n", "length", "landmark", base.model ? "  baseline (own window)" : "");
-    plot::Series s_lm{"landmark (k " + std::to_string(cfg.k) + ")", {}, {}, {}}, s_base{"baseline (window)", {}, {}, {}};
+    std::printf("%8s  %14s%s\n", "length", standard ? "standard" : "landmark", base.model ? "  baseline (own window)" : "");
+    plot::Series s_lm{standard ? "standard (window)" : "landmark (k " + std::to_string(cfg.k) + ")", {}, {}, {}},
+        s_base{"baseline (window)", {}, {}, {}};
     PasskeyResult pooled;
     pooled.recall_hits.assign(static_cast<size_t>(mc.n_layer * mc.n_head), 0);
     pooled.recall_queries = pooled.recall_hits;
-    std::string table = "length\tlandmark_pct\tbaseline_pct\n";
+    std::string table = standard ? "length\tstandard_pct\n" : "length\tlandmark_pct\tbaseline_pct\n";
     // Progress on stderr while a length runs: the trial, the correct count so far, and how far the
     // current prompt has been read.
     auto progress_for = [](ProgressLine& line, int64_t len) {
@@ -122,14 +131,14 @@ Command passkey_command(CLI::App& app) {
       };
     };
     for (int64_t len : *lengths) {
-      ProgressLine lm_line("landmark:");
+      ProgressLine lm_line(standard ? "standard:" : "landmark:");
       PasskeyResult r = passkey_accuracy(*lm_model.model, *lm_model.tokenizer, cfg, len, o, progress_for(lm_line, len));
       lm_line.finish();
       std::printf("%8lld  %5.1f%% (%2lld/%2lld)", static_cast<long long>(len), 100 * r.accuracy(),
                   static_cast<long long>(r.correct), static_cast<long long>(r.trials));
       s_lm.x.push_back(static_cast<double>(len));
       s_lm.y.push_back(100 * r.accuracy());
-      table += std::to_string(len) + "\t" + pct(r.accuracy()) + "\t";
+      table += std::to_string(len) + "\t" + pct(r.accuracy()) + (standard ? "" : "\t");
       if (base.model) {
         PasskeyOptions ob = o;
         ob.window = base.model->config().block_size;

@@ -63,6 +63,8 @@ Command train_command(CLI::App& app) {
                                          "(Appendix E; 1 = off)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
       ->capture_default_str();
+  sub->add_flag("--doc-starts", o->doc_starts, "Start every window at a document (right after a newline token) "
+                                              "instead of anywhere: each window then holds a whole document, as a prompt does");
   sub->add_option("--dropout", o->model.dropout, "Dropout probability")->check(CLI::Range(0.0, 0.95))->capture_default_str();
   sub->add_option("--steps", o->steps, "Total optimizer steps")->check(CLI::Range(int64_t(2), int64_t(1) << 40))->capture_default_str();
   sub->add_option("--lr", o->lr, "Peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
@@ -94,15 +96,29 @@ Command train_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--seed", o->seed, "Seed for initialisation, dropout and batches")->capture_default_str();
   sub->add_option("--device", *device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  sub->add_option("--resume", o->resume, "Continue from this checkpoint: the model and training settings (seed, batch, "
-                                         "lr, schedule, ...) come from it; --steps may extend the run")
-      ->check(CLI::ExistingFile);
+  auto* resume_opt = sub->add_option("--resume", o->resume, "Continue from this checkpoint: the model and training settings "
+                                                            "(seed, batch, lr, schedule, ...) come from it; --steps may extend the run")
+                         ->check(CLI::ExistingFile);
+  sub->add_option("--init-from", o->init_from,
+                  "Start a new run from this checkpoint's weights (fine-tuning, e.g. a standard model with --attention "
+                  "landmark): --layers/--embd/--heads default to the parent's; a fresh optimizer and schedule")
+      ->check(CLI::ExistingFile)
+      ->excludes(resume_opt);
   sub->add_flag("--quiet", o->quiet, "No progress lines");
   sub->add_option("--log-every", o->log_every_s, "Seconds between progress lines (0: a line every step)")
       ->check(CLI::Range(0.0, 86400.0))
       ->capture_default_str();
   auto run = [=]() {
     Preset p = preset_of(*preset);
+    if (!o->init_from.empty()) {  // the parent's shape, unless the command line gives one
+      const Checkpoint parent = load_safetensors(o->init_from);
+      LM_CHECK(parent.metadata.is_object() && parent.metadata.contains("model"),
+               "train: --init-from " << o->init_from << " is not a training checkpoint (no model config in its metadata)");
+      const GPTConfig pc = gpt_config_from_json(parent.metadata.at("model"));
+      p.layers = pc.n_layer;
+      p.embd = pc.n_embd;
+      p.heads = pc.n_head;
+    }
     o->model.n_layer = *layers ? *layers : p.layers;
     o->model.n_embd = *embd ? *embd : p.embd;
     o->model.n_head = *heads ? *heads : p.heads;

@@ -194,6 +194,31 @@ TEST_CASE("pass-key prompts: the paper's wording, the requested length, the key 
   }
   CHECK(passkey_training_text(30, 3, 0.2, 4, 0) == passkey_training_text(30, 3, 0.2, 4));
   CHECK_THROWS_AS(passkey_training_text(30, 3, 0.2, 4, 4), Error);
+  // uniform_distance: the fillers after the key, counted in the text, are uniform over 0..max
+  // (each of the 10 counts expected 400 times in 4000 documents, binomial sd about 19: the
+  // bounds 300..500 are more than 5 sd away), the total stays in [min, max]; by default a key
+  // 9 fillers back is rare (total 9 and before 0: 1 in 100, about 40 documents).
+  auto after_counts = [](const std::string& text) {
+    std::vector<int64_t> after(10, 0);
+    std::istringstream lines(text);
+    for (std::string line; std::getline(lines, line);) {
+      const size_t key_at = line.find("The pass key is");
+      int64_t n = 0;
+      for (size_t at = line.find(kPasskeyFiller, key_at); at != std::string::npos; at = line.find(kPasskeyFiller, at + 1)) ++n;
+      ++after[static_cast<size_t>(n)];
+    }
+    return after;
+  };
+  const std::string uniform = passkey_training_text(4000, 9, 0.0, 4, 2, true);
+  for (int64_t n : after_counts(uniform)) {
+    CHECK(n > 300);
+    CHECK(n < 500);
+  }
+  for (int64_t n : filler_counts(uniform)) {
+    CHECK(n >= 2);
+    CHECK(n <= 9);
+  }
+  CHECK(after_counts(passkey_training_text(4000, 9, 0.0, 4))[9] < 80);
 }
 
 TEST_CASE("windowed generation: each token is the argmax of the model over its last window", "[infer]") {

@@ -2,6 +2,8 @@
 // map, selecting regular positions, and the landmark training windows (train/landmark_batch.cpp).
 #include "tests/helpers.h"
 
+#include <set>
+
 #include "landmark/tokens.h"
 #include "tensor/rng.h"
 #include "train/landmark_batch.h"
@@ -107,6 +109,17 @@ TEST_CASE("landmark windows: global landmark grid, never starting on a landmark,
   LandmarkBatch again = sample_landmark_batch(data, B, T, o, 5, 0, true);
   CHECK(values(again.x) == values(b.x));
   CHECK(values(sample_landmark_batch(data, B, T, o, 5, B, true).x) != values(b.x));
+  // With document starts (here raw indices 100, 250, 1003, 4000), each window opens at one of
+  // them (the token is its raw index), and all four turn up in 16 x 8 rows.
+  const std::vector<int64_t> starts{100, 250, 1003, 4000};
+  std::set<int32_t> firsts;
+  for (uint64_t cursor = 0; cursor < 8 * B; cursor += B) {
+    const std::vector<int32_t> xs = sample_landmark_batch(data, B, T, o, 5, cursor, true, &starts).x.to_vector<int32_t>();
+    for (int64_t r = 0; r < B; ++r) firsts.insert(xs[r * T]);
+  }
+  CHECK(firsts == std::set<int32_t>{100, 250, 1003, 4000});
+  const std::vector<int64_t> too_late{N - T - 2};
+  CHECK_THROWS_WITH(sample_landmark_batch(data, B, T, o, 5, 0, true, &too_late), Catch::Contains("no room"));
 }
 
 TEST_CASE("landmark windows: positional jumps stay in 1..p_jump, only after landmarks, off at eval; CMT layout",

@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 #include <unistd.h>
 #include <vector>
@@ -241,6 +242,38 @@ TEST_CASE("batches: a file shorter than T + 1 tokens is a clear error", "[batch]
   std::vector<int32_t> x = lm::sample_batch(data, 3, 7, 1, 0).x.to_vector<int32_t>();
   for (int b = 0; b < 3; ++b) CHECK(x[b * 7] == 0);
   CHECK_THROWS_AS(lm::sample_batch(data, 0, 4, 1, 0), lm::Error);
+}
+
+TEST_CASE("batches: --doc-starts windows begin right after a separator, every such start is drawn", "[batch]") {
+  // Documents of 3, 5 and 4 tokens, each ending in the separator 9: [1 2 9][3 4 5 6 9][7 8 1 9] ...
+  // repeated twice; by hand the starts are 0, 3, 8, 12, 15, 20 (and 24, the file's end).
+  std::vector<int32_t> t;
+  for (int rep = 0; rep < 2; ++rep)
+    for (int32_t v : {1, 2, 9, 3, 4, 5, 6, 9, 7, 8, 1, 9}) t.push_back(v);
+  const lm::TokenFile data = lm::TokenFile::from_tokens(t, 10);
+  CHECK(lm::document_starts(data, 9, 100) == std::vector<int64_t>{0, 3, 8, 12, 15, 20});
+  // T = 4: a window needs T + 1 = 5 tokens, so the last start is 24 - 5 = 19.
+  const std::vector<int64_t> starts = lm::document_starts(data, 9, 24 - 4 - 1);
+  REQUIRE(starts == std::vector<int64_t>{0, 3, 8, 12, 15});
+  std::set<int32_t> firsts;
+  for (uint64_t cursor = 0; cursor < 400; cursor += 8) {
+    lm::Batch b = lm::sample_batch(data, 8, 4, 3, cursor, &starts);
+    std::vector<int32_t> x = b.x.to_vector<int32_t>(), y = b.y.to_vector<int32_t>();
+    for (int r = 0; r < 8; ++r) {
+      // The row's start, by hand: the Philox draw over the 5 starts.
+      const int64_t s = starts[static_cast<size_t>(lm::window_start(cursor + r, 3, 5))];
+      for (int k = 0; k < 4; ++k) {
+        CHECK(x[r * 4 + k] == t[static_cast<size_t>(s + k)]);
+        CHECK(y[r * 4 + k] == t[static_cast<size_t>(s + k + 1)]);
+      }
+      firsts.insert(x[r * 4]);
+    }
+  }
+  CHECK(firsts == std::set<int32_t>{1, 3, 7});  // every window opens a document
+  // A start past the last full window, or none at all, is an error, not a short window.
+  const std::vector<int64_t> too_late{0, 20}, none;
+  CHECK_THROWS_WITH(lm::sample_batch(data, 2, 4, 1, 0, &too_late), Catch::Contains("document start 20"));
+  CHECK_THROWS_WITH(lm::sample_batch(data, 2, 4, 1, 0, &none), Catch::Contains("no document start"));
 }
 
 TEST_CASE("write_file_atomic: replaces the file whole, and a failed write leaves the old one and no temp file",

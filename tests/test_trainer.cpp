@@ -4,6 +4,7 @@
 // options, mis-shaped checkpoints) stops with a message naming the problem.
 #include "tests/helpers.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -277,4 +278,125 @@ TEST_CASE("trainer: a run cut by its time limit ends at the schedule's final lea
   CHECK(std::fabs(m.lr.back() - final_lr) <= 1e-7 * final_lr);  // the log keeps 8 significant digits
   CHECK(m.lr.front() < m.lr[m.lr.size() / 2]);  // warming up first, then annealing
   CHECK(r.seconds < 1.5 + 1.0);                  // it stopped near the limit (one step past it at most)
+}
+
+TEST_CASE("trainer: --init-from copies a standard model into a landmark one, new rows at the mean embedding",
+          "[trainer][landmark]") {
+  ByteTokenizer tok;
+  tok.add_special("<|landmark|>");
+  tok.add_special("<|cmt|>");
+  std::string data = make_data_dir("init_from", tok), parent_dir = out_dir("init_parent"), child = out_dir("init_child");
+  std::ostringstream log;
+  TrainOptions p = small_options(data, parent_dir);
+  p.steps = 60;
+  train(p, log);
+  const std::string parent_path = parent_dir + "/checkpoint.safetensors";
+  const Checkpoint parent = load_safetensors(parent_path);
+
+  // The weights as init_from_parent leaves them, compared with the parent tensor by tensor.
+  GPTConfig c = p.model;
+  c.vocab_size = tok.vocab_size();
+  c.attention = AttentionKind::Landmark;
+  c.context_miss = true;
+  GPT model(c);
+  const InitReport r = init_from_parent(model, parent, tok);
+  CHECK(r.fresh.empty());
+  CHECK(r.unused.empty());
+  CHECK(r.copied.size() == model.named_parameters().size());
+  REQUIRE(r.rows.size() == 2);  // the landmark and the context-miss rows: the parent read neither
+  std::vector<int32_t> new_ids{tok.special_id("<|landmark|>"), tok.special_id("<|cmt|>")};
+  for (auto& [name, v] : model.named_parameters()) {
+    const Tensor& t = parent.get("model." + name);
+    if (name != "wte.weight") {
+      CHECK(max_abs_diff(v->value(), t) == 0);
+      continue;
+    }
+    // The embedding: rows of regular tokens equal the parent's; the two new ones, the mean of the
+    // 256 byte rows summed here in double (tolerance: float rounding of a mean of values ~0.02).
+    const std::vector<float> got = v->value().to_vector<float>(), want = t.to_vector<float>();
+    const int64_t C = c.n_embd, V = c.vocab_size;
+    for (int64_t id = 0; id < V; ++id) {
+      const bool fresh = std::find(new_ids.begin(), new_ids.end(), id) != new_ids.end();
+      for (int64_t j = 0; j < C; ++j) {
+        if (!fresh) {
+          CHECK(got[id * C + j] == want[id * C + j]);
+          continue;
+        }
+        double mean = 0;
+        for (int64_t b = 0; b < 256; ++b) mean += want[b * C + j];
+        CHECK(std::abs(got[id * C + j] - mean / 256) < 1e-7);
+      }
+    }
+  }
+
+  // A parameter the parent lacks keeps its fresh value and is listed; one only the parent has is
+  // listed as unused (what a block type added later, or removed, would look like).
+  Checkpoint edited;
+  edited.metadata = parent.metadata;
+  for (const auto& [name, t] : parent.tensors)
+    if (name != "model.ln_f.weight") edited.add(name, t);
+  edited.add("model.extra.weight", parent.get("model.ln_f.weight"));
+  GPT fresh_model(c);
+  const Tensor before = fresh_model.ln_f.weight.value().clone();
+  const InitReport r2 = init_from_parent(fresh_model, edited, tok);
+  CHECK(r2.fresh == std::vector<std::string>{"ln_f.weight"});
+  CHECK(r2.unused == std::vector<std::string>{"extra.weight"});
+  CHECK(max_abs_diff(fresh_model.ln_f.weight.value(), before) == 0);
+
+  // Through train(): a landmark run from the parent, recorded in its checkpoint and metrics, its
+  // loss at step 1 far below that of the same run from fresh weights because the weights came along.
+  TrainOptions f = small_options(data, child);
+  f.model.attention = AttentionKind::Landmark;
+  f.model.landmark_every = 5;
+  f.steps = 6;
+  f.init_from = parent_path;
+  f.quiet = false;
+  std::ostringstream flog;
+  train(f, flog);
+  CHECK(flog.str().find("<|landmark|> row (id 256) set to the mean token embedding") != std::string::npos);
+  CHECK(flog.str().find("a fresh optimizer and schedule") != std::string::npos);
+  const Checkpoint ck = load_safetensors(child + "/checkpoint.safetensors");
+  REQUIRE(ck.metadata.contains("parent"));
+  CHECK(ck.metadata["parent"]["path"] == parent_path);
+  CHECK(ck.metadata["parent"]["crc32"].get<std::string>().size() == 8);
+  CHECK(ck.metadata["parent"]["attention"] == "standard");
+  CHECK(ck.metadata["step"] == 6);  // a fresh schedule: the parent's 60 steps are not counted
+  MetricsLog m = read_metrics(child + "/metrics.jsonl");  // the parent record is skipped
+  REQUIRE(m.loss.size() == 6);
+  TrainOptions scratch = f;
+  scratch.init_from.clear();
+  scratch.out_dir = out_dir("init_scratch");
+  train(scratch, log);
+  MetricsLog sm = read_metrics(scratch.out_dir + "/metrics.jsonl");
+  INFO("first loss: from the parent " << m.loss[0] << ", from scratch " << sm.loss[0]);
+  CHECK(m.loss[0] < sm.loss[0] - 1.0);
+  CHECK(read_text(child + "/metrics.jsonl").rfind("{\"parent\":", 0) == 0);
+  // Resuming the fine-tune keeps the parent's record.
+  TrainOptions g = f;
+  g.init_from.clear();
+  g.resume = child + "/checkpoint.safetensors";
+  g.steps = 8;
+  train(g, flog);
+  CHECK(load_safetensors(child + "/checkpoint.safetensors").metadata["parent"]["crc32"] == ck.metadata["parent"]["crc32"]);
+}
+
+TEST_CASE("trainer: --init-from refuses other shapes, another tokenizer, and --resume", "[trainer]") {
+  ByteTokenizer tok;
+  tok.add_special("<|landmark|>");
+  std::string data = make_data_dir("init_bad", tok), parent_dir = out_dir("init_bad_parent");
+  std::ostringstream log;
+  train(small_options(data, parent_dir), log);
+  const std::string parent = parent_dir + "/checkpoint.safetensors";
+  TrainOptions o = small_options(data, out_dir("init_bad_child"));
+  o.init_from = parent;
+  o.model.n_embd = 48;
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("'wte.weight'") && Catch::Contains("[257, 32] in the parent") &&
+                                       Catch::Contains("[257, 48] in the new model"));
+  o.model.n_embd = 32;
+  o.resume = parent;
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("--init-from") && Catch::Contains("--resume"));
+  ByteTokenizer other;  // no landmark token: another fingerprint
+  TrainOptions q = small_options(make_data_dir("init_bad_other", other), out_dir("init_bad_child2"));
+  q.init_from = parent;
+  CHECK_THROWS_WITH(train(q, log), Catch::Contains("tokenizer") && Catch::Contains(other.fingerprint()));
 }

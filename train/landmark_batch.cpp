@@ -10,7 +10,8 @@
 namespace lm {
 
 LandmarkBatch sample_landmark_batch(const TokenFile& data, int64_t B, int64_t T, const LandmarkDataOptions& o,
-                                    uint64_t seed, uint64_t cursor, bool training) {
+                                    uint64_t seed, uint64_t cursor, bool training,
+                                    const std::vector<int64_t>* starts) {
   LM_CHECK(B > 0 && T > 1, "sample_landmark_batch: need B > 0 and T > 1, got B=" << B << " T=" << T);
   LM_CHECK(o.every > 0, "sample_landmark_batch: landmark spacing F must be positive, got " << o.every);
   LM_CHECK(o.landmark_id >= 0 && o.landmark_id < data.vocab(),
@@ -30,7 +31,7 @@ LandmarkBatch sample_landmark_batch(const TokenFile& data, int64_t B, int64_t T,
   std::vector<int32_t> x(B * T), y(B * T), kinds(B * T), pos(B * T);
   for (int64_t b = 0; b < B; ++b) {
     const uint64_t counter = cursor + static_cast<uint64_t>(b);
-    const int64_t s = window_start(counter, seed, num_starts);  // a raw token: never a landmark
+    const int64_t s = row_start(counter, seed, num_starts, starts);  // a raw token: never a landmark
     const int64_t a0 = aug.augmented_index(s);
     int32_t* xr = x.data() + b * T;
     int32_t* yr = y.data() + b * T;

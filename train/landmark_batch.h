@@ -29,7 +29,9 @@ struct LandmarkBatch {
   Tensor positions;  // i32 (B, T) rotary positions (0, 1, 2, ... plus jumps; the CMT sits at -1)
 };
 
+// `starts`: as in sample_batch (document_starts), each below size - T - 2.
 LandmarkBatch sample_landmark_batch(const TokenFile& data, int64_t B, int64_t T, const LandmarkDataOptions& opts,
-                                    uint64_t seed, uint64_t cursor, bool training);
+                                    uint64_t seed, uint64_t cursor, bool training,
+                                    const std::vector<int64_t>* starts = nullptr);
 
 }  // namespace lm

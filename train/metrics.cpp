@@ -21,6 +21,7 @@ MetricsLog read_metrics(const std::string& path) {
     ++n;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_object() && j.contains("parent")) continue;  // the record of an --init-from run's parent
     LM_CHECK(j.is_object() && j.contains("step") && (j.contains("loss") || j.contains("val_loss")),
              "metrics: " << path << " line " << n << " is not a metrics record: " << line.substr(0, 80));
     const double step = j["step"].get<double>();

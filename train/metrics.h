@@ -14,7 +14,8 @@ struct MetricsLog {
 };
 
 // Throws lm::Error naming the file and line for a line that is not a JSON object with either
-// "loss" or "val_loss". Blank lines are skipped.
+// "loss" or "val_loss". Blank lines, and the record of an --init-from run's parent (an object with
+// "parent"), are skipped.
 MetricsLog read_metrics(const std::string& path);
 
 // Training loss (raw and smoothed) and validation loss against step, written to png_path.

@@ -1,6 +1,7 @@
 // passkey.cpp: pass-key prompts and training text (passkey.h).
 #include "train/passkey.h"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 
@@ -67,7 +68,7 @@ PasskeyPrompt passkey_prompt_for_length(const Tokenizer& tok, int64_t target_tok
 }
 
 std::string passkey_training_text(int64_t docs, int64_t max_fillers, double filler_only, uint64_t seed,
-                                  int64_t min_fillers) {
+                                  int64_t min_fillers, bool uniform_distance) {
   LM_CHECK(docs > 0 && min_fillers >= 0 && max_fillers >= min_fillers && filler_only >= 0 && filler_only <= 1,
            "passkey_training_text: bad arguments docs=" << docs << " min_fillers=" << min_fillers
                                                         << " max_fillers=" << max_fillers
@@ -75,14 +76,24 @@ std::string passkey_training_text(int64_t docs, int64_t max_fillers, double fill
   std::string out;
   for (int64_t d = 0; d < docs; ++d) {
     const uint64_t c = static_cast<uint64_t>(d) * 4;
-    const int64_t total =
-        min_fillers + static_cast<int64_t>(draw(seed, c) * static_cast<double>(max_fillers - min_fillers + 1));
+    // uniform in lo..hi from the draw with counter k
+    auto uniform_int = [&](uint64_t k, int64_t lo, int64_t hi) {
+      return lo + static_cast<int64_t>(draw(seed, k) * static_cast<double>(hi - lo + 1));
+    };
+    const int64_t total = uniform_int(c, min_fillers, max_fillers);
     if (draw(seed, c + 1) < filler_only) {
       for (int64_t i = 0; i <= total; ++i) out += std::string(i ? " " : "") + kPasskeyFiller;
     } else {
-      const int64_t before = static_cast<int64_t>(draw(seed, c + 2) * static_cast<double>(total + 1));
+      int64_t before = 0, after = 0;
+      if (uniform_distance) {
+        after = uniform_int(c, 0, max_fillers);
+        before = uniform_int(c + 2, std::max<int64_t>(0, min_fillers - after), max_fillers - after);
+      } else {
+        before = uniform_int(c + 2, 0, total);
+        after = total - before;
+      }
       const int32_t key = draw_key(seed, c + 3);
-      out += make_passkey_prompt(key, before, total - before, kPasskeyTrainingTask).text + " " + std::to_string(key) + ".";
+      out += make_passkey_prompt(key, before, after, kPasskeyTrainingTask).text + " " + std::to_string(key) + ".";
     }
     out += "\n";
   }

@@ -47,8 +47,12 @@ PasskeyPrompt passkey_prompt_for_length(const Tokenizer& tok, int64_t target_tok
 // plain filler paragraphs; the rest are prompts (with kPasskeyTrainingTask) with min_fillers..max_fillers
 // filler sentences in total (uniform; split at random around the key) followed by " K." as the answer.
 // min_fillers 0 gives the same text as before it existed.
+// uniform_distance: draw the fillers *after* the key (how far back the answer must be copied from)
+// uniformly in 0..max_fillers first, then those before it uniformly in what keeps the total within
+// min_fillers..max_fillers. The default split makes far keys rare (with 0..18 fillers, 18 after the
+// key in 0.3% of documents); this makes every distance equally common (5% each).
 std::string passkey_training_text(int64_t docs, int64_t max_fillers, double filler_only, uint64_t seed,
-                                  int64_t min_fillers = 0);
+                                  int64_t min_fillers = 0, bool uniform_distance = false);
 
 // The digits a model produced after the question ("" when it produced none), read from the
 // generated text: leading spaces skipped, then the longest run of digits (our strict scoring:

@@ -9,7 +9,11 @@
 #include <fstream>
 #include <iomanip>
 #include <ostream>
+#include <set>
 #include <sstream>
+#include <type_traits>
+
+#include <zlib.h>
 
 #include "autograd/functions.h"
 #include "tensor/cpu/parallel.h"
@@ -76,6 +80,54 @@ void load_model_weights(const Checkpoint& ck, GPT& model, AdamW* opt) {
     for (auto& [name, t] : opt->named_state()) t->copy_(ck.get("optim." + name, t->shape(), t->dtype()).to(t->device()));
 }
 
+InitReport init_from_parent(GPT& model, const Checkpoint& parent, const Tokenizer& tok) {
+  LM_CHECK(parent.metadata.is_object() && parent.metadata.contains("model"),
+           "train --init-from: the parent is not a training checkpoint (no model config in its metadata)");
+  const GPTConfig pc = gpt_config_from_json(parent.metadata.at("model"));
+  const GPTConfig& c = model.config();
+  InitReport r;
+  std::set<std::string> taken;
+  for (auto& [name, p] : model.named_parameters()) {
+    const std::string key = "model." + name;
+    if (!parent.has(key)) {
+      r.fresh.push_back(name);
+      continue;
+    }
+    const Tensor& t = parent.get(key);
+    LM_CHECK(t.shape() == p->shape(),
+             "train --init-from: tensor '" << name << "' is " << shape_str(t.shape()) << " in the parent but "
+                                           << shape_str(p->shape()) << " in the new model (the parent has " << pc.n_layer
+                                           << " layers, d " << pc.n_embd << ", " << pc.n_head
+                                           << " heads: give the same --layers, --embd and --heads)");
+    p->value().copy_(parent.get(key, p->shape(), p->dtype()).to(p->device()));
+    r.copied.push_back(name);
+    taken.insert(key);
+  }
+  for (const auto& [key, t] : parent.tensors)
+    if (key.rfind("model.", 0) == 0 && !taken.count(key)) r.unused.push_back(key.substr(6));
+  // Rows the parent never read as input: its own values there carry nothing to build on.
+  std::vector<std::pair<std::string, int32_t>> fresh_rows;
+  if (c.landmark() && !pc.landmark()) fresh_rows.push_back({"<|landmark|>", tok.special_id("<|landmark|>")});
+  if (c.context_miss && !pc.context_miss) fresh_rows.push_back({"<|cmt|>", tok.special_id("<|cmt|>")});
+  Tensor& w = model.wte.weight.value();  // (V, C) on the host: the model moves to its device later
+  const int64_t base = tok.base_vocab_size(), C = w.shape()[1];
+  LM_CHECK(w.device() == Device::CPU && w.is_contiguous() && w.shape()[0] >= base,
+           "train --init-from: the token embedding is not a host (V, C) table with V >= " << base);
+  auto set_rows = [&](auto* e) {
+    std::vector<double> mean(static_cast<size_t>(C), 0.0);
+    for (int64_t v = 0; v < base; ++v)
+      for (int64_t j = 0; j < C; ++j) mean[static_cast<size_t>(j)] += e[v * C + j];
+    for (const auto& [token, id] : fresh_rows) {
+      LM_CHECK(id >= base && id < w.shape()[0], "train --init-from: the tokenizer has no " << token << " token");
+      for (int64_t j = 0; j < C; ++j) e[id * C + j] = static_cast<std::decay_t<decltype(*e)>>(mean[static_cast<size_t>(j)] / static_cast<double>(base));
+      r.rows.push_back({token, id});
+    }
+  };
+  if (w.dtype() == DType::F64) set_rows(w.data<double>());
+  else set_rows(w.data<float>());
+  return r;
+}
+
 namespace {
 
 double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
@@ -118,6 +170,7 @@ template <class Options, class F> void for_each_setting(Options& o, F&& f) {
   f("eps", o.adamw.eps, false);
   f("cmt_prob", o.cmt_prob, false);
   f("jump_max", o.jump_max, false);
+  f("doc_starts", o.doc_starts, false);
 }
 
 nlohmann::json settings_to_json(const TrainOptions& o) {
@@ -159,12 +212,14 @@ struct BatchLoss {
   const GPTConfig& mc;
   LandmarkDataOptions lmo;
   std::shared_ptr<CmtStats> cmt_stats = std::make_shared<CmtStats>();  // validation drop rate
-  Var operator()(GPT& model, const TokenFile& data, uint64_t seed, uint64_t cursor, bool training) const {
+  // starts: where windows may begin (document_starts; nullptr: anywhere)
+  Var operator()(GPT& model, const TokenFile& data, const std::vector<int64_t>* starts, uint64_t seed, uint64_t cursor,
+                 bool training) const {
     if (!mc.landmark()) {
-      Batch b = sample_batch(data, o.batch_size, mc.block_size, seed, cursor);
+      Batch b = sample_batch(data, o.batch_size, mc.block_size, seed, cursor, starts);
       return model.loss(b.x, b.y);
     }
-    LandmarkBatch b = sample_landmark_batch(data, o.batch_size, mc.block_size, lmo, seed, cursor, training);
+    LandmarkBatch b = sample_landmark_batch(data, o.batch_size, mc.block_size, lmo, seed, cursor, training, starts);
     LandmarkLayout layout = make_layout(b.kinds, model.device());
     if (!training && mc.context_miss) {
       layout.cmt_cutoff = o.cmt_cutoff;
@@ -190,13 +245,14 @@ BatchLoss make_batch_loss(const TrainOptions& o, const GPTConfig& mc, const Toke
 }
 
 // Mean loss over a fixed set of validation windows (same windows at every evaluation).
-double evaluate(GPT& model, const TokenFile& val, const TrainOptions& o, const BatchLoss& batch_loss) {
+double evaluate(GPT& model, const TokenFile& val, const std::vector<int64_t>* starts, const TrainOptions& o,
+                const BatchLoss& batch_loss) {
   NoGradGuard ng;
   model.eval();
   *batch_loss.cmt_stats = CmtStats{};
   double total = 0;
   for (int64_t i = 0; i < o.eval_batches; ++i)
-    total += batch_loss(model, val, o.seed ^ 0x5EEDEFA1ULL, static_cast<uint64_t>(i * o.batch_size), false).item();
+    total += batch_loss(model, val, starts, o.seed ^ 0x5EEDEFA1ULL, static_cast<uint64_t>(i * o.batch_size), false).item();
   model.train();
   return total / static_cast<double>(o.eval_batches);
 }
@@ -216,6 +272,9 @@ struct TrainData {
   std::string tok_path;
   std::unique_ptr<Tokenizer> tok;
   TokenFile train, val;
+  std::vector<int64_t> train_starts, val_starts;  // with --doc-starts: where windows may begin
+  const std::vector<int64_t>* train_windows() const { return train_starts.empty() ? nullptr : &train_starts; }
+  const std::vector<int64_t>* val_windows() const { return val_starts.empty() ? nullptr : &val_starts; }
   explicit TrainData(const std::string& dir)
       : tok_path(dir + "/tokenizer.json"), tok(load_tokenizer(tok_path)), train(dir + "/train.tokens"), val(dir + "/val.tokens") {
     for (const TokenFile* f : {&train, &val})
@@ -225,6 +284,20 @@ struct TrainData {
   }
 };
 
+// --doc-starts: the positions right after each "\n" token where a whole window still fits (a
+// landmark window may span two more raw tokens: landmark_batch.cpp).
+void find_document_starts(TrainData& data, const GPTConfig& mc) {
+  const std::vector<int32_t> nl = data.tok->encode("\n");
+  LM_CHECK(nl.size() == 1, "train: --doc-starts needs \"\\n\" to be one token, but " << data.tok_path << " encodes it as "
+                                                                                << nl.size() << " tokens");
+  const int64_t spare = mc.landmark() ? 3 : 1;
+  for (auto [file, starts] : {std::pair{&data.train, &data.train_starts}, std::pair{&data.val, &data.val_starts}}) {
+    *starts = document_starts(*file, nl[0], file->size() - mc.block_size - spare);
+    LM_CHECK(!starts->empty(), "train: --doc-starts: " << file->path() << " has no document start with room for a window of "
+                                                       << mc.block_size << " tokens");
+  }
+}
+
 // Where a run starts: fresh, or from a checkpoint whose model config and training settings
 // replace the command line's (a resumed run is the run that was interrupted; only --steps, to
 // extend it, and bookkeeping flags such as output, evaluation, checkpoint cadence and time limits
@@ -233,12 +306,46 @@ struct Start {
   GPTConfig model;
   Checkpoint ck;          // empty for a fresh start
   nlohmann::json meta;    // the checkpoint's metadata (null for a fresh start)
+  Checkpoint parent;      // --init-from: the checkpoint whose weights the run starts from
+  nlohmann::json parent_record;  // path, CRC-32, step and attention of the parent (null: none);
+                                 // kept in every checkpoint of the run, resumed ones included
 };
+
+// The CRC-32 (zlib's) of a file's bytes, as 8 hex digits: names the exact parent of a fine-tune.
+std::string file_crc32(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  LM_CHECK(in.good(), "train: cannot read " << path);
+  uLong crc = crc32(0L, Z_NULL, 0);
+  std::vector<char> buf(1 << 20);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    crc = crc32(crc, reinterpret_cast<const Bytef*>(buf.data()), static_cast<uInt>(in.gcount()));
+  }
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08lx", static_cast<unsigned long>(crc));
+  return hex;
+}
 
 Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
   Start st;
   st.model = o.model;
   st.model.vocab_size = tok.vocab_size();
+  LM_CHECK(o.resume.empty() || o.init_from.empty(),
+           "train: --init-from starts a new run from another model's weights and --resume continues a run: give one of them");
+  if (!o.init_from.empty()) {
+    st.parent = load_safetensors(o.init_from);
+    const nlohmann::json& m = st.parent.metadata;
+    LM_CHECK(m.is_object() && m.contains("tokenizer_fingerprint") && m.contains("model") && m.contains("step"),
+             "train: --init-from " << o.init_from << " is not a training checkpoint (no step/model/tokenizer in its metadata)");
+    LM_CHECK(m["tokenizer_fingerprint"].get<std::string>() == tok.fingerprint(),
+             "train: --init-from " << o.init_from << " was trained with tokenizer " << m["tokenizer_fingerprint"].get<std::string>()
+                                   << " but the data in " << o.data_dir << " uses " << tok.fingerprint()
+                                   << "; prepare the data with the parent's tokenizer");
+    st.parent_record = {{"path", o.init_from},
+                        {"crc32", file_crc32(o.init_from)},
+                        {"step", m["step"]},
+                        {"attention", m["model"].value("attention", "standard")}};
+  }
   if (o.resume.empty()) return st;
   st.ck = load_safetensors(o.resume);
   st.meta = st.ck.metadata;
@@ -249,6 +356,7 @@ Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
            "train: checkpoint " << o.resume << " was trained with tokenizer " << m["tokenizer_fingerprint"].get<std::string>()
                                 << " but the data in " << o.data_dir << " uses " << tok.fingerprint());
   st.model = gpt_config_from_json(m["model"]);
+  if (m.contains("parent")) st.parent_record = m["parent"];
   o.seed = m.at("seed").get<uint64_t>();
   settings_from_json(m.at("train"), o, o.resume);
   if (m.value("total_steps", o.steps) != o.steps)
@@ -263,7 +371,7 @@ std::pair<double, double> train_step(GPT& model, AdamW& opt, const TrainData& da
   model.zero_grad();
   double loss_value = 0;
   for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
-    Var loss = batch_loss(model, data.train, o.seed, cursor, true);
+    Var loss = batch_loss(model, data.train, data.train_windows(), o.seed, cursor, true);
     cursor += static_cast<uint64_t>(o.batch_size);
     const double lv = loss.item();
     LM_CHECK(std::isfinite(lv), "train: the loss became " << lv << " at step " << step + 1 << " (tensor: loss)");
@@ -292,6 +400,12 @@ std::string progress_line(const TrainOptions& o, const GPTConfig& mc, int64_t st
   return line;
 }
 
+std::string join(const std::vector<std::string>& names) {
+  std::string s;
+  for (const std::string& n : names) s += (s.empty() ? "" : ", ") + n;
+  return s;
+}
+
 // The model, optimizer and position of a run: built fresh from the seed, or restored from the
 // checkpoint (weights, AdamW moments and step, data cursor, RNG state), then moved to the device.
 // Seeds the global generator, then hands back the config: the model's weights are the first draws.
@@ -305,7 +419,20 @@ struct State {
   AdamW opt;
   int64_t step = 0;
   uint64_t cursor = 0;
-  State(const TrainOptions& o, const Start& start) : model(seeded(o, start.model)), opt(model, o.adamw) {
+  std::string init_note;  // --init-from: what came from the parent (printed after the header)
+  State(const TrainOptions& o, const Start& start, const Tokenizer& tok) : model(seeded(o, start.model)), opt(model, o.adamw) {
+    if (!o.init_from.empty()) {
+      const InitReport r = init_from_parent(model, start.parent, tok);
+      std::ostringstream log;
+      log << "init from " << o.init_from << " (step " << start.parent_record["step"] << ", "
+          << start.parent_record["attention"].get<std::string>() << " attention, crc32 "
+          << start.parent_record["crc32"].get<std::string>() << "): " << r.copied.size() << " tensors copied";
+      for (const auto& [token, id] : r.rows) log << "; " << token << " row (id " << id << ") set to the mean token embedding";
+      if (!r.fresh.empty()) log << "; kept fresh (not in the parent): " << join(r.fresh);
+      if (!r.unused.empty()) log << "; not used (not in this model): " << join(r.unused);
+      log << "; a fresh optimizer and schedule\n";
+      init_note = log.str();
+    }
     if (!o.resume.empty()) {
       load_model_weights(start.ck, model, &opt);
       step = start.meta.at("step").get<int64_t>();
@@ -321,17 +448,19 @@ struct State {
 
 // What a checkpoint records besides the tensors: everything a resumed run needs (trainer.h).
 nlohmann::json checkpoint_metadata(const TrainOptions& o, const GPTConfig& mc, const Tokenizer& tok, int64_t step,
-                                   uint64_t cursor) {
-  return nlohmann::json{{"kind", "training"},
-                        {"step", step},
-                        {"total_steps", o.steps},
-                        {"data_cursor", cursor},
-                        {"rng", {{"seed", global_rng().seed}, {"offset", global_rng().offset}}},
-                        {"seed", o.seed},
-                        {"model", gpt_config_to_json(mc)},
-                        {"train", settings_to_json(o)},
-                        {"tokenizer", tok.to_json()},
-                        {"tokenizer_fingerprint", tok.fingerprint()}};
+                                   uint64_t cursor, const nlohmann::json& parent) {
+  nlohmann::json m{{"kind", "training"},
+                    {"step", step},
+                    {"total_steps", o.steps},
+                    {"data_cursor", cursor},
+                    {"rng", {{"seed", global_rng().seed}, {"offset", global_rng().offset}}},
+                    {"seed", o.seed},
+                    {"model", gpt_config_to_json(mc)},
+                    {"train", settings_to_json(o)},
+                    {"tokenizer", tok.to_json()},
+                    {"tokenizer_fingerprint", tok.fingerprint()}};
+  if (!parent.is_null()) m["parent"] = parent;
+  return m;
 }
 
 // The two opening lines: the model and where it runs, the data and where the run starts.
@@ -342,9 +471,13 @@ void log_header(std::ostream& log, const TrainOptions& o, const GPTConfig& mc, G
       << " attention"
       << (mc.landmark() ? " every " + std::to_string(mc.landmark_every) + (mc.context_miss ? " + CMT" : "") : "") << ") on "
       << device_name(o.device) << ", " << threads_note() << "\n"
-      << "data: " << data.train.size() << " train / " << data.val.size() << " val tokens; "
-      << o.batch_size * mc.block_size * o.grad_accum << " tokens per step; "
-      << (o.resume.empty() ? "fresh start" : "resuming at step " + std::to_string(step))
+      << "data: " << data.train.size() << " train / " << data.val.size() << " val tokens"
+      << (o.doc_starts ? " (windows start at one of " + std::to_string(data.train_starts.size()) + " / " +
+                             std::to_string(data.val_starts.size()) + " documents)"
+                       : "")
+      << "; " << o.batch_size * mc.block_size * o.grad_accum << " tokens per step; "
+      << (!o.resume.empty() ? "resuming at step " + std::to_string(step)
+                            : o.init_from.empty() ? "fresh start" : "a new run from the weights of " + o.init_from)
       << (o.time_limit_min > 0
               ? "; at most " + hms(60.0 * o.time_limit_min) + ", the schedule following the clock when the steps fall behind it"
               : "")
@@ -356,7 +489,7 @@ void log_header(std::ostream& log, const TrainOptions& o, const GPTConfig& mc, G
 void validate_and_log(GPT& model, const TrainData& data, const TrainOptions& o, const GPTConfig& mc,
                       const BatchLoss& batch_loss, int64_t step, std::ostream& metrics, std::ostream& log,
                       TrainResult& res) {
-  res.last_val_loss = evaluate(model, data.val, o, batch_loss);
+  res.last_val_loss = evaluate(model, data.val, data.val_windows(), o, batch_loss);
   metrics << "{\"step\":" << step << ",\"val_loss\":" << std::setprecision(8) << res.last_val_loss;
   if (mc.context_miss) {
     res.last_cmt_drop_rate = batch_loss.cmt_stats->drop_rate();
@@ -383,20 +516,23 @@ int64_t schedule_position(int64_t step, int64_t total, double elapsed_s, double 
 TrainResult train(const TrainOptions& opts, std::ostream& log) {
   TrainOptions o = opts;  // on resume, the training settings are replaced by the checkpoint's
   validate(o);
-  const TrainData data(o.data_dir);
+  TrainData data(o.data_dir);
   const Start start = resolve_start(o, *data.tok, log);
   const GPTConfig& mc = start.model;
   mc.validate();
   LM_CHECK(data.train.size() > mc.block_size + 1 && data.val.size() > mc.block_size + 1,
            "train: the token files need more than block_size + 1 = " << mc.block_size + 1 << " tokens (train has "
                                                                      << data.train.size() << ", val " << data.val.size() << ")");
+  if (o.doc_starts) find_document_starts(data, mc);
   const BatchLoss batch_loss = make_batch_loss(o, mc, *data.tok, data.tok_path);
-  State st(o, start);
+  State st(o, start, *data.tok);
   std::filesystem::create_directories(o.out_dir);
   const std::string ckpt_path = o.out_dir + "/checkpoint.safetensors", metrics_path = o.out_dir + "/metrics.jsonl";
   std::ofstream metrics(metrics_path, o.resume.empty() ? std::ios::trunc : std::ios::app);
   LM_CHECK(metrics.good(), "train: cannot write " << metrics_path);
+  if (!o.init_from.empty()) metrics << nlohmann::json{{"parent", start.parent_record}}.dump() << "\n";
   log_header(log, o, mc, st.model, data, st.step);
+  log << st.init_note;
 
   TrainResult res;
   const int64_t tokens_per_step = o.batch_size * mc.block_size * o.grad_accum;
@@ -433,7 +569,7 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
       validate_and_log(st.model, data, o, mc, batch_loss, step, metrics, log, res);
     metrics.flush();
     if (ending || (o.ckpt_every > 0 && step % o.ckpt_every == 0)) {
-      save_training_checkpoint(ckpt_path, st.model, st.opt, checkpoint_metadata(o, mc, *data.tok, step, st.cursor));
+      save_training_checkpoint(ckpt_path, st.model, st.opt, checkpoint_metadata(o, mc, *data.tok, step, st.cursor, start.parent_record));
       res.checkpoint = ckpt_path;
       if (!o.quiet && o.log_every_s == 0) log << "saved " << ckpt_path << " at step " << step << "\n";
     }

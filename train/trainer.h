@@ -9,12 +9,16 @@
 #include <functional>
 #include <iosfwd>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "nn/gpt.h"
 #include "nn/checkpoint.h"
 #include "nn/optim.h"
 
 namespace lm {
+
+class Tokenizer;
 
 struct TrainOptions {
   GPTConfig model;
@@ -37,8 +41,12 @@ struct TrainOptions {
                                  // steps (schedule_position), so a cut run still ends annealed
   int64_t stop_at = 0;           // > 0: stop (and checkpoint) on reaching this step; resume later
   uint64_t seed = 1337;
+  bool doc_starts = false;       // every training and validation window starts at a document (right
+                                 // after a "\n" token, or at the file's start) instead of anywhere
   Device device = Device::CPU;
   std::string resume;            // checkpoint to continue from ("" = start fresh)
+  std::string init_from;         // a new run starting from this checkpoint's weights (fine-tuning;
+                                 // init_from_parent), with a fresh optimizer and schedule
   bool quiet = false;            // no progress lines
   double log_every_s = 0;        // a progress line at most this often (0: every step)
   // Landmark models only (model.landmark(); F and the CMT switch live in model):
@@ -76,6 +84,20 @@ void save_training_checkpoint(const std::string& path, GPT& model, AdamW& opt, c
 // Loads weights (and optimizer moments when `opt` is given) into an already-built model.
 void load_model_weights(const Checkpoint& ckpt, GPT& model, AdamW* opt);
 GPTConfig gpt_config_from_json(const nlohmann::json& j);
+
+// train --init-from: the weights of `parent` (a training checkpoint) copied into `model`, which was
+// built fresh from the new run's config. Every parameter the parent has must have the same shape
+// (an error names the tensor and both shapes); parameters the parent lacks (a block type it did
+// not have) keep their fresh initialisation and are listed. Token embedding rows that the parent
+// never read (the landmark token's when it was a standard model, the context-miss token's when it
+// had none) are set to the mean of the regular tokens' rows: an input that looks like an average
+// token to the pretrained layers, and an output logit near the average one, where the parent's own
+// row has only been pushed down (as the target it never was) and shrunk by weight decay.
+struct InitReport {
+  std::vector<std::string> copied, fresh, unused;  // parameter names: from the parent, kept fresh, parent-only
+  std::vector<std::pair<std::string, int32_t>> rows;  // (token, id) whose embedding row was set to the mean
+};
+InitReport init_from_parent(GPT& model, const Checkpoint& parent, const Tokenizer& tok);
 nlohmann::json gpt_config_to_json(const GPTConfig& c);
 
 }  // namespace lm
