@@ -3,6 +3,7 @@
 #   make          release build (CUDA kernels too when nvcc is found)
 #   make test     build + run the whole test suite through CTest
 #   make demo     build the program + the main job (scripts/demo.sh): pass-key retrieval up to 32k tokens
+#   make demo-finetune  after make demo: its standard model fine-tuned with landmarks (scripts/demo_finetune.sh)
 #   make demo-corpus  build the program + language modelling on Austen + KJV (scripts/demo_corpus.sh)
 #   make bench    build + run the benchmarks (prints ratios measured in one run)
 #   make clean    remove ./build
@@ -11,7 +12,7 @@ BUILD      ?= build
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps configure build test bench demo demo-corpus clean
+.PHONY: all deps configure build test bench demo demo-finetune demo-corpus clean
 
 all: build
 
@@ -36,6 +37,10 @@ bench: build
 demo: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark  # the program only: tests and benches wait for make test
 	@bash scripts/demo.sh
+
+demo-finetune: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target landmark
+	@bash scripts/demo_finetune.sh
 
 demo-corpus: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark

@@ -164,6 +164,35 @@ Command plot_command(CLI::App& app) {
   return {sub, run};
 }
 
+Command plot_table_command(CLI::App& app) {
+  auto* sub = app.add_subcommand("plot-table", "Draw every column of a tab-separated table against its first "
+                                               "(e.g. pass-key accuracy per model against length)");
+  auto path = std::make_shared<std::string>();
+  auto out = std::make_shared<std::string>("table.png");
+  auto o = std::make_shared<TableChartOptions>();
+  auto y_range = std::make_shared<std::vector<double>>();
+  sub->add_option("table", *path, "A .tsv file: a header of column names, then rows of numbers ('-' for none)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--out", *out, "PNG to write")->capture_default_str();
+  sub->add_option("--title", o->title, "Chart title");
+  sub->add_option("--x-label", o->x_label, "x axis label (default: the first column's name)");
+  sub->add_option("--y-label", o->y_label, "y axis label");
+  sub->add_flag("--log-x", o->log_x, "A log-scale x axis");
+  sub->add_option("--y-range", *y_range, "y axis range, e.g. 0,100")->delimiter(',')->expected(2);
+  auto run = [=]() {
+    if (!y_range->empty()) {
+      LM_CHECK((*y_range)[0] < (*y_range)[1], "plot-table: --y-range needs low < high, got " << (*y_range)[0] << ","
+                                                                                           << (*y_range)[1]);
+      o->y_range = std::make_pair((*y_range)[0], (*y_range)[1]);
+    }
+    plot_number_table(*path, *out, *o);
+    std::cout << "wrote " << *out << "\n";
+    return 0;
+  };
+  return {sub, run};
+}
+
 Command info_command(CLI::App& app) {
   auto* sub = app.add_subcommand("info", "Print a checkpoint's metadata and tensor list");
   auto path = std::make_shared<std::string>();

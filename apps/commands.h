@@ -23,6 +23,7 @@ Command corpus_command(CLI::App& app);   // apps/cmd_data.cpp
 Command passkey_data_command(CLI::App& app);  // apps/cmd_data.cpp
 Command train_command(CLI::App& app);    // apps/cmd_train.cpp
 Command plot_command(CLI::App& app);     // apps/cmd_train.cpp
+Command plot_table_command(CLI::App& app);  // apps/cmd_train.cpp
 Command info_command(CLI::App& app);     // apps/cmd_train.cpp
 Command groups_command(CLI::App& app);   // apps/cmd_landmark.cpp
 Command passkey_command(CLI::App& app);  // apps/cmd_infer.cpp

@@ -30,7 +30,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
   std::vector<lm::app::Command> commands = {lm::app::prepare_command(app), lm::app::corpus_command(app), lm::app::passkey_data_command(app),
-                                            lm::app::train_command(app), lm::app::plot_command(app),
+                                            lm::app::train_command(app), lm::app::plot_command(app), lm::app::plot_table_command(app),
                                             lm::app::info_command(app), lm::app::groups_command(app), lm::app::passkey_command(app), lm::app::eval_command(app),
                                             lm::app::generate_command(app), lm::app::attn_map_command(app)};
   try {

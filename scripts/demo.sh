@@ -19,7 +19,7 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-LANDMARK=build/apps/landmark
+source scripts/demo_model.sh  # LANDMARK, MODEL, LM_FLAGS, DATA, EVAL_FLAGS, OUT: shared with demo_finetune.sh
 STEPS="${DEMO_STEPS:-3000}"
 MINUTES="${DEMO_MINUTES:-11}"
 BASE_STEPS="${DEMO_BASELINE_STEPS:-1200}"
@@ -28,32 +28,29 @@ TRIALS="${DEMO_TRIALS:-20}"
 LENGTHS="${DEMO_LENGTHS:-512,1024,2048,4096,8192,16384,32768}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 [ -x "$LANDMARK" ] || { echo "demo: $LANDMARK is missing; run 'make' first" >&2; exit 1; }
-MODEL=(--layers 3 --embd 128 --heads 4 --block-size 512 --batch 8 --lr 2e-3)
-OUT=runs/demo
 mkdir -p "$OUT"
 T0=$SECONDS
 stamp() { local s=$((SECONDS - $1)); printf '%d:%02d' $((s / 60)) $((s % 60)); }
 
 t=$SECONDS
-if [ ! -s data/passkey/tokens/train.tokens ]; then
+if [ ! -s "$DATA/tokens/train.tokens" ]; then
   echo "=== 1/4 pass-key documents + BPE tokenizer ==="
-  "$LANDMARK" passkey-data --out data/passkey --docs 50000 --max-fillers 12 --filler-only 0.05
-  "$LANDMARK" prepare --train data/passkey/train.txt --val data/passkey/val.txt --out data/passkey/tokens \
-    --tokenizer bpe --vocab 512
+  "$LANDMARK" passkey-data --out "$DATA" "${DATA_FLAGS[@]}"
+  "$LANDMARK" prepare --train "$DATA/train.txt" --val "$DATA/val.txt" --out "$DATA/tokens" "${TOKENIZER_FLAGS[@]}"
 else
-  echo "=== 1/4 data: data/passkey already there ==="
+  echo "=== 1/4 data: $DATA already there ==="
 fi
 T_DATA=$(stamp $t)
 
 echo "=== 2/4 landmark model: a ${STEPS}-step schedule in at most ${MINUTES} minutes ==="
 t=$SECONDS
-"$LANDMARK" train --data data/passkey/tokens --out "$OUT/landmark" --attention landmark --landmark-every 50 \
+"$LANDMARK" train --data "$DATA/tokens" --out "$OUT/landmark" "${LM_FLAGS[@]}" \
   "${MODEL[@]}" --steps "$STEPS" --time-limit "$MINUTES" --eval-every 500 --ckpt-every 500 --log-every 10 \
   | tee "$OUT/landmark.log"
 T_LM=$(stamp $t)
 echo "=== 3/4 standard model (the baseline): a ${BASE_STEPS}-step schedule in at most ${BASE_MINUTES} minutes ==="
 t=$SECONDS
-"$LANDMARK" train --data data/passkey/tokens --out "$OUT/standard" "${MODEL[@]}" --steps "$BASE_STEPS" \
+"$LANDMARK" train --data "$DATA/tokens" --out "$OUT/standard" "${MODEL[@]}" --steps "$BASE_STEPS" \
   --time-limit "$BASE_MINUTES" --eval-every 500 --ckpt-every 500 --log-every 10 | tee "$OUT/standard.log"
 T_STD=$(stamp $t)
 "$LANDMARK" plot "$OUT/landmark/metrics.jsonl" "$OUT/standard/metrics.jsonl" --labels landmark standard \
@@ -63,7 +60,7 @@ echo "=== 4/4 pass-key retrieval from 512 to 32k tokens (${TRIALS} prompts per l
 t=$SECONDS
 "$LANDMARK" passkey --checkpoint "$OUT/landmark/checkpoint.safetensors" \
   --baseline "$OUT/standard/checkpoint.safetensors" --lengths "$LENGTHS" --trials "$TRIALS" \
-  --chunk 200 --k 4 --plot "$OUT/passkey.png" --tsv "$OUT/passkey.tsv" | tee "$OUT/passkey.txt"
+  "${EVAL_FLAGS[@]}" --plot "$OUT/passkey.png" --tsv "$OUT/passkey.tsv" | tee "$OUT/passkey.txt"
 T_EVAL=$(stamp $t)
 
 # --- the summary and the verdict, from the logs and the TSV ---

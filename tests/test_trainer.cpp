@@ -400,3 +400,25 @@ TEST_CASE("trainer: --init-from refuses other shapes, another tokenizer, and --r
   q.init_from = parent;
   CHECK_THROWS_WITH(train(q, log), Catch::Contains("tokenizer") && Catch::Contains(other.fingerprint()));
 }
+
+TEST_CASE("tables: read_number_table reads what passkey --tsv writes; bad cells name line and column", "[metrics]") {
+  const std::string dir = out_dir("table");
+  fs::create_directories(dir);
+  const std::string good = dir + "/t.tsv", ragged = dir + "/r.tsv", word = dir + "/w.tsv", png = dir + "/t.png";
+  std::ofstream(good) << "length\tbase\tfine-tuned\n512\t100.0\t95.0\n\n2048\t-\t90\n";
+  const NumberTable t = read_number_table(good);
+  CHECK(t.columns == std::vector<std::string>{"length", "base", "fine-tuned"});
+  REQUIRE(t.rows.size() == 2);  // the blank line is skipped
+  CHECK(t.rows[0] == std::vector<double>{512, 100, 95});
+  CHECK(t.rows[1][0] == 2048);
+  CHECK(std::isnan(t.rows[1][1]));  // "-": no value
+  CHECK(t.rows[1][2] == 90);
+  std::ofstream(ragged) << "a\tb\n1\t2\t3\n";
+  CHECK_THROWS_WITH(read_number_table(ragged), Catch::Contains("line 2 has 3 cells, the header 2"));
+  std::ofstream(word) << "a\tb\n1\t2x\n";
+  CHECK_THROWS_WITH(read_number_table(word), Catch::Contains("line 2, column 'b': '2x' is not a number"));
+  TableChartOptions o;
+  o.log_x = true;
+  plot_number_table(good, png, o);
+  CHECK(fs::file_size(png) > 1000);
+}

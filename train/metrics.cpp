@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -72,6 +73,77 @@ void plot_loss_curves(const std::vector<std::string>& paths, const std::vector<s
   o.y_label = log_y ? "cross-entropy (nats/token, log scale)" : "cross-entropy (nats/token)";
   o.log_y = log_y;
   plot::line_chart(png_path, series, o);
+}
+
+NumberTable read_number_table(const std::string& path) {
+  std::ifstream in(path);
+  LM_CHECK(in.good(), "table: cannot open " << path);
+  auto split = [](const std::string& line) {
+    std::vector<std::string> cells;
+    std::string cell;
+    std::istringstream s(line);
+    while (std::getline(s, cell, '\t')) cells.push_back(cell);
+    if (!line.empty() && line.back() == '\t') cells.push_back("");
+    return cells;
+  };
+  NumberTable t;
+  std::string line;
+  int64_t n = 0;
+  while (std::getline(in, line)) {
+    ++n;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    std::vector<std::string> cells = split(line);
+    if (t.columns.empty()) {
+      LM_CHECK(cells.size() >= 2, "table: " << path << " line " << n << ": a header needs at least two columns, got '" << line << "'");
+      t.columns = cells;
+      continue;
+    }
+    LM_CHECK(cells.size() == t.columns.size(), "table: " << path << " line " << n << " has " << cells.size()
+                                                          << " cells, the header " << t.columns.size());
+    std::vector<double> row;
+    for (size_t j = 0; j < cells.size(); ++j) {
+      if (cells[j] == "-" || cells[j] == "nan" || cells[j].empty()) {
+        row.push_back(NAN);
+        continue;
+      }
+      size_t used = 0;
+      double v = NAN;
+      try {
+        v = std::stod(cells[j], &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      LM_CHECK(used == cells[j].size(), "table: " << path << " line " << n << ", column '" << t.columns[j]
+                                                  << "': '" << cells[j] << "' is not a number");
+      row.push_back(v);
+    }
+    t.rows.push_back(row);
+  }
+  LM_CHECK(!t.columns.empty(), "table: " << path << " is empty (no header line)");
+  return t;
+}
+
+void plot_number_table(const std::string& tsv_path, const std::string& png_path, const TableChartOptions& o) {
+  const NumberTable t = read_number_table(tsv_path);
+  LM_CHECK(!t.rows.empty(), "plot-table: " << tsv_path << " has a header but no rows");
+  std::vector<plot::Series> series;
+  for (size_t j = 1; j < t.columns.size(); ++j) {
+    plot::Series s{t.columns[j], {}, {}, {}};
+    for (const auto& row : t.rows) {
+      s.x.push_back(row[0]);
+      s.y.push_back(row[j]);
+    }
+    series.push_back(s);
+  }
+  plot::LineChartOptions lo;
+  lo.title = o.title;
+  lo.x_label = o.x_label.empty() ? t.columns[0] : o.x_label;
+  lo.y_label = o.y_label;
+  lo.log_x = o.log_x;
+  lo.y_range = o.y_range;
+  lo.markers = true;
+  plot::line_chart(png_path, series, lo);
 }
 
 }  // namespace lm

@@ -3,7 +3,9 @@
 // format and the plot library; the training loop writes lines and never draws.
 #pragma once
 
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace lm {
@@ -23,5 +25,24 @@ MetricsLog read_metrics(const std::string& path);
 // loss axis, which keeps a loss falling from 6 to 0.1 readable all the way down.
 void plot_loss_curves(const std::vector<std::string>& metrics_paths, const std::vector<std::string>& labels,
                       const std::string& png_path, const std::string& title, bool log_y = false);
+
+// A table of numbers read from a tab-separated file (what `passkey --tsv` and the demos write):
+// a header line of column names, then rows of numbers; "-" or "nan" is a missing value (NaN).
+// Throws lm::Error naming the file, line and column for a row of the wrong width or a cell that
+// is not a number.
+struct NumberTable {
+  std::vector<std::string> columns;
+  std::vector<std::vector<double>> rows;  // rows[i][j]: column j of row i
+};
+NumberTable read_number_table(const std::string& path);
+
+// Every column after the first against the first, one line each, labelled by the header
+// (`landmark plot-table`): e.g. pass-key accuracy per model against prompt length.
+struct TableChartOptions {
+  std::string title, x_label, y_label;
+  bool log_x = false;
+  std::optional<std::pair<double, double>> y_range;
+};
+void plot_number_table(const std::string& tsv_path, const std::string& png_path, const TableChartOptions& options);
 
 }  // namespace lm

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# demo_finetune.sh: `make demo-finetune`, the paper's Section 4.2 at our scale. The paper takes a
+# pretrained standard model, fine-tunes it briefly with landmark tokens at a short window, and
+# then finds a pass key far beyond that window. Here the pretrained model is the demo's standard
+# model (trained by `make demo`, which must have run first):
+#   1. fine-tune it with landmarks (`train --init-from`) for 5, 10 and 20% of the steps it was
+#      trained for, each a run with its own schedule
+#   2. pass-key retrieval at the demo's lengths (512 to 32k) for each fine-tune, with the demo's
+#      prompts (same seed, trials and lengths)
+#   3. one table, runs/demo/finetune.tsv: one row per length; columns: the base model in its own
+#      window (0% fine-tuning), the three fine-tunes, and the demo's from-scratch landmark model
+#      (the last two taken from runs/demo/passkey.tsv), with runs/demo/finetune.png, and a closing
+#      line that says whether the 20% fine-tune reaches 90% at every length
+# Environment: FINETUNE_PCTS (default "5 10 20"), FINETUNE_MINUTES (time limit per fine-tune, 3).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+source scripts/demo_model.sh  # LANDMARK, MODEL, LM_FLAGS, DATA, EVAL_FLAGS, OUT: shared with demo.sh
+PCTS="${FINETUNE_PCTS:-5 10 20}"
+MINUTES="${FINETUNE_MINUTES:-3}"
+export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+BASE="$OUT/standard/checkpoint.safetensors"
+[ -x "$LANDMARK" ] || { echo "demo-finetune: $LANDMARK is missing; run 'make' first" >&2; exit 1; }
+for f in "$BASE" "$OUT/passkey.tsv" "$OUT/passkey.txt" "$DATA/tokens/train.tokens"; do
+  [ -s "$f" ] || { echo "demo-finetune: $f is missing: run 'make demo' first (it trains the model fine-tuned here)" >&2; exit 1; }
+done
+T0=$SECONDS
+stamp() { local s=$((SECONDS - $1)); printf '%d:%02d' $((s / 60)) $((s % 60)); }
+
+# The demo's evaluation, repeated exactly: its lengths (from its table) and trials (from its header).
+lengths=$(awk -F'\t' 'NR > 1 { printf "%s%s", sep, $1; sep = "," }' "$OUT/passkey.tsv")
+trials=$(sed -n 's/^pass-key retrieval: \([0-9]*\) trials.*/\1/p' "$OUT/passkey.txt" | head -1)
+base_steps=$("$LANDMARK" info "$BASE" | sed -n 's/^  "step": \([0-9]*\),*$/\1/p' | head -1)
+[ -n "$lengths" ] && [ -n "$trials" ] && [ -n "$base_steps" ] || {
+  echo "demo-finetune: cannot read the demo's lengths, trials or the base model's steps" >&2; exit 1; }
+echo "=== base: $BASE, trained for $base_steps steps; pass-key at $lengths, $trials prompts per length ==="
+
+cols=()
+for pct in $PCTS; do
+  steps=$(( base_steps * pct / 100 ))
+  [ "$steps" -ge 2 ] || steps=2
+  dir="$OUT/finetune_$pct"
+  echo "=== fine-tune ${pct}%: $steps landmark steps from the standard model (at most $MINUTES min) ==="
+  "$LANDMARK" train --data "$DATA/tokens" --out "$dir" --init-from "$BASE" "${LM_FLAGS[@]}" "${MODEL[@]}" \
+    --steps "$steps" --time-limit "$MINUTES" --eval-every 0 --ckpt-every 0 --log-every 10 | tee "$dir.log"
+  "$LANDMARK" passkey --checkpoint "$dir/checkpoint.safetensors" --lengths "$lengths" --trials "$trials" \
+    "${EVAL_FLAGS[@]}" --tsv "$dir/passkey.tsv" | tee "$dir/passkey.txt"
+  cols+=("$pct")
+done
+
+# One table: length, base (the demo's baseline column), each fine-tune, the demo's landmark model.
+{
+  printf 'length\tbase (standard, window)'
+  for pct in "${cols[@]}"; do printf '\tfine-tuned %s%%' "$pct"; done
+  printf '\tlandmark from scratch\n'
+  awk -F'\t' 'NR > 1 { print $1 "\t" $3 }' "$OUT/passkey.tsv" > "$OUT/.ft_base"
+  awk -F'\t' 'NR > 1 { print $2 }' "$OUT/passkey.tsv" > "$OUT/.ft_scratch"
+  files=("$OUT/.ft_base")
+  for pct in "${cols[@]}"; do
+    awk -F'\t' 'NR > 1 { print $2 }' "$OUT/finetune_$pct/passkey.tsv" > "$OUT/.ft_$pct"
+    files+=("$OUT/.ft_$pct")
+  done
+  paste "${files[@]}" "$OUT/.ft_scratch"
+} > "$OUT/finetune.tsv.tmp"
+mv "$OUT/finetune.tsv.tmp" "$OUT/finetune.tsv"
+rm -f "$OUT"/.ft_*
+"$LANDMARK" plot-table "$OUT/finetune.tsv" --out "$OUT/finetune.png" --log-x --y-range 0,100 \
+  --title "pass-key retrieval: a standard model fine-tuned with landmarks" --x-label "prompt length (tokens)" \
+  --y-label "accuracy (%)"
+echo "=== $OUT/finetune.tsv ==="
+column -t -s $'\t' "$OUT/finetune.tsv" 2>/dev/null || cat "$OUT/finetune.tsv"
+last="${cols[${#cols[@]}-1]}"
+verdict=$(awk -F'\t' -v pct="$last" 'NR > 1 { if ($2 + 0 < 90) low = low " " $1 " (" $2 "%)" }
+  END { if (low == "") printf "the %s%% fine-tune found the key in at least 90%% of prompts at every length", pct
+        else printf "the %s%% fine-tune stayed below 90%% at:%s", pct, low }' "$OUT/finetune_$last/passkey.tsv")
+echo "verdict: $verdict (time $(stamp $T0))" | tee "$OUT/finetune_summary.txt"
