@@ -13,7 +13,15 @@ namespace lm {
 namespace app {
 
 namespace {
-void on_sigint(int) { stop_requested() = true; }
+// Ctrl-C (SIGINT), `kill` (SIGTERM) and a closed terminal (SIGHUP) all ask the loop to finish
+// its step, checkpoint and return; the exit status is then 128 + the signal's number, as a shell
+// reports a process killed by it.
+volatile std::sig_atomic_t g_stop_signal = 0;
+void on_stop_signal(int sig) {
+  g_stop_signal = sig;
+  stop_requested() = true;
+}
+constexpr int kStopSignals[] = {SIGINT, SIGTERM, SIGHUP};
 
 // Presets set the model size and batch; explicit flags given after them still win.
 struct Preset {
@@ -128,15 +136,16 @@ Command train_command(CLI::App& app) {
     o->model.attention = parse_attention_kind(*attention);
     LM_CHECK(o->model.landmark() || (!o->model.context_miss && o->jump_max == 1),
              "train: --cmt and --jump need --attention landmark");
-    std::signal(SIGINT, on_sigint);
+    g_stop_signal = 0;
+    for (int sig : kStopSignals) std::signal(sig, on_stop_signal);
     TrainResult r = train(*o, std::cout);
-    std::signal(SIGINT, SIG_DFL);
+    for (int sig : kStopSignals) std::signal(sig, SIG_DFL);
     const std::string png = o->out_dir + "/loss.png";
     plot_loss_curves({o->out_dir + "/metrics.jsonl"}, {""}, png, "training " + *preset + " (" + o->out_dir + ")");
     std::cout << "stopped: " << r.stop_reason << " at step " << r.step << "; last loss " << r.last_loss
               << (r.last_val_loss >= 0 ? "; validation loss " + std::to_string(r.last_val_loss) : "") << "\n"
               << "checkpoint: " << r.checkpoint << "\nloss curve: " << png << "\n";
-    return r.stop_reason == "interrupted" ? 130 : 0;
+    return r.stop_reason == "interrupted" ? 128 + (g_stop_signal ? static_cast<int>(g_stop_signal) : SIGINT) : 0;
   };
   return {sub, run};
 }

@@ -11,13 +11,13 @@
 #      window (0% fine-tuning), the three fine-tunes, and the demo's from-scratch landmark model
 #      (the last two taken from runs/demo/passkey.tsv), with runs/demo/finetune.png, and a closing
 #      line that says whether the 20% fine-tune reaches 90% at every length
-# Environment: FINETUNE_PCTS (default "5 10 20"), FINETUNE_MINUTES (time limit per fine-tune, 3).
+# Environment: FINETUNE_PCTS (default "5 10 20"), FINETUNE_MINUTES (time limit per fine-tune, 2).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 source scripts/demo_model.sh  # LANDMARK, MODEL, LM_FLAGS, DATA, EVAL_FLAGS, OUT: shared with demo.sh
 PCTS="${FINETUNE_PCTS:-5 10 20}"
-MINUTES="${FINETUNE_MINUTES:-3}"
+MINUTES="${FINETUNE_MINUTES:-2}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 BASE="$OUT/standard/checkpoint.safetensors"
 [ -x "$LANDMARK" ] || { echo "demo-finetune: $LANDMARK is missing; run 'make' first" >&2; exit 1; }
@@ -65,7 +65,7 @@ done
 mv "$OUT/finetune.tsv.tmp" "$OUT/finetune.tsv"
 rm -f "$OUT"/.ft_*
 "$LANDMARK" plot-table "$OUT/finetune.tsv" --out "$OUT/finetune.png" --log-x --y-range 0,100 \
-  --title "pass-key retrieval: a standard model fine-tuned with landmarks" --x-label "prompt length (tokens)" \
+  --title "pass key: a standard model fine-tuned with landmarks" --x-label "prompt length (tokens)" \
   --y-label "accuracy (%)"
 echo "=== $OUT/finetune.tsv ==="
 column -t -s $'\t' "$OUT/finetune.tsv" 2>/dev/null || cat "$OUT/finetune.tsv"

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# test_train_cli.sh: the training-side commands as a user runs them, on tiny models trained for a
+# few steps (what they learn does not matter, only what the commands do):
+#   - `train --doc-starts` says how many documents its windows start at;
+#   - `train --init-from` a standard model into a landmark one logs what it copied and records the
+#     parent (path and CRC-32, checked against Python's zlib when python3 is there) in the
+#     checkpoint; with --resume it is a usage error;
+#   - `passkey --checkpoint` takes a standard model alone and writes `length standard_pct`;
+#   - `plot-table` draws that table, and refuses a table with a word in a number's place;
+#   - SIGTERM makes `train` checkpoint and exit with 143 (128 + 15), like Ctrl-C does with 130.
+# Usage: test_train_cli.sh path/to/landmark
+set -euo pipefail
+LANDMARK="$1"
+WORK="$(mktemp -d)"
+trap 'rm -rf "$WORK"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+expect() {  # file, fixed string
+  grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "expected '$2' in the output above"; }
+}
+export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+
+"$LANDMARK" passkey-data --out "$WORK/data" --docs 300 --max-fillers 4 --uniform-distance --seed 3 > /dev/null
+"$LANDMARK" prepare --train "$WORK/data/train.txt" --val "$WORK/data/val.txt" --out "$WORK/tok" --tokenizer bytes > /dev/null
+TINY=(--data "$WORK/tok" --layers 1 --embd 32 --heads 2 --block-size 128 --batch 2 --eval-every 0)
+
+"$LANDMARK" train "${TINY[@]}" --steps 3 --out "$WORK/std" --doc-starts > "$WORK/std.log"
+expect "$WORK/std.log" "windows start at one of"
+PARENT="$WORK/std/checkpoint.safetensors"
+
+"$LANDMARK" train "${TINY[@]}" --steps 3 --out "$WORK/ft" --init-from "$PARENT" --attention landmark \
+  --landmark-every 10 > "$WORK/ft.log"
+expect "$WORK/ft.log" "init from $PARENT (step 3, standard attention, crc32 "
+expect "$WORK/ft.log" "<|landmark|> row"
+"$LANDMARK" info "$WORK/ft/checkpoint.safetensors" > "$WORK/ft.info"
+expect "$WORK/ft.info" "\"parent\""
+if command -v python3 > /dev/null; then
+  crc=$(python3 -c "import sys, zlib; print('%08x' % zlib.crc32(open(sys.argv[1], 'rb').read()))" "$PARENT")
+  expect "$WORK/ft.info" "\"crc32\": \"$crc\""
+fi
+if "$LANDMARK" train "${TINY[@]}" --steps 3 --out "$WORK/bad" --init-from "$PARENT" --resume "$PARENT" > "$WORK/bad.log" 2>&1; then
+  fail "train --init-from with --resume succeeded"
+fi
+expect "$WORK/bad.log" "excludes"
+
+"$LANDMARK" passkey --checkpoint "$PARENT" --lengths 300,600 --trials 2 --tsv "$WORK/std.tsv" > "$WORK/pk.log" 2> /dev/null
+expect "$WORK/pk.log" "a standard model reading the last 128 tokens"
+[ "$(head -1 "$WORK/std.tsv")" = "$(printf 'length\tstandard_pct')" ] || { cat "$WORK/std.tsv" >&2; fail "standard passkey TSV header"; }
+"$LANDMARK" plot-table "$WORK/std.tsv" --out "$WORK/std.png" --log-x --y-range 0,100 > /dev/null
+[ -s "$WORK/std.png" ] || fail "plot-table wrote no PNG"
+printf 'length\tx\n512\tabc\n' > "$WORK/bad.tsv"
+if "$LANDMARK" plot-table "$WORK/bad.tsv" --out "$WORK/bad.png" > "$WORK/bad_table.log" 2>&1; then
+  fail "plot-table accepted a word as a number"
+fi
+expect "$WORK/bad_table.log" "'abc' is not a number"
+
+# SIGTERM during a long run: the step finishes, a checkpoint is written, exit status 143.
+"$LANDMARK" train "${TINY[@]}" --steps 100000 --out "$WORK/term" --log-every 0 > "$WORK/term.log" 2>&1 &
+pid=$!
+for _ in $(seq 300); do
+  grep -q "step      2/" "$WORK/term.log" 2> /dev/null && break
+  sleep 0.1
+done
+kill -TERM "$pid"
+status=0
+wait "$pid" || status=$?
+[ "$status" -eq 143 ] || { cat "$WORK/term.log" >&2; fail "train exited with $status after SIGTERM, expected 143"; }
+expect "$WORK/term.log" "stopped: interrupted at step"
+[ -s "$WORK/term/checkpoint.safetensors" ] || fail "no checkpoint after SIGTERM"
+echo "test_train_cli: all checks passed"
