@@ -10,6 +10,7 @@
 
 #include "apps/commands.h"
 #include "train/file_io.h"
+#include "tensor/files.h"
 #include "tensor/check.h"
 #include "train/corpus.h"
 #include "train/passkey.h"
@@ -20,6 +21,7 @@ namespace lm {
 namespace app {
 
 std::string read_text_file(const std::string& path, const char* what) {
+  require_regular_file(path, std::string(what) + ":");
   std::ifstream in(path, std::ios::binary);
   LM_CHECK(in.good(), what << ": cannot open " << path);
   std::ostringstream ss;

@@ -4,6 +4,7 @@
 // starts 8-aligned), then the tensors' bytes, row-major and little-endian, back to back with no
 // holes. Not memory-mapped and not streaming: each tensor is read into its own host Storage.
 #include "nn/checkpoint.h"
+#include "tensor/files.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -228,8 +229,7 @@ Checkpoint load_safetensors(const std::string& path) {
   check_little_endian();
   const std::string where = "load_safetensors('" + path + "'): ";
 
-  std::error_code ec;
-  LM_CHECK(!std::filesystem::is_directory(path, ec), where << "this is a directory, not a checkpoint file");
+  require_regular_file(path, "checkpoint");
   std::ifstream in(path, std::ios::binary);
   LM_CHECK(in.is_open(), where << "cannot open the file (" << std::strerror(errno) << ")");
   in.seekg(0, std::ios::end);

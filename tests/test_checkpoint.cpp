@@ -4,6 +4,7 @@
 // file must be refused with a message that names the file and the problem.
 #include "tests/helpers.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -14,7 +15,10 @@
 #include <limits>
 
 #include "nn/checkpoint.h"
+#include "tensor/files.h"
 #include "tensor/rng.h"
+#include "train/token_file.h"
+#include "train/tokenizer.h"
 
 using namespace lm;
 using namespace lm::test;
@@ -442,4 +446,21 @@ TEST_CASE("checkpoint: save goes through a temp file that does not remain", "[ch
   // A directory that does not exist: the error names the path.
   const std::string nowhere = "/nonexistent-lm-dir/ckpt.safetensors";
   CHECK_THROWS_WITH(save_safetensors(nowhere, v1), Contains(nowhere) && Contains("cannot create"));
+}
+
+TEST_CASE("readers refuse a FIFO, a directory or a missing path by name, without opening it", "[checkpoint][io]") {
+  // A FIFO with no writer: opening it for reading would block forever, so a reader that opened
+  // first would hang this test (CTest's timeout then fails it).
+  const std::string dir = std::filesystem::temp_directory_path().string() + "/lm_test_fifo_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  const std::string fifo = dir + "/checkpoint.safetensors";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(load_safetensors(fifo), Catch::Contains(fifo) && Catch::Contains("a FIFO (named pipe), not a regular file"));
+  CHECK_THROWS_WITH(lm::TokenFile(fifo), Catch::Contains("token file") && Catch::Contains("FIFO"));
+  CHECK_THROWS_WITH(lm::load_tokenizer(fifo), Catch::Contains("FIFO"));
+  CHECK_THROWS_WITH(lm::require_regular_file(dir, "thing"), Catch::Contains("thing " + dir + ": this is a directory"));
+  CHECK_THROWS_WITH(lm::require_regular_file(dir + "/absent", "thing"), Catch::Contains("No such file"));
+  CHECK_NOTHROW(lm::require_regular_file(__FILE__, "this test's own source"));
+  std::filesystem::remove_all(dir);
 }

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tensor/files.h"
 #include "tensor/check.h"
 #include "train/file_io.h"
 
@@ -226,6 +227,7 @@ class XdrReader {
 };
 
 std::string read_file(const std::string& path, const char* what) {
+  require_regular_file(path, what);
   std::ifstream in(path, std::ios::binary);
   LM_CHECK(in, "cannot open " << what << " " << path << " (missing file?)");
   std::stringstream ss;

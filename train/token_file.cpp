@@ -8,6 +8,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tensor/files.h"
 #include "tensor/check.h"
 #include "train/file_io.h"
 #include "train/tokenizer.h"
@@ -67,6 +68,7 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
 
 TokenFile::TokenFile(const std::string& path) : path_(path) {
   const std::string where = "token file " + path;
+  require_regular_file(path, "token file");
   std::ifstream in(path, std::ios::binary);
   LM_CHECK(in, where << ": cannot open it (missing file? run `prepare` first)");
   std::stringstream ss;
@@ -145,6 +147,7 @@ PrepareStats prepare_tokens(const std::vector<std::string>& text_paths, const To
   std::vector<std::string> texts;
   int64_t total = 0;
   for (const std::string& path : text_paths) {
+    require_regular_file(path, "prepare: text file");
     std::ifstream in(path, std::ios::binary);
     LM_CHECK(in, "prepare: cannot open text file " << path);
     std::stringstream ss;

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "tensor/files.h"
 #include "tensor/check.h"
 #include "train/file_io.h"
 
@@ -105,6 +106,7 @@ void save_tokenizer(const Tokenizer& tok, const std::string& path) {
 }
 
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& path) {
+  require_regular_file(path, "load_tokenizer:");
   std::ifstream in(path, std::ios::binary);
   LM_CHECK(in, "load_tokenizer: cannot open " << path << " (missing file?)");
   std::stringstream ss;
