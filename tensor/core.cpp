@@ -1,5 +1,6 @@
 // core.cpp: the small shared pieces: error formatting (check.h), dtype/device names (dtype.h),
 // shape rules (shape.h) and the global RNG state (rng.h).
+#include <limits>
 #include <sstream>
 
 #include "tensor/check.h"
@@ -43,7 +44,12 @@ Device parse_device(const std::string& s) {
 
 int64_t numel(const Shape& s) {
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s) {
+    // A product past 2^63 - 1 would wrap (undefined behaviour) into a small or negative count.
+    LM_CHECK(d <= 0 || n <= std::numeric_limits<int64_t>::max() / d,
+             "shape " << shape_str(s) << " has more than 2^63 - 1 elements");
+    n *= d;
+  }
   return n;
 }
 Shape contiguous_strides(const Shape& s) {

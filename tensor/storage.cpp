@@ -2,8 +2,10 @@
 #include "tensor/storage.h"
 
 #include <malloc.h>
+#include <unistd.h>
 
 #include <cstdlib>
+#include <limits>
 #include <new>
 #include <vector>
 
@@ -58,9 +60,21 @@ HostBufferCache& host_cache() {
 // The size class of a request: the smallest c with 2^c >= nbytes (at least kMinClass), or -1 when
 // the request is too big to cache.
 int size_class(size_t nbytes) {
-  int c = kMinClass;
-  while ((size_t{1} << c) < nbytes) ++c;
-  return c <= kMaxClass ? c : -1;
+  for (int c = kMinClass; c <= kMaxClass; ++c)  // bounded: a shift never reaches the word's width
+    if ((size_t{1} << c) >= nbytes) return c;
+  return -1;
+}
+
+// The machine's physical memory. A host request above it is refused before the allocator sees
+// it: such a request is a bug or bad input (a huge flag), and allocators handle absurd sizes
+// badly (the sanitizers' abort, and rounding up to 64 bytes wraps near 2^64 to a tiny buffer).
+size_t physical_memory_bytes() {
+  static const size_t bytes = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) return std::numeric_limits<size_t>::max() / 2;  // unknown: no limit of ours
+    return static_cast<size_t>(pages) * static_cast<size_t>(page);
+  }();
+  return bytes;
 }
 
 void* host_alloc(size_t nbytes) {
@@ -74,6 +88,7 @@ void* host_alloc(size_t nbytes) {
     }
     return std::aligned_alloc(64, size_t{1} << c);
   }
+  if (nbytes > physical_memory_bytes()) return nullptr;  // see physical_memory_bytes
   const size_t rounded = (nbytes + 63) / 64 * 64;
   return std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
 }
@@ -96,7 +111,8 @@ Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device
     static const bool tuned = tune_host_allocator();
     (void)tuned;
     data_ = host_alloc(nbytes);
-    LM_CHECK(data_ != nullptr, "out of host memory allocating " << nbytes << " bytes");
+    LM_CHECK(data_ != nullptr, "out of host memory allocating " << nbytes << " bytes (the machine has "
+                                                                  << physical_memory_bytes() << ")");
   } else {
 #ifdef LANDMARK_WITH_CUDA
     data_ = cuda::device_malloc(nbytes == 0 ? 4 : nbytes);

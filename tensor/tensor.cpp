@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 
 #include "tensor/dispatch.h"
 #ifdef LANDMARK_WITH_CUDA
@@ -23,8 +24,12 @@ Tensor::Tensor(const Shape& shape, DType dtype, Device device)
     : shape_(shape), strides_(contiguous_strides(shape)), dtype_(dtype), device_(device) {
   for (int64_t d : shape)
     LM_CHECK(d >= 0, "Tensor: negative size in shape " << shape_str(shape));
-  storage_ = std::make_shared<Storage>(static_cast<size_t>(lm::numel(shape)) * dtype_size(dtype),
-                                       device);
+  const int64_t n = lm::numel(shape);
+  const size_t elem = dtype_size(dtype);
+  LM_CHECK(static_cast<uint64_t>(n) <= std::numeric_limits<size_t>::max() / 2 / elem,
+           "Tensor: shape " << shape_str(shape) << " needs " << n << " elements of " << elem
+                            << " bytes, more than any machine can hold");
+  storage_ = std::make_shared<Storage>(static_cast<size_t>(n) * elem, device);
 }
 
 int64_t Tensor::size(int64_t d) const { return shape_[normalize_dim(d, dim(), "size")]; }

@@ -2,7 +2,12 @@
 // element by element against an index computation done by hand in the test.
 #include "tests/helpers.h"
 
+#include <unistd.h>
+
+#include <limits>
 #include <sstream>
+
+#include "tensor/storage.h"
 
 using namespace lm;
 using namespace lm::test;
@@ -159,4 +164,23 @@ TEST_CASE("shape helpers: broadcast and dims", "[tensor]") {
   CHECK(parse_dtype("f64") == DType::F64);
   CHECK_THROWS_AS(parse_dtype("f16"), Error);
   CHECK(parse_device("cuda") == Device::CUDA);
+}
+
+TEST_CASE("tensor: a shape too big to count or to hold is an error, not a wrap or a hang", "[tensor]") {
+  // 2^62 x 4 elements: the product passes 2^63 - 1 and would wrap to 0 (undefined behaviour in
+  // int64_t); 2^61 f32 elements are 2^63 bytes, more than half the address space.
+  const int64_t big = int64_t{1} << 62;
+  CHECK_THROWS_WITH(lm::numel({big, 4}), Catch::Contains("more than 2^63 - 1 elements"));
+  CHECK_THROWS_WITH(lm::Tensor({big, 4}), Catch::Contains("more than 2^63 - 1 elements"));
+  CHECK_THROWS_WITH(lm::Tensor({int64_t{1} << 61}), Catch::Contains("more than any machine can hold"));
+  CHECK(lm::numel({big, 0, 4}) == 0);  // a zero size makes any product 0, however big the others
+  // A request for (almost) every byte: the size-class search used to shift past 63 bits and spin,
+  // and rounding up to 64 bytes wrapped to a tiny buffer. A request above the machine's physical
+  // memory (sysconf, read here independently) is refused by name before any allocator sees it.
+  CHECK_THROWS_WITH(lm::Storage(std::numeric_limits<size_t>::max() - 10, lm::Device::CPU),
+                    Catch::Contains("out of host memory"));
+  CHECK_THROWS_WITH(lm::Storage((size_t{1} << 63) + 1, lm::Device::CPU), Catch::Contains("out of host memory"));
+  const size_t phys = static_cast<size_t>(sysconf(_SC_PHYS_PAGES)) * static_cast<size_t>(sysconf(_SC_PAGE_SIZE));
+  CHECK_THROWS_WITH(lm::Storage(phys + 1, lm::Device::CPU), Catch::Contains("the machine has " + std::to_string(phys)));
+  CHECK_NOTHROW(lm::Storage(1 << 20, lm::Device::CPU));
 }
