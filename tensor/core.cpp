@@ -57,6 +57,9 @@ Shape contiguous_strides(const Shape& s) {
   int64_t acc = 1;
   for (size_t i = s.size(); i-- > 0;) {
     st[i] = acc;
+    if (i == 0) break;  // the full product is no stride
+    LM_CHECK(s[i] <= 0 || acc <= std::numeric_limits<int64_t>::max() / s[i],
+             "shape " << shape_str(s) << " has more than 2^63 - 1 elements");
     acc *= s[i];
   }
   return st;
