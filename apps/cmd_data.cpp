@@ -51,6 +51,7 @@ Command prepare_command(CLI::App& app) {
   auto vocab = std::make_shared<int64_t>(4096);
   auto sample_mb = std::make_shared<double>(8.0);
   auto gpt2 = std::make_shared<std::vector<std::string>>();
+  auto split_digits = std::make_shared<bool>(false);
   sub->add_option("--train", *train_txt, "Training text files")->required()->check(CLI::ExistingFile);
   sub->add_option("--val", *val_txt, "Validation text files")->required()->check(CLI::ExistingFile);
   sub->add_option("--out", *out, "Output directory")->required();
@@ -64,7 +65,11 @@ Command prepare_command(CLI::App& app) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   sub->add_option("--gpt2-files", *gpt2, "GPT-2's encoder.json and vocab.bpe")->expected(2)->check(CLI::ExistingFile);
+  sub->add_flag("--split-digits", *split_digits,
+                "BPE: never merge a digit, so numbers are read one digit per token (as LLaMA's tokenizer does)");
   auto run = [=]() {
+    LM_CHECK(!*split_digits || *kind == "bpe", "prepare: --split-digits applies to a BPE trained here "
+             "(--tokenizer bpe), not to --tokenizer " << *kind);
     std::filesystem::create_directories(*out);
     std::unique_ptr<Tokenizer> tok;
     if (*kind == "bytes") {
@@ -81,7 +86,7 @@ Command prepare_command(CLI::App& app) {
       }
       std::cerr << "training BPE to " << *vocab << " tokens on " << sample.size() << " bytes\n";
       tok = std::make_unique<BpeTokenizer>(BpeTokenizer::train(
-          sample, *vocab, [](int64_t d, int64_t t) { progress_bar("bpe merges", d, t); }));
+          sample, *vocab, [](int64_t d, int64_t t) { progress_bar("bpe merges", d, t); }, *split_digits));
     }
     // Every tokenizer carries the two special tokens landmark models need, so one prepared
     // directory serves standard and landmark training alike (specials are part of the fingerprint).

@@ -46,7 +46,7 @@ Command generate_command(CLI::App& app) {
     if (m.model->config().landmark()) {
       InferenceSession s(*m.model, flags->get(m), m.landmark_id(), m.cmt_id());
       ProgressLine line("prompt:");  // a long prompt's prefill shows its pace on stderr
-      Tensor logits = s.feed(ids, [&](int64_t done, int64_t total) { line.update(done, total); });
+      Tensor logits = s.read(ids, [&](int64_t done, int64_t total) { line.update(done, total); });
       line.finish();
       out = generate_from(s, logits, *max_new, *sample);
     } else {

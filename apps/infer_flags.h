@@ -37,7 +37,9 @@ struct InferFlags {
         ->check(CLI::IsMember(modes))
         ->capture_default_str();
     sub->add_option("--positions", positions, "stingy | exact")->check(CLI::IsMember({"stingy", "exact"}))->capture_default_str();
-    sub->add_option("--mmap-dir", cfg.mmap_dir, "Keep block K/V in memory-mapped files in this directory");
+    sub->add_option("--block-dir,--mmap-dir", cfg.block_dir,
+                    "Keep block K/V on disk, in a fresh unlinked file in this directory (read back only when retrieved)")
+        ->check(CLI::ExistingDirectory);
     cutoff_opt = sub->add_option("--cmt-cutoff", cfg.cmt_cutoff,
                                  "Models trained with --cmt: S(CMT) below this gates retrieved blocks with 0 (Appendix D)")
                      ->check(CLI::Range(0.0, 1.0))

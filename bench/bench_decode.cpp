@@ -6,7 +6,7 @@
 // the right size, because an O(n^2) prefill of 128k tokens would take hours here and a decode
 // step's cost does not depend on the values. Memory: "fast", "slow" and "full KV" are what each
 // cache holds by its sizes (fast: landmark keys and tails; slow: block K/V, in RAM or in a file
-// with --mmap-dir; full: every key and value); the RSS columns are measured, the growth of the
+// with --block-dir; full: every key and value); the RSS columns are measured, the growth of the
 // process's resident set while the cache is alive (freed heap memory trimmed before each
 // reading). Last line:
 //   decode speedup_at_32k=<full-cache step time / landmark step time at 32k>
@@ -60,16 +60,16 @@ int main(int argc, char** argv) {
   // then loses its second core to a neighbour, and both decoders get the same treatment.
   int steps = 128;
   constexpr int kRounds = 3;
-  std::string mmap_dir;
+  std::string block_dir;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") {
       lengths = {2048, 8192, 32768};
       steps = 32;
-    } else if (a == "--mmap-dir" && i + 1 < argc) {
-      mmap_dir = argv[++i];
+    } else if ((a == "--block-dir" || a == "--mmap-dir") && i + 1 < argc) {
+      block_dir = argv[++i];
     } else {
-      std::printf("usage: bench_decode [--quick] [--mmap-dir DIR]\n  Decode-step time and memory: landmark retrieval (k 4) vs a full KV cache.\n");
+      std::printf("usage: bench_decode [--quick] [--block-dir DIR]\n  Decode-step time and memory: landmark retrieval (k 4) vs a full KV cache.\n");
       return a == "--help" ? 0 : 2;
     }
   }
@@ -89,10 +89,10 @@ int main(int argc, char** argv) {
   InferConfig ic;
   ic.chunk_len = 250;
   ic.k = 4;
-  ic.mmap_dir = mmap_dir;
+  ic.block_dir = block_dir;
   std::printf("decode benchmark: the demo model (3 layers, d 128, 4 heads, vocab 514), f32, %d thread(s); landmark k %lld, chunk %lld, "
               "block K/V in %s\n", cpu::num_threads(), (long long)ic.k, (long long)ic.chunk_len,
-              mmap_dir.empty() ? "RAM" : ("memory-mapped files in " + mmap_dir).c_str());
+              block_dir.empty() ? "RAM" : ("files in " + block_dir).c_str());
   // How idle OpenMP threads wait decides which small loops run on both cores (tensor/cpu/parallel.h).
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   const char* spin = std::getenv("GOMP_SPINCOUNT");

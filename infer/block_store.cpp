@@ -1,88 +1,161 @@
-// block_store.cpp: BlockStore in RAM or in a memory-mapped file (block_store.h).
+// block_store.cpp: BlockStore in RAM segments or in an unlinked file read with pread (block_store.h).
 #include "infer/block_store.h"
 
 #include <fcntl.h>
-#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <limits>
 
 #include "tensor/check.h"
 
 namespace lm {
 
-BlockStore::BlockStore(int64_t block_elems, DType dtype, int64_t capacity, const std::string& path)
-    : block_bytes_(block_elems * static_cast<int64_t>(dtype_size(dtype))), capacity_(capacity), path_(path) {
-  LM_CHECK(block_elems > 0 && capacity >= 0, "BlockStore: bad block size " << block_elems << " or capacity " << capacity);
-  if (!path.empty()) {
-    fd_ = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC, 0644);
-    LM_CHECK(fd_ >= 0, "BlockStore: cannot create " << path << ": " << std::strerror(errno));
+namespace {
+// Disk space is reserved in steps of about this many bytes (at least one slot): few fallocate
+// calls, and at most one step of unused space per layer.
+constexpr int64_t kReserveStepBytes = int64_t(64) << 20;
+
+// The whole of [buf, buf + n) to / from offset `at`, across short transfers and signals.
+void write_all(int fd, const char* buf, int64_t n, int64_t at, const std::string& path) {
+  while (n > 0) {
+    const ssize_t w = ::pwrite(fd, buf, static_cast<size_t>(n), static_cast<off_t>(at));
+    if (w < 0 && errno == EINTR) continue;
+    LM_CHECK(w > 0, "block store: cannot write " << n << " bytes at offset " << at << " of " << path << ": "
+                                                 << (w < 0 ? std::strerror(errno) : "nothing written"));
+    buf += w;
+    n -= w;
+    at += w;
   }
-  grow(capacity > 0 ? capacity : 16);
+}
+void read_all(int fd, char* buf, int64_t n, int64_t at, const std::string& path) {
+  while (n > 0) {
+    const ssize_t r = ::pread(fd, buf, static_cast<size_t>(n), static_cast<off_t>(at));
+    if (r < 0 && errno == EINTR) continue;
+    LM_CHECK(r > 0, "block store: cannot read " << n << " bytes at offset " << at << " of " << path << ": "
+                                                << (r < 0 ? std::strerror(errno) : "the file is shorter"));
+    buf += r;
+    n -= r;
+    at += r;
+  }
+}
+}  // namespace
+
+BlockStore::BlockStore(int64_t block_elems, DType dtype, int64_t capacity, const std::string& dir)
+    : block_bytes_(0), capacity_(capacity) {
+  const int64_t elem = static_cast<int64_t>(dtype_size(dtype));
+  LM_CHECK(block_elems > 0 && block_elems <= std::numeric_limits<int64_t>::max() / 4 / elem,
+           "block store: bad block size of " << block_elems << " elements");
+  LM_CHECK(capacity >= 0, "block store: capacity must be >= 0 (0 = unlimited), got " << capacity);
+  block_bytes_ = block_elems * elem;
+  // Slot offsets (slot * 2 * block_bytes) must fit in 63 bits for any slot the store can reach;
+  // a capacity beyond that could never be filled anyway.
+  const int64_t max_slots = std::numeric_limits<int64_t>::max() / (2 * block_bytes_);
+  LM_CHECK(capacity <= max_slots, "block store: capacity " << capacity << " blocks of " << 2 * block_bytes_
+                                      << " bytes is more than a 64-bit offset can address (at most " << max_slots << ")");
+  if (dir.empty()) return;
+  struct stat st {};
+  LM_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode),
+           "block store: " << dir << " is not a directory (give an existing directory for the block files)");
+  std::string name = dir + "/landmark-blocks-XXXXXX";
+  fd_ = ::mkostemp(name.data(), O_CLOEXEC);  // a fresh name, created exclusively (O_EXCL)
+  LM_CHECK(fd_ >= 0, "block store: cannot create a block file in " << dir << ": " << std::strerror(errno));
+  path_ = name;
+  // Unlinked at once: the file lives as long as the descriptor, and nothing stays in the
+  // directory when the process ends, however it ends.
+  if (::unlink(name.c_str()) != 0) {
+    const int err = errno;
+    ::close(fd_);
+    fd_ = -1;
+    LM_FAIL("block store: cannot unlink the fresh block file " << name << ": " << std::strerror(err));
+  }
 }
 
 BlockStore::~BlockStore() {
-  if (map_) ::munmap(map_, static_cast<size_t>(slots_ * 2 * block_bytes_));
-  if (fd_ >= 0) {
-    ::close(fd_);
-    ::unlink(path_.c_str());  // the file is scratch space of this session
-  }
+  if (fd_ >= 0) ::close(fd_);
 }
 
-void BlockStore::grow(int64_t slots) {
-  const size_t bytes = static_cast<size_t>(slots * 2 * block_bytes_);
-  if (fd_ < 0) {
-    // Re-lay the ring out in order so that slot arithmetic stays simple after growing.
-    std::unique_ptr<char[]> next(new char[bytes]);  // uninitialised: untouched pages stay unmapped
-    for (int64_t i = 0; i < count_; ++i)
-      std::memcpy(next.get() + i * 2 * block_bytes_, slot_ptr((head_ + i) % slots_), static_cast<size_t>(2 * block_bytes_));
-    ram_ = std::move(next);
-  } else {
-    LM_CHECK(::ftruncate(fd_, static_cast<off_t>(bytes)) == 0,
-             "BlockStore: cannot grow " << path_ << " to " << bytes << " bytes: " << std::strerror(errno));
-    void* m = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd_, 0);
-    LM_CHECK(m != MAP_FAILED, "BlockStore: cannot map " << path_ << ": " << std::strerror(errno));
-    if (map_) {
-      // The file keeps the old slots in place; unwrap the ring into the new tail if it wrapped.
-      ::munmap(map_, static_cast<size_t>(slots_ * 2 * block_bytes_));
-    }
-    map_ = static_cast<char*>(m);
-    if (head_ != 0) {  // only possible for a full ring that grows, which capacity rules out
-      LM_FAIL("BlockStore: internal error: growing a wrapped ring");
-    }
-  }
-  slots_ = slots;
-  head_ = 0;
+void BlockStore::reserve_disk(int64_t slots) {
+  if (slots <= reserved_slots_) return;
+  const int64_t step = std::max<int64_t>(1, kReserveStepBytes / (2 * block_bytes_));
+  int64_t want = std::max(slots, reserved_slots_ + step);
+  if (capacity_ > 0) want = std::min(want, capacity_);
+  const int64_t from = reserved_slots_ * 2 * block_bytes_, len = (want - reserved_slots_) * 2 * block_bytes_;
+  int rc;
+  do {
+    rc = ::posix_fallocate(fd_, static_cast<off_t>(from), static_cast<off_t>(len));
+  } while (rc == EINTR);
+  LM_CHECK(rc == 0, "block store: cannot reserve " << len << " more bytes for block K/V in " << path_
+                        << " (" << std::strerror(rc) << (rc == ENOSPC ? ": the disk is full" : "") << ")");
+  reserved_slots_ = want;
 }
 
-char* BlockStore::slot_ptr(int64_t slot) const {
-  char* base = fd_ >= 0 ? map_ : ram_.get();
-  return base + slot * 2 * block_bytes_;
+char* BlockStore::ram_slot(int64_t slot) const {
+  return segments_[static_cast<size_t>(slot / kSegmentBlocks)].get() + (slot % kSegmentBlocks) * 2 * block_bytes_;
 }
 
 void BlockStore::append(const void* k, const void* v) {
-  if (capacity_ > 0 && count_ == capacity_) {  // full ring: the oldest slot is reused
-    head_ = (head_ + 1) % slots_;
+  LM_CHECK(capacity_ > 0 || count_ < std::numeric_limits<int64_t>::max() / (2 * block_bytes_),
+           "block store: more blocks than a 64-bit offset can address");
+  if (capacity_ > 0 && count_ == capacity_) {  // full ring: the oldest block's slot is reused
     --count_;
     ++evicted_;
-  } else if (count_ == slots_) {
-    grow(2 * slots_);
   }
-  char* dst = slot_ptr((head_ + count_) % slots_);
-  std::memcpy(dst, k, static_cast<size_t>(block_bytes_));
-  std::memcpy(dst + block_bytes_, v, static_cast<size_t>(block_bytes_));
+  const int64_t slot = slot_of(count_);
+  if (fd_ < 0) {
+    while (static_cast<int64_t>(segments_.size()) * kSegmentBlocks <= slot) {
+      // Uninitialised (new char[], not a vector): pages not written yet are not resident.
+      segments_.emplace_back(new char[static_cast<size_t>(kSegmentBlocks * 2 * block_bytes_)]);
+    }
+    char* dst = ram_slot(slot);
+    std::memcpy(dst, k, static_cast<size_t>(block_bytes_));
+    std::memcpy(dst + block_bytes_, v, static_cast<size_t>(block_bytes_));
+  } else {
+    reserve_disk(slot + 1);
+    write_all(fd_, static_cast<const char*>(k), block_bytes_, slot * 2 * block_bytes_, path_);
+    write_all(fd_, static_cast<const char*>(v), block_bytes_, slot * 2 * block_bytes_ + block_bytes_, path_);
+  }
   ++count_;
+  // Held indices have moved on (or a slot was overwritten): the last fetch is void.
+  for (int32_t id : staged_ids_)
+    if (id < static_cast<int32_t>(staged_at_.size())) staged_at_[static_cast<size_t>(id)] = -1;
+  staged_ids_.clear();
 }
 
-const void* BlockStore::k(int64_t i) const {
-  LM_CHECK(i >= 0 && i < count_, "BlockStore: block " << i << " of " << count_);
-  return slot_ptr((head_ + i) % slots_);
+void BlockStore::fetch(const std::vector<int32_t>& ids) {
+  if (fd_ < 0) {
+    for (int32_t id : ids) LM_CHECK(id >= 0 && id < count_, "block store: fetch block " << id << " of " << count_);
+    return;
+  }
+  for (int32_t id : staged_ids_) staged_at_[static_cast<size_t>(id)] = -1;
+  staged_ids_.clear();
+  staged_at_.resize(static_cast<size_t>(count_), -1);
+  for (int32_t id : ids) {
+    LM_CHECK(id >= 0 && id < count_, "block store: fetch block " << id << " of " << count_);
+    if (staged_at_[static_cast<size_t>(id)] >= 0) continue;  // asked twice
+    staged_at_[static_cast<size_t>(id)] = static_cast<int32_t>(staged_ids_.size());
+    staged_ids_.push_back(id);
+  }
+  // The staging buffer keeps its largest size (it is one step's blocks, not the context's).
+  const size_t need = staged_ids_.size() * static_cast<size_t>(2 * block_bytes_);
+  if (staging_.size() < need) staging_.resize(need);
+  for (size_t u = 0; u < staged_ids_.size(); ++u)
+    read_all(fd_, staging_.data() + u * static_cast<size_t>(2 * block_bytes_), 2 * block_bytes_,
+             slot_of(staged_ids_[u]) * 2 * block_bytes_, path_);
 }
 
-const void* BlockStore::v(int64_t i) const {
-  LM_CHECK(i >= 0 && i < count_, "BlockStore: block " << i << " of " << count_);
-  return slot_ptr((head_ + i) % slots_) + block_bytes_;
+const char* BlockStore::block_ptr(int64_t i) const {
+  LM_CHECK(i >= 0 && i < count_, "block store: block " << i << " of " << count_);
+  if (fd_ < 0) return ram_slot(slot_of(i));
+  const int32_t u = i < static_cast<int64_t>(staged_at_.size()) ? staged_at_[static_cast<size_t>(i)] : -1;
+  LM_CHECK(u >= 0, "block store: block " << i << " is on disk and was not fetched (call fetch() first)");
+  return staging_.data() + static_cast<size_t>(u) * static_cast<size_t>(2 * block_bytes_);
 }
+
+const void* BlockStore::k(int64_t i) const { return block_ptr(i); }
+const void* BlockStore::v(int64_t i) const { return block_ptr(i) + block_bytes_; }
 
 }  // namespace lm

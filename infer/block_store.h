@@ -1,8 +1,16 @@
 // block_store.h: "slow memory" for the K and V of cached blocks of one layer. Blocks are appended
 // in order and read back by index; when a capacity is set the store is a ring that overwrites
-// the oldest block. Two backings with one interface: RAM, or a file that is memory-mapped so
-// the context length is bounded by disk rather than RAM (the OS pages blocks in on access and
-// may drop them again). Landmark keys never live here (they stay in fast memory, infer/cache.h).
+// the oldest block. Two backings with one interface:
+//   RAM:  blocks in segments of kSegmentBlocks, added as the store grows (never copied, so growing
+//         costs no second copy; a segment not written yet is not resident).
+//   disk: one file per store in a directory the user names. The file gets a fresh name (created
+//         exclusively, so two runs sharing the directory never meet) and is unlinked at once, so
+//         nothing is left behind, even after a crash, and no file of the user's is touched. Space
+//         is reserved ahead (posix_fallocate), so a full disk is an error when it happens, not a
+//         SIGBUS later. Blocks are written with pwrite and read back with pread only when a step
+//         retrieves them (fetch), so resident memory holds the blocks one step uses, not the
+//         whole context: the context length is bounded by disk, not RAM.
+// Landmark keys never live here (they stay in fast memory, layer_cache.h).
 #pragma once
 
 #include <cstdint>
@@ -16,9 +24,10 @@ namespace lm {
 
 class BlockStore {
  public:
+  static constexpr int64_t kSegmentBlocks = 64;  // RAM: blocks per allocation
   // block_elems: elements of K (and of V) per block, i.e. NH * (F + 1) * HS. capacity 0 grows
-  // without bound. path empty: RAM; else the backing file (created or truncated).
-  BlockStore(int64_t block_elems, DType dtype, int64_t capacity = 0, const std::string& path = "");
+  // without bound. dir empty: RAM; else a directory that must exist and be writable.
+  BlockStore(int64_t block_elems, DType dtype, int64_t capacity = 0, const std::string& dir = "");
   ~BlockStore();
   BlockStore(const BlockStore&) = delete;
   BlockStore& operator=(const BlockStore&) = delete;
@@ -26,25 +35,37 @@ class BlockStore {
   void append(const void* k, const void* v);  // copies one block; evicts the oldest when full
   int64_t size() const { return count_; }      // blocks held
   int64_t evicted() const { return evicted_; } // blocks dropped from the front so far
-  // The i-th held block (0 = oldest held). Pointers stay valid until the next append.
+
+  // Makes the held blocks `ids` (0 = oldest held) readable through k() and v() until the next
+  // fetch() or append(). RAM: nothing to do, every held block is readable. Disk: one pread per
+  // block into a staging buffer that replaces the previous fetch's.
+  void fetch(const std::vector<int32_t>& ids);
+  // The i-th held block's K and V. Disk: only blocks of the last fetch() (others are an error).
+  // Pointers stay valid until the next fetch() or append().
   const void* k(int64_t i) const;
   const void* v(int64_t i) const;
-  bool mapped() const { return fd_ >= 0; }
+
+  bool on_disk() const { return fd_ >= 0; }
   int64_t bytes_per_block() const { return 2 * block_bytes_; }
+  int64_t reserved_bytes() const { return reserved_slots_ * 2 * block_bytes_; }  // disk: file size
+  int64_t staged_blocks() const { return static_cast<int64_t>(staged_ids_.size()); }
 
  private:
-  char* slot_ptr(int64_t slot) const;
-  void grow(int64_t slots);
+  int64_t slot_of(int64_t i) const { return capacity_ > 0 ? (evicted_ + i) % capacity_ : i; }
+  void reserve_disk(int64_t slots);  // the file holds at least `slots` slots
+  char* ram_slot(int64_t slot) const;
+  const char* block_ptr(int64_t i) const;  // K then V of held block i
+
   int64_t block_bytes_;
   int64_t capacity_;
-  int64_t count_ = 0, evicted_ = 0, head_ = 0;  // ring: the oldest held block is slot head_
-  int64_t slots_ = 0;                           // allocated slots
-  // RAM slots. Allocated without zero-filling (new char[], not a vector), so slots not written
-  // yet are not resident: after a doubling, only the blocks held take memory.
-  std::unique_ptr<char[]> ram_;
-  int fd_ = -1;
-  char* map_ = nullptr;
-  std::string path_;
+  int64_t count_ = 0, evicted_ = 0;  // held block i sits in slot slot_of(i)
+  std::vector<std::unique_ptr<char[]>> segments_;  // RAM
+  int fd_ = -1;                                    // disk
+  std::string path_;                               // disk: the file's name while it existed (errors)
+  int64_t reserved_slots_ = 0;
+  std::vector<char> staging_;          // disk: the fetched blocks, K then V each
+  std::vector<int32_t> staged_ids_;    // disk: held indices in staging order
+  std::vector<int32_t> staged_at_;     // disk: held index -> staging index, -1 if not fetched
 };
 
 }  // namespace lm

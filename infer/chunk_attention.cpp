@@ -193,6 +193,9 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
            "chunk attention: need one kind per local key");
   LM_CHECK(static_cast<int64_t>(plan.sel.size()) == q_rot.size(0) * q_rot.size(1) && plan.base.size() == plan.sel.size(),
            "chunk attention: a plan for " << plan.sel.size() << " rows, expected " << q_rot.size(0) * q_rot.size(1));
+  // The chosen blocks' K/V, read from disk when the store lives there (a no-op in RAM). Only the
+  // store's staging changes: the blocks held are the same.
+  cache.store->fetch(plan_blocks(plan));
   Tensor out;
   LM_DISPATCH_FLOAT(q_rot.dtype(), "chunk_attention", {
     const Tensor q = q_rot.contiguous(), k = k_rot.contiguous(), v = v_loc.contiguous();
@@ -214,17 +217,14 @@ Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const T
     // one per member of each distinct set, as the paper's Table 2 counts them (a set shared by
     // the heads of a token, or by the tokens of a head, is fetched once).
     const int64_t NH = q.size(0), n = q.size(1);
-    std::vector<int32_t> all;
     int64_t fetched = 0;
     for (int64_t r = 0; r < NH * n; ++r) {
       const std::vector<int32_t>& s = plan.sel[r];
-      all.insert(all.end(), s.begin(), s.end());
       const bool counts = ctx.granularity == Granularity::TokenHead || (ctx.granularity == Granularity::Token && r < n) ||
                           (ctx.granularity == Granularity::Head && r % n == 0);
       if (counts) fetched += static_cast<int64_t>(s.size());
     }
-    std::sort(all.begin(), all.end());
-    const int64_t unique = std::unique(all.begin(), all.end()) - all.begin();
+    const int64_t unique = static_cast<int64_t>(plan_blocks(plan).size());
     *rec = RetrievalRecord{ctx.chunk, ctx.layer, plan.nb, unique, n};
     rec->fetched = fetched;
     rec->cmt_rows = cmt.rows;

@@ -1,6 +1,6 @@
 // config.h: the knobs of cached chunked inference (Section 3.2): chunk length, how many blocks to
 // retrieve (k), how many to keep (capacity), who shares a retrieval (granularity), how retrieved
-// blocks are positioned (stingy or exact), where block K/V live (RAM or a memory-mapped file), and
+// blocks are positioned (stingy or exact), where block K/V live (RAM or a file on disk), and
 // the cutoff of the context-miss token.
 #pragma once
 
@@ -21,7 +21,7 @@ struct InferConfig {
   int64_t capacity = 0;          // keep only the newest S blocks (0: all)
   Granularity granularity = Granularity::TokenHead;
   PositionMode positions = PositionMode::Stingy;
-  std::string mmap_dir;          // non-empty: block K/V in memory-mapped files there (slow memory)
+  std::string block_dir;         // non-empty: block K/V in files in this directory (slow memory, block_store.h)
   double cmt_cutoff = 0;         // models with a context-miss token: S(CMT) below this is set to 0
                                  // for the gating of retrieved blocks (Appendix D); in [0, 1]
   void validate() const;

@@ -36,7 +36,7 @@ int32_t sample_token(const Tensor& logits, const SampleOptions& o, uint64_t coun
 std::vector<int32_t> generate(InferenceSession& session, const std::vector<int32_t>& prompt, int64_t max_new,
                               const SampleOptions& o, const std::function<bool(int32_t)>& stop) {
   LM_CHECK(!prompt.empty(), "generate: the prompt is empty");
-  return generate_from(session, session.feed(prompt), max_new, o, stop);
+  return generate_from(session, session.read(prompt), max_new, o, stop);
 }
 
 std::vector<int32_t> generate_from(InferenceSession& session, Tensor logits, int64_t max_new, const SampleOptions& o,

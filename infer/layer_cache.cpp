@@ -7,9 +7,9 @@
 
 namespace lm {
 
-LayerCache::LayerCache(int64_t nh, int64_t f, int64_t hs, DType dt, int64_t capacity, const std::string& path,
+LayerCache::LayerCache(int64_t nh, int64_t f, int64_t hs, DType dt, int64_t capacity, const std::string& block_dir,
                        Device dev)
-    : store(std::make_unique<BlockStore>(nh * (f + 1) * hs, dt, capacity, path)),
+    : store(std::make_unique<BlockStore>(nh * (f + 1) * hs, dt, capacity, block_dir)),
       NH(nh),
       F(f),
       HS(hs),

@@ -20,7 +20,7 @@ namespace lm {
 // (NH, F+1, HS)) in slow memory, landmark keys (un-rotated) and the unfinished tail in fast
 // memory, i.e. on `device`, the model's device.
 struct LayerCache {
-  LayerCache(int64_t NH, int64_t F, int64_t HS, DType dtype, int64_t capacity, const std::string& path,
+  LayerCache(int64_t NH, int64_t F, int64_t HS, DType dtype, int64_t capacity, const std::string& block_dir,
              Device device = Device::CPU);
   std::unique_ptr<BlockStore> store;
   Tensor landmark_keys;      // (NH, nb, HS), one column per cached block, oldest first, un-rotated

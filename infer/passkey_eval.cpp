@@ -107,7 +107,7 @@ PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const Inf
       const auto reading = [&](int64_t done, int64_t total) {
         if (progress) progress(PasskeyProgress{t, o.trials, r.correct, done, total});
       };
-      out = generate_from(s, s.feed(ids, reading), max_new, greedy, stop);
+      out = generate_from(s, s.read(ids, reading), max_new, greedy, stop);
       if (o.recall) count_recall(trace, passkey_key_blocks(tok, ids, passkey_key_spans(p), F), F, NH, r);
     }
     const std::string answer = tok.decode(out);

@@ -109,4 +109,12 @@ RetrievalPlan plan_retrieval(const LayerCache& cache, const ChunkContext& ctx, c
   return plan;
 }
 
+std::vector<int32_t> plan_blocks(const RetrievalPlan& plan) {
+  std::vector<int32_t> all;
+  for (const std::vector<int32_t>& s : plan.sel) all.insert(all.end(), s.begin(), s.end());
+  std::sort(all.begin(), all.end());
+  all.erase(std::unique(all.begin(), all.end()), all.end());
+  return all;
+}
+
 }  // namespace lm

@@ -41,6 +41,9 @@ struct RetrievalPlan {
   std::vector<std::vector<int32_t>> base;  // (NH * n) first position of each chosen block
 };
 
+// The distinct blocks a plan uses, ascending: what the store must fetch before attending.
+std::vector<int32_t> plan_blocks(const RetrievalPlan& plan);
+
 // Retrieval's scores (NH, n, nb), scaled by 1/sqrt(HS): the chunk's rotated queries against every
 // cached landmark key, the k newest at their stingy slots in stingy mode. On the CPU a plain loop
 // (cpu_loop) does the stingy rescoring and scaling in place; otherwise tensor ops on q's device.

@@ -65,8 +65,7 @@ struct InferenceSession::Impl {
              "inference: a CMT cutoff (" << cfg.cmt_cutoff << ") needs a model trained with a context-miss token "
                                          << "(train --cmt); this one has none");
     for (int64_t l = 0; l < m.config().n_layer; ++l) {
-      std::string path = cfg.mmap_dir.empty() ? "" : cfg.mmap_dir + "/layer" + std::to_string(l) + ".blocks";
-      layers.emplace_back(NH, F, HS, dtype, cfg.capacity, path, device);
+      layers.emplace_back(NH, F, HS, dtype, cfg.capacity, cfg.block_dir, device);
     }
     if (m.config().context_miss) {
       LM_CHECK(cmt_id >= 0 && cmt_id < m.config().vocab_size,
@@ -189,6 +188,18 @@ Tensor InferenceSession::feed(const std::vector<int32_t>& raw, const std::functi
   }
   if (parts.empty()) return zeros({0, impl_->model.config().vocab_size}, impl_->dtype, impl_->device);
   return parts.size() == 1 ? parts[0] : concat(parts, 0);
+}
+
+Tensor InferenceSession::read(const std::vector<int32_t>& raw, const std::function<void(int64_t, int64_t)>& progress) {
+  LM_CHECK(!raw.empty(), "inference: read() needs at least one token");
+  Tensor last;
+  for (size_t at = 0; at < raw.size(); at += static_cast<size_t>(impl_->cfg.chunk_len)) {
+    size_t end = std::min(raw.size(), at + static_cast<size_t>(impl_->cfg.chunk_len));
+    const Tensor logits = impl_->feed_chunk(std::vector<int32_t>(raw.begin() + at, raw.begin() + end));
+    last = logits.narrow(0, logits.size(0) - 1, 1).contiguous();  // a copy: the chunk's logits go
+    if (progress) progress(static_cast<int64_t>(end), static_cast<int64_t>(raw.size()));
+  }
+  return last;
 }
 
 Tensor InferenceSession::feed_chunk(const std::vector<int32_t>& raw) { return impl_->feed_chunk(raw); }

@@ -69,6 +69,10 @@ class InferenceSession {
   // Feeds raw tokens (split into chunks of chunk_len) and returns their logits (n, V), row r
   // predicting the raw token after raw[r]. progress(done, total), when given, after each chunk.
   Tensor feed(const std::vector<int32_t>& raw, const std::function<void(int64_t, int64_t)>& progress = nullptr);
+  // The same reading, keeping only the last token's logits (1, V): what a prompt before
+  // generation needs. Memory stays flat in the prompt's length (feed keeps n * V logits: 2 GB
+  // for a million tokens of a 514-token vocabulary). An empty `raw` is an error.
+  Tensor read(const std::vector<int32_t>& raw, const std::function<void(int64_t, int64_t)>& progress = nullptr);
   // One chunk exactly as given (at most chunk_len raw tokens; generation feeds 1 at a time).
   Tensor feed_chunk(const std::vector<int32_t>& raw);
 

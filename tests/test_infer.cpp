@@ -1,13 +1,18 @@
 // test_infer.cpp: cached chunked inference against its oracle, the one-shot forward of the
 // landmark-augmented sequence (exact positions, every cached block retrieved, no capacity), in
 // f64 and f32, across chunk boundaries that split blocks; plus what changes when k is smaller,
-// stingy against exact positions, capacity, and the mmap block store (the retrieval math itself:
+// stingy against exact positions, capacity, and the block store (RAM and disk) (the retrieval math itself:
 // tests/test_retrieval.cpp).
 #include "tests/helpers.h"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include "infer/block_store.h"
 #include "infer/chunk_attention.h"
@@ -137,30 +142,125 @@ TEST_CASE("inference: stingy positions change the result but keep it finite; cap
       for (int64_t g : row.retrieved) CHECK(g >= blocks_before_last - 6);
 }
 
-TEST_CASE("block store: ring order under a capacity; mmap gives the same logits as RAM", "[infer]") {
-  BlockStore ring(4, DType::F32, 3);
-  for (int b = 0; b < 5; ++b) {
-    float k[4] = {float(b), 0, 0, 0}, v[4] = {0, float(b), 0, 0};
-    ring.append(k, v);
+TEST_CASE("block store: ring order under a capacity, in RAM and on disk", "[infer]") {
+  const std::string dir = (std::filesystem::temp_directory_path() / ("lm_test_blocks_" + std::to_string(getpid()))).string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  for (const std::string& where : {std::string(), dir}) {
+    INFO((where.empty() ? "RAM" : "disk"));
+    BlockStore ring(4, DType::F32, 3, where);
+    CHECK(ring.on_disk() == !where.empty());
+    for (int b = 0; b < 5; ++b) {
+      float k[4] = {float(b), 0, 0, 0}, v[4] = {0, float(b), 0, 0};
+      ring.append(k, v);
+    }
+    CHECK(ring.size() == 3);
+    CHECK(ring.evicted() == 2);
+    ring.fetch({2, 0, 1, 0});  // any order, repeats allowed
+    for (int i = 0; i < 3; ++i) {
+      CHECK(static_cast<const float*>(ring.k(i))[0] == float(i + 2));  // oldest held first
+      CHECK(static_cast<const float*>(ring.v(i))[1] == float(i + 2));
+    }
+    CHECK_THROWS_AS(ring.k(3), Error);
+    CHECK_THROWS_AS(ring.fetch({3}), Error);
+    if (ring.on_disk()) {
+      ring.fetch({1});  // a fetch replaces the last one: block 0 is no longer readable
+      CHECK(static_cast<const float*>(ring.k(1))[0] == 3.0f);
+      CHECK_THROWS_WITH(ring.k(0), Catch::Contains("not fetched"));
+      float k[4] = {9, 0, 0, 0}, v[4] = {0, 9, 0, 0};
+      ring.append(k, v);  // an append voids the fetch too (held indices move on)
+      CHECK_THROWS_WITH(ring.k(1), Catch::Contains("not fetched"));
+      CHECK(ring.reserved_bytes() == 3 * ring.bytes_per_block());  // a ring reserves its capacity, no more
+    }
   }
-  CHECK(ring.size() == 3);
-  CHECK(ring.evicted() == 2);
-  for (int i = 0; i < 3; ++i) {
-    CHECK(static_cast<const float*>(ring.k(i))[0] == float(i + 2));  // oldest held first
-    CHECK(static_cast<const float*>(ring.v(i))[1] == float(i + 2));
+  // Unbounded, across several RAM segments: every block reads back what was written.
+  const int64_t n = 3 * BlockStore::kSegmentBlocks + 5;
+  for (const std::string& where : {std::string(), dir}) {
+    BlockStore store(2, DType::F64, 0, where);
+    for (int64_t b = 0; b < n; ++b) {
+      double k[2] = {double(b), -double(b)}, v[2] = {0.5 * double(b), 1};
+      store.append(k, v);
+    }
+    std::vector<int32_t> all(static_cast<size_t>(n));
+    for (int64_t b = 0; b < n; ++b) all[static_cast<size_t>(b)] = static_cast<int32_t>(b);
+    store.fetch(all);
+    int64_t wrong = 0;
+    for (int64_t b = 0; b < n; ++b) {
+      const double* k = static_cast<const double*>(store.k(b));
+      const double* v = static_cast<const double*>(store.v(b));
+      wrong += (k[0] != double(b) || k[1] != -double(b) || v[0] != 0.5 * double(b) || v[1] != 1);
+    }
+    CHECK(wrong == 0);
   }
-  CHECK_THROWS_AS(ring.k(3), Error);
+  // Files on disk are unlinked at once: two stores (two runs) share the directory, leave nothing
+  // in it, and never touch a file of the user's there, even one with the old fixed name.
+  {
+    std::ofstream(dir + "/layer0.blocks") << "the user's file";
+    BlockStore a(4, DType::F32, 0, dir), b(4, DType::F32, 0, dir);
+    float k[4] = {1, 2, 3, 4}, v[4] = {5, 6, 7, 8}, k2[4] = {-1, -2, -3, -4};
+    a.append(k, v);
+    b.append(k2, v);
+    a.fetch({0});
+    b.fetch({0});
+    CHECK(static_cast<const float*>(a.k(0))[3] == 4.0f);
+    CHECK(static_cast<const float*>(b.k(0))[3] == -4.0f);
+    std::vector<std::string> names;
+    for (const auto& e : std::filesystem::directory_iterator(dir)) names.push_back(e.path().filename().string());
+    CHECK(names == std::vector<std::string>{"layer0.blocks"});
+    std::ifstream in(dir + "/layer0.blocks");
+    std::string text;
+    std::getline(in, text);
+    CHECK(text == "the user's file");
+  }
+  // No room for the file (here a file-size limit, which fails the reservation as a full disk
+  // would, with EFBIG instead of ENOSPC): an error naming the file, not a signal. SIGXFSZ is
+  // ignored, as the limit would otherwise kill the process.
+  {
+    struct rlimit saved {};
+    REQUIRE(getrlimit(RLIMIT_FSIZE, &saved) == 0);
+    void (*old_handler)(int) = std::signal(SIGXFSZ, SIG_IGN);
+    struct rlimit small = saved;
+    small.rlim_cur = 1 << 20;  // 1 MiB: below the first 64 MiB reservation
+    REQUIRE(setrlimit(RLIMIT_FSIZE, &small) == 0);
+    BlockStore store(1 << 14, DType::F32, 0, dir);  // 64 KiB of K per block
+    std::vector<float> k(1 << 14, 1.0f);
+    std::string what;
+    try {
+      store.append(k.data(), k.data());
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    setrlimit(RLIMIT_FSIZE, &saved);
+    std::signal(SIGXFSZ, old_handler);
+    CHECK_THAT(what, Catch::Contains("cannot reserve") && Catch::Contains(dir));
+    CHECK(store.size() == 0);
+  }
+  // Bad directories and sizes are errors naming the problem.
+  CHECK_THROWS_WITH(BlockStore(4, DType::F32, 0, dir + "/missing"), Catch::Contains("is not a directory"));
+  CHECK_THROWS_WITH(BlockStore(4, DType::F32, int64_t(1) << 62), Catch::Contains("capacity"));
+  CHECK_THROWS_WITH(BlockStore(int64_t(1) << 62, DType::F32), Catch::Contains("block size"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("inference: block K/V on disk give the same logits as in RAM", "[infer]") {
   auto model = make_model(DType::F32);
   std::vector<int32_t> raw = random_raw(150, 11);
   InferConfig c;
   c.chunk_len = 30;
   c.k = 3;
   Tensor in_ram = InferenceSession(*model, c, kLandmarkId).feed(raw);
-  std::string dir = (std::filesystem::temp_directory_path() / "lm_test_mmap").string();
+  std::string dir = (std::filesystem::temp_directory_path() / ("lm_test_disk_" + std::to_string(getpid()))).string();
   std::filesystem::create_directories(dir);
-  c.mmap_dir = dir;
-  InferenceSession mapped(*model, c, kLandmarkId);
-  CHECK(max_abs_diff(mapped.feed(raw), in_ram) == 0);
+  c.block_dir = dir;
+  InferenceSession on_disk(*model, c, kLandmarkId);
+  CHECK(max_abs_diff(on_disk.feed(raw), in_ram) == 0);
+  CHECK(on_disk.cached_blocks() > 3);  // more blocks than k: retrieval chose among them
+  // read() keeps only the last row of what feed() returns, bit for bit (same chunks, same math).
+  Tensor last = InferenceSession(*model, c, kLandmarkId).read(raw);
+  REQUIRE(last.shape() == std::vector<int64_t>{1, in_ram.size(1)});
+  CHECK(max_abs_diff(last, in_ram.narrow(0, in_ram.size(0) - 1, 1)) == 0);
+  CHECK_THROWS_WITH(InferenceSession(*model, c, kLandmarkId).read({}), Catch::Contains("at least one token"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("inference: bad configurations and models are refused", "[infer]") {

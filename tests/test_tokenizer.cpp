@@ -98,6 +98,38 @@ TEST_CASE("BPE training: merges worked out by hand on a tiny corpus", "[tokenize
   CHECK_THROWS_AS(BpeTokenizer::train("abc", 100), lm::Error);
 }
 
+
+TEST_CASE("BPE training with split_digits: no merge holds a digit, words still merge", "[tokenizer]") {
+  // Worked by hand. Words: " 77" twice, " ab" twice. Without split_digits the first merges are
+  // ( ,7)=2 and (7,7)=2 and ( ,a)=2 and (a,b)=2 -> the smallest ids first: ' '=32 with '7'=55
+  // -> " 7" = 256. With split_digits every pair holding '7' is never counted: ( ,a) -> " a" =
+  // 256, then (" a",b) -> " ab" = 257, then nothing occurs twice.
+  const std::string corpus = " 77 ab 77 ab";
+  BpeTokenizer plain = BpeTokenizer::train(corpus, 1000);
+  REQUIRE(!plain.merges().empty());
+  CHECK(plain.token_bytes(256) == " 7");
+  BpeTokenizer split = BpeTokenizer::train(corpus, 1000, nullptr, true);
+  REQUIRE(split.merges().size() == 2);
+  CHECK(split.token_bytes(256) == " a");
+  CHECK(split.token_bytes(257) == " ab");
+  CHECK(split.encode(" 77 ab") == std::vector<int32_t>{' ', '7', '7', 257});
+
+  // On a corpus full of numbers: every number encodes to one token per digit (and its space),
+  // and the text still round-trips.
+  std::string numbers;
+  for (int i = 0; i < 400; ++i) numbers += "The pass key is " + std::to_string(10007 * i % 50000) + ". ";
+  BpeTokenizer tok = BpeTokenizer::train(numbers, 400, nullptr, true);
+  for (const BpeTokenizer::Merge& m : tok.merges())
+    for (char c : tok.token_bytes(m.result)) CHECK(!(c >= '0' && c <= '9'));
+  CHECK(tok.encode(" 31415") == std::vector<int32_t>{' ', '3', '1', '4', '1', '5'});
+  CHECK(tok.decode(tok.encode(numbers)) == numbers);
+  // The same corpus without the switch does merge digits (so the check above can fail).
+  BpeTokenizer unsplit = BpeTokenizer::train(numbers, 400);
+  bool merged_digit = false;
+  for (const BpeTokenizer::Merge& m : unsplit.merges())
+    for (char c : unsplit.token_bytes(m.result)) merged_digit |= (c >= '0' && c <= '9');
+  CHECK(merged_digit);
+}
 TEST_CASE("BPE round trip on arbitrary bytes, UTF-8 and unseen text", "[tokenizer]") {
   std::string corpus;
   for (int i = 0; i < 50; ++i) corpus += "the quick brown fox jumps over the lazy dog; it's the fox's day.\n";

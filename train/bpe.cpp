@@ -129,7 +129,7 @@ void BpeTokenizer::base_to_json(nlohmann::json& j) const {
 // pair: stale entries (whose count changed since they were pushed) are skipped when popped.
 
 BpeTokenizer BpeTokenizer::train(const std::string& text, int64_t vocab_size,
-                                 const std::function<void(int64_t, int64_t)>& progress) {
+                                 const std::function<void(int64_t, int64_t)>& progress, bool split_digits) {
   LM_CHECK(vocab_size >= 256, "BPE train: vocab_size must be at least 256 (the bytes), got " << vocab_size);
   LM_CHECK(vocab_size <= (1 << 30), "BPE train: vocab_size " << vocab_size << " is implausibly large");
   const int64_t wanted = vocab_size - 256;
@@ -150,10 +150,18 @@ BpeTokenizer BpeTokenizer::train(const std::string& text, int64_t vocab_size,
   }
   sorted.clear();
 
+  // With split_digits, a pair that holds a digit byte is never counted, so it never becomes a
+  // merge: digits stay single-byte tokens for good (a merge result never holds a digit, so
+  // checking the two ids against the digit bytes is enough).
+  auto mergeable = [split_digits](int32_t left, int32_t right) {
+    auto digit = [](int32_t id) { return id >= '0' && id <= '9'; };
+    return !split_digits || (!digit(left) && !digit(right));
+  };
   std::unordered_map<uint64_t, int64_t> pair_count;
   std::unordered_map<uint64_t, std::vector<int32_t>> where;
   for (size_t w = 0; w < words.size(); ++w)
     for (size_t i = 0; i + 1 < words[w].ids.size(); ++i) {
+      if (!mergeable(words[w].ids[i], words[w].ids[i + 1])) continue;
       uint64_t key = pair_key(words[w].ids[i], words[w].ids[i + 1]);
       pair_count[key] += words[w].count;
       std::vector<int32_t>& list = where[key];
@@ -194,8 +202,10 @@ BpeTokenizer BpeTokenizer::train(const std::string& text, int64_t vocab_size,
       Word& word = words[static_cast<size_t>(w)];
       std::vector<int32_t> merged = word.ids;
       if (!merge_pair(merged, m.left, m.right, m.result)) continue;  // a stale listing
-      for (size_t i = 0; i + 1 < word.ids.size(); ++i) delta[pair_key(word.ids[i], word.ids[i + 1])] -= word.count;
+      for (size_t i = 0; i + 1 < word.ids.size(); ++i)
+        if (mergeable(word.ids[i], word.ids[i + 1])) delta[pair_key(word.ids[i], word.ids[i + 1])] -= word.count;
       for (size_t i = 0; i + 1 < merged.size(); ++i) {
+        if (!mergeable(merged[i], merged[i + 1])) continue;
         uint64_t key = pair_key(merged[i], merged[i + 1]);
         delta[key] += word.count;
         if (merged[i] == m.result || merged[i + 1] == m.result) where[key].push_back(w);

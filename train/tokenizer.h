@@ -86,8 +86,12 @@ class BpeTokenizer : public Tokenizer {
   // adjacent pair occurs twice. Byte b gets id b, merge i gets id 256 + i. The most frequent
   // pair wins; ties go to the smallest (left, right) ids, so training is deterministic.
   // progress(merges_done, merges_wanted) is called now and then and at the end.
+  // split_digits: no merge ever involves an ASCII digit, so every digit is a token of its own, as
+  // in LLaMA's tokenizer (the paper's model); numbers then read digit by digit, and the merges
+  // go to words. Encoding needs no flag: the merges alone decide it.
   static BpeTokenizer train(const std::string& text, int64_t vocab_size,
-                            const std::function<void(int64_t, int64_t)>& progress = nullptr);
+                            const std::function<void(int64_t, int64_t)>& progress = nullptr,
+                            bool split_digits = false);
   // GPT-2's encoder.json (token string -> id, bytes shown through GPT-2's byte-to-unicode map)
   // and vocab.bpe ("#version" line, then one "left right" merge per line, in rank order).
   // Entries that are neither bytes nor merge results (<|endoftext|>) become specials.

@@ -2,7 +2,7 @@
 // the CPU (the oracle; tests/test_infer.cpp checks the CPU against the one-shot forward): exact
 // positions with every block retrieved (also equal to one_shot_logits), stingy positions with k
 // below the cache at each granularity, no retrieval (k = 0), a capacity, captured attention rows,
-// the mmap block store, repeated runs, and a model with a context-miss token (cutoff, drop
+// the block store on disk, repeated runs, and a model with a context-miss token (cutoff, drop
 // counts). Not a test of the retrieval math itself.
 #include <catch2/catch.hpp>
 
@@ -167,7 +167,7 @@ TEST_CASE("cuda inference: capacity, no retrieval, and repeated runs", "[cuda][i
   require_same_run(gpu, again, 0.0, 0.0, "second cuda run");
 }
 
-TEST_CASE("cuda inference: block K/V in a memory-mapped file give the same logits as in RAM", "[cuda][infer]") {
+TEST_CASE("cuda inference: block K/V in a file on disk give the same logits as in RAM", "[cuda][infer]") {
   auto cpu_model = make_model(DType::F64, Device::CPU);
   auto gpu_model = make_model(DType::F64, kGpu);
   const std::vector<int32_t> raw = random_raw(150, 11);
@@ -175,13 +175,13 @@ TEST_CASE("cuda inference: block K/V in a memory-mapped file give the same logit
   c.chunk_len = 30;
   c.k = 3;
   const Run in_ram = run_session(*gpu_model, c, raw);
-  const std::string dir = (std::filesystem::temp_directory_path() / "lm_test_cuda_mmap").string();
+  const std::string dir = (std::filesystem::temp_directory_path() / "lm_test_cuda_blocks").string();
   std::filesystem::create_directories(dir);
-  c.mmap_dir = dir;
-  const Run mapped = run_session(*gpu_model, c, raw);
-  require_equal(in_ram.logits.to(Device::CPU), mapped.logits, "cuda: mmap vs RAM");  // same bytes staged
+  c.block_dir = dir;
+  const Run on_disk = run_session(*gpu_model, c, raw);
+  require_equal(in_ram.logits.to(Device::CPU), on_disk.logits, "cuda: disk vs RAM");  // same bytes staged
   const Run cpu = run_session(*cpu_model, c, raw);
-  require_same_run(cpu, mapped, logit_atol(DType::F64, cpu.logits), 0.0, "cuda mmap vs cpu mmap");
+  require_same_run(cpu, on_disk, logit_atol(DType::F64, cpu.logits), 0.0, "cuda disk vs cpu disk");
 }
 
 TEST_CASE("cuda inference: a model with a context-miss token equals the CPU (exact and stingy, with a cutoff)",
