@@ -118,8 +118,10 @@ Command train_command(CLI::App& app) {
       ->capture_default_str();
   auto run = [=]() {
     Preset p = preset_of(*preset);
+    Checkpoint parent;  // read once: its shape here, its weights in train()
     if (!o->init_from.empty()) {  // the parent's shape, unless the command line gives one
-      const Checkpoint parent = load_safetensors(o->init_from);
+      parent = load_safetensors(o->init_from);
+      o->init_parent = &parent;
       LM_CHECK(parent.metadata.is_object() && parent.metadata.contains("model"),
                "train: --init-from " << o->init_from << " is not a training checkpoint (no model config in its metadata)");
       const GPTConfig pc = gpt_config_from_json(parent.metadata.at("model"));
@@ -139,6 +141,7 @@ Command train_command(CLI::App& app) {
     g_stop_signal = 0;
     for (int sig : kStopSignals) std::signal(sig, on_stop_signal);
     TrainResult r = train(*o, std::cout);
+    o->init_parent = nullptr;
     for (int sig : kStopSignals) std::signal(sig, SIG_DFL);
     const std::string png = o->out_dir + "/loss.png";
     plot_loss_curves({o->out_dir + "/metrics.jsonl"}, {""}, png, "training " + *preset + " (" + o->out_dir + ")");

@@ -333,7 +333,7 @@ Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
   LM_CHECK(o.resume.empty() || o.init_from.empty(),
            "train: --init-from starts a new run from another model's weights and --resume continues a run: give one of them");
   if (!o.init_from.empty()) {
-    st.parent = load_safetensors(o.init_from);
+    st.parent = o.init_parent ? *o.init_parent : load_safetensors(o.init_from);
     const nlohmann::json& m = st.parent.metadata;
     LM_CHECK(m.is_object() && m.contains("tokenizer_fingerprint") && m.contains("model") && m.contains("step"),
              "train: --init-from " << o.init_from << " is not a training checkpoint (no step/model/tokenizer in its metadata)");

@@ -47,6 +47,8 @@ struct TrainOptions {
   std::string resume;            // checkpoint to continue from ("" = start fresh)
   std::string init_from;         // a new run starting from this checkpoint's weights (fine-tuning;
                                  // init_from_parent), with a fresh optimizer and schedule
+  const Checkpoint* init_parent = nullptr;  // init_from already loaded by the caller (the CLI reads
+                                            // its shape first); null: train() loads it
   bool quiet = false;            // no progress lines
   double log_every_s = 0;        // a progress line at most this often (0: every step)
   // Landmark models only (model.landmark(); F and the CMT switch live in model):

@@ -4,16 +4,11 @@
 # prints drop_rate=0 at cutoff 0 and drop_rate=1 at cutoff 1 (each S(CMT) < 1), a model without a
 # CMT refuses the flag with a clear message and a non-zero exit, `eval --granularity all` prints
 # the three rows of Table 2, `passkey --recall` prints the layer x head table and writes its heat
-# map, and `passkey --scoring paper` says so in its header. Usage: test_infer_cli.sh path/to/landmark
-set -euo pipefail
-LANDMARK="$1"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect() {  # file, fixed string
-  grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "expected '$2' in the output above"; }
-}
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+# map, `passkey --scoring paper` says so in its header, and `passkey --block-dir` (block K/V on
+# disk) runs, leaves nothing in its directory, keeps a file of the user's there intact and
+# refuses a missing directory (that its logits equal RAM's bit for bit: tests/test_infer.cpp).
+# Usage: test_infer_cli.sh path/to/landmark
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect
 
 "$LANDMARK" passkey-data --out "$WORK/data" --docs 200 --max-fillers 3 --seed 3 > /dev/null
 "$LANDMARK" prepare --train "$WORK/data/train.txt" --val "$WORK/data/val.txt" --out "$WORK/tok" --tokenizer bytes > /dev/null
@@ -43,4 +38,17 @@ expect "$WORK/out3" "Per Head"
 expect "$WORK/out4" "scoring: paper"
 expect "$WORK/out4" "retrieval recall, all lengths"
 [ -s "$WORK/recall.png" ] || fail "no recall heat map written"
+PK=(passkey --checkpoint "$WORK/plain/checkpoint.safetensors" --lengths 400 --trials 3 --chunk 50 --k 2)
+"$LANDMARK" "${PK[@]}" > "$WORK/ram.txt" 2> /dev/null
+mkdir "$WORK/blocks"
+echo "the user's file" > "$WORK/blocks/layer0.blocks"  # the name the old store used (and truncated)
+"$LANDMARK" "${PK[@]}" --block-dir "$WORK/blocks" > "$WORK/disk.txt" 2> /dev/null
+[ "$(grep -E '^ +400 ' "$WORK/ram.txt" | cut -d'[' -f1)" = "$(grep -E '^ +400 ' "$WORK/disk.txt" | cut -d'[' -f1)" ] ||
+  { paste "$WORK/ram.txt" "$WORK/disk.txt" >&2; fail "passkey on disk answered differently from RAM"; }
+[ "$(ls "$WORK/blocks")" = "layer0.blocks" ] || { ls -l "$WORK/blocks" >&2; fail "block files left behind"; }
+[ "$(cat "$WORK/blocks/layer0.blocks")" = "the user's file" ] || fail "a file of the user's was changed"
+if "$LANDMARK" "${PK[@]}" --block-dir "$WORK/missing" > "$WORK/out5" 2>&1; then
+  fail "passkey --block-dir with a missing directory succeeded"
+fi
+expect "$WORK/out5" "--block-dir"
 echo "inference CLI: all checks passed"

@@ -9,15 +9,7 @@
 #   - `plot-table` draws that table, and refuses a table with a word in a number's place;
 #   - SIGTERM makes `train` checkpoint and exit with 143 (128 + 15), like Ctrl-C does with 130.
 # Usage: test_train_cli.sh path/to/landmark
-set -euo pipefail
-LANDMARK="$1"
-WORK="$(mktemp -d)"
-trap 'rm -rf "$WORK"' EXIT
-fail() { echo "FAIL: $*" >&2; exit 1; }
-expect() {  # file, fixed string
-  grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "expected '$2' in the output above"; }
-}
-export OMP_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect
 
 "$LANDMARK" passkey-data --out "$WORK/data" --docs 300 --max-fillers 4 --uniform-distance --seed 3 > /dev/null
 "$LANDMARK" prepare --train "$WORK/data/train.txt" --val "$WORK/data/val.txt" --out "$WORK/tok" --tokenizer bytes > /dev/null
