@@ -197,6 +197,24 @@ TEST_CASE("trainer: bad options and inputs are reported clearly", "[trainer]") {
   GPT m(other);
   CHECK_THROWS_WITH(load_model_weights(load_safetensors(o.out_dir + "/checkpoint.safetensors"), m, nullptr),
                     Catch::Contains("model.wte.weight") && Catch::Contains("[256, 64]"));
+  // Sizes whose products would wrap: an error naming the flag before anything is allocated.
+  o = small_options(data, out_dir("bad"));
+  o.batch_size = std::numeric_limits<int64_t>::max();
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("--batch") && Catch::Contains("tokens per micro-batch"));
+  o = small_options(data, out_dir("bad"));
+  o.grad_accum = int64_t(1) << 40;
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("--grad-accum"));
+  // A resumed run checks the settings stored in the checkpoint as it checks the command line's:
+  // grad_accum 0 there (a file edited by hand) once "trained" with loss 0 and exit 0.
+  o = small_options(data, out_dir("bad"));
+  train(o, log);
+  Checkpoint ck = load_safetensors(o.out_dir + "/checkpoint.safetensors");
+  REQUIRE(ck.metadata["train"].contains("grad_accum"));
+  ck.metadata["train"]["grad_accum"] = 0;
+  save_safetensors(o.out_dir + "/edited.safetensors", ck);
+  o.resume = o.out_dir + "/edited.safetensors";
+  o.steps = 20;
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("edited.safetensors") && Catch::Contains("--grad-accum"));
 }
 
 TEST_CASE("trainer: a landmark model (with CMT and positional jumps) learns and resumes bit for bit", "[trainer][landmark]") {

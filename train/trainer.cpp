@@ -190,6 +190,13 @@ void validate(const TrainOptions& o) {
   LM_CHECK(o.batch_size > 0, "train: --batch must be positive, got " << o.batch_size);
   LM_CHECK(o.steps > 1, "train: --steps must be at least 2, got " << o.steps);
   LM_CHECK(o.grad_accum > 0, "train: --grad-accum must be positive, got " << o.grad_accum);
+  // One micro-batch is a (batch, T) tensor of token ids and its activations: past 2^31 tokens it
+  // could not be held anyway, and the products below (tokens per step, cursors) must not wrap.
+  constexpr int64_t kMaxBatchTokens = int64_t(1) << 31, kMaxAccum = int64_t(1) << 20;
+  LM_CHECK(o.model.block_size <= 0 || o.batch_size <= kMaxBatchTokens / o.model.block_size,
+           "train: --batch " << o.batch_size << " x --block-size " << o.model.block_size << " is more than "
+                             << kMaxBatchTokens << " tokens per micro-batch");
+  LM_CHECK(o.grad_accum <= kMaxAccum, "train: --grad-accum " << o.grad_accum << " is more than " << kMaxAccum);
   LM_CHECK(std::isfinite(o.lr) && o.lr > 0, "train: --lr must be positive, got " << o.lr);
   LM_CHECK(o.schedule == "one-cycle" || o.schedule == "cosine" || o.schedule == "constant",
            "train: --schedule must be one-cycle, cosine or constant, got '" << o.schedule << "'");
@@ -359,6 +366,15 @@ Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
   if (m.contains("parent")) st.parent_record = m["parent"];
   o.seed = m.at("seed").get<uint64_t>();
   settings_from_json(m.at("train"), o, o.resume);
+  // The checkpoint's settings pass the same checks as the command line's (a file edited by hand,
+  // or from a stranger, must not train with a batch of 0 or a wrapped size).
+  TrainOptions resumed = o;
+  resumed.model = st.model;
+  try {
+    validate(resumed);
+  } catch (const Error& e) {
+    LM_FAIL("train: the training settings stored in " << o.resume << " are invalid: " << e.what());
+  }
   if (m.value("total_steps", o.steps) != o.steps)
     log << "note: --steps " << o.steps << " differs from the checkpoint's " << m.value("total_steps", o.steps)
         << "; the learning-rate schedule now spans " << o.steps << " steps\n";
