@@ -56,6 +56,17 @@ struct InferenceSession::Impl {
         inserter(m.config().landmark_every, landmark_id),
         rope(m.config().head_size(), m.config().rotary_base, m.wte.weight.dtype(), m.device()) {
     cfg.validate();
+    // Stingy mode puts the chunk after k reserved slots of F + 1 positions, and the rotary tables
+    // grow to cover them: bound k before anything is allocated (--k 1000000 once took 5.7 GB for
+    // a 5-token prompt). 2^20 positions are 20,000 slots at F = 50, far past any useful k.
+    constexpr int64_t kMaxStingyPositions = int64_t(1) << 20;
+    const int64_t f1 = m.config().landmark_every + 1;
+    LM_CHECK(cfg.positions == PositionMode::Exact ||
+                 (cfg.k < kMaxStingyPositions / f1 && cfg.chunk_len < kMaxStingyPositions &&
+                  (cfg.k + 1) * f1 + cfg.chunk_len + f1 <= kMaxStingyPositions),
+             "inference: k " << cfg.k << " with chunks of " << cfg.chunk_len << " would put stingy positions past "
+                             << kMaxStingyPositions << " (k + 1 slots of F + 1 = " << f1
+                             << " positions, then the chunk); use a smaller --k or --chunk");
     LM_CHECK(m.config().landmark(),
              "inference: the model was trained with " << attention_kind_name(m.config().attention)
                                                       << " attention; cached retrieval needs a landmark model");

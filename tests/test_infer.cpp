@@ -9,6 +9,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -273,6 +274,15 @@ TEST_CASE("inference: bad configurations and models are refused", "[infer]") {
   InferenceSession s(*model, c, kLandmarkId);
   CHECK_THROWS_WITH(s.feed_chunk(std::vector<int32_t>(11, 1)), Catch::Contains("chunk length"));
   CHECK_THROWS_WITH(s.feed({77}), Catch::Contains("token 77"));
+  // A k whose stingy slots would need millions of rotary positions is refused up front, naming k
+  // (it once allocated gigabytes for a 5-token prompt); exact positions do not use the slots.
+  c.k = 1000000;
+  CHECK_THROWS_WITH(InferenceSession(*model, c, kLandmarkId), Catch::Contains("k 1000000"));
+  c.k = std::numeric_limits<int64_t>::max();
+  CHECK_THROWS_WITH(InferenceSession(*model, c, kLandmarkId), Catch::Contains("stingy positions"));
+  c.positions = PositionMode::Exact;
+  InferenceSession exact(*model, c, kLandmarkId);
+  CHECK(exact.feed({1, 2, 3}).size(0) == 3);
 }
 
 TEST_CASE("inference: decoding gives the same bits whether its loops run on one thread or split", "[infer]") {
