@@ -53,6 +53,22 @@ TEST_CASE("retrieval: top-k per (head, query) equals a full stable sort, ties in
       CHECK(select_blocks<double>(s.data(), 1, 1, nb, k, Granularity::TokenHead)[0] == order);
     }
   }
+  // Long rows (the selection tests runs of 16 scores at once once it holds k): a rising trend
+  // brings new candidates inside runs and in the ragged end; f32 as inference uses it.
+  for (int64_t nb : {16, 17, 1000, 1003}) {
+    for (double trend : {0.0, 0.002, -0.002}) {
+      std::vector<float> s(static_cast<size_t>(nb));
+      std::vector<double> r = values(rand({nb}, DType::F64));
+      for (int64_t i = 0; i < nb; ++i) s[i] = static_cast<float>(r[i] + trend * static_cast<double>(i));
+      std::vector<int32_t> order(static_cast<size_t>(nb));
+      for (int32_t i = 0; i < static_cast<int32_t>(nb); ++i) order[i] = i;
+      std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return s[a] > s[b]; });
+      order.resize(4);
+      std::sort(order.begin(), order.end());
+      INFO("nb " << nb << " trend " << trend);
+      CHECK(select_blocks<float>(s.data(), 1, 1, nb, 4, Granularity::TokenHead)[0] == order);
+    }
+  }
 }
 
 TEST_CASE("retrieval: stingy scoring slots", "[retrieval]") {
