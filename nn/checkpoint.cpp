@@ -19,11 +19,29 @@
 #include <numeric>
 #include <set>
 
+#include <zlib.h>
+
 namespace lm {
 
 namespace {
 
 using ordered_json = nlohmann::ordered_json;  // keeps header keys in file order
+
+// CRC-32 (zlib's polynomial, as Python's zlib.crc32) of n bytes, as 8 hex digits. zlib takes
+// lengths as uInt, so long tensors go in slices.
+std::string crc32_hex(const void* data, uint64_t n) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  const Bytef* p = static_cast<const Bytef*>(data);
+  while (n > 0) {
+    const uInt piece = static_cast<uInt>(std::min<uint64_t>(n, uint64_t(1) << 30));
+    crc = crc32(crc, p, piece);
+    p += piece;
+    n -= piece;
+  }
+  char hex[9];
+  std::snprintf(hex, sizeof hex, "%08lx", static_cast<unsigned long>(crc));
+  return hex;
+}
 
 // The reference implementation refuses headers above 100 MB; a larger one means a corrupt file.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
@@ -183,10 +201,11 @@ void save_safetensors(const std::string& path, const Checkpoint& ckpt) {
   } catch (const nlohmann::json::exception& e) {
     LM_FAIL("save_safetensors('" << path << "'): the metadata cannot be written as JSON: " << e.what());
   }
-  header["__metadata__"] = meta;
+  header["__metadata__"] = meta;  // first in the header; completed with the CRCs below
 
   std::vector<Tensor> host;  // contiguous host copies, same order as ckpt.tensors
   std::set<std::string> seen;
+  nlohmann::json crcs = nlohmann::json::object();
   uint64_t offset = 0;
   for (const auto& [name, t] : ckpt.tensors) {
     LM_CHECK(name != "__metadata__", "save_safetensors('" << path << "'): '__metadata__' is reserved "
@@ -201,8 +220,13 @@ void save_safetensors(const std::string& path, const Checkpoint& ckpt) {
     entry["data_offsets"] = {offset, offset + nbytes};
     header[name] = entry;
     offset += nbytes;
+    crcs[name] = crc32_hex(h.numel() > 0 ? h.raw_data() : nullptr, h.numel() > 0 ? nbytes : 0);
     host.push_back(h);
   }
+  // One CRC-32 per tensor, checked by load_safetensors: a flipped bit in the data is an error
+  // naming the tensor instead of different numbers. (A string: safetensors metadata values are.)
+  meta["crc32"] = crcs.dump();
+  header["__metadata__"] = meta;  // the key already stands first: it keeps its place
 
   std::string text;
   try {
@@ -297,6 +321,15 @@ Checkpoint load_safetensors(const std::string& path) {
       LM_FAIL(where << "__metadata__.landmark is not valid JSON (" << e.what() << ")");
     }
   }
+  nlohmann::json crcs;  // null: a file from before checksums (loads, with checksummed = false)
+  if (meta.contains("crc32")) {
+    try {
+      crcs = nlohmann::json::parse(meta["crc32"].get<std::string>());
+    } catch (const nlohmann::json::exception& e) {
+      LM_FAIL(where << "__metadata__.crc32 is not valid JSON (" << e.what() << ")");
+    }
+    LM_CHECK(crcs.is_object(), where << "__metadata__.crc32 must map tensor names to CRC-32s, got " << snippet(crcs));
+  }
 
   // 3. Each tensor entry on its own: known dtype, a shape of non-negative integers, and
   // data_offsets whose length is exactly numel * dtype size.
@@ -373,13 +406,27 @@ Checkpoint load_safetensors(const std::string& path) {
                                        << "tensor's data (safetensors forbids unindexed bytes)");
 
   // 5. Only now, with every range known to be valid, read the data.
+  // 6. Each tensor's bytes against its CRC-32 (when the file has them). Values are not judged
+  // here (a file may hold infinities on purpose); weight loaders refuse NaN and infinity.
   Checkpoint ckpt;
   ckpt.metadata = std::move(landmark_meta);
+  ckpt.checksummed = !crcs.is_null();
   for (const Entry& e : entries) {
     Tensor t(e.shape, e.dtype, Device::CPU);
     if (e.end > e.begin) read_exact(data_start + e.begin, t.raw_data(), e.end - e.begin, "tensor '" + e.name + "'");
+    if (ckpt.checksummed) {
+      LM_CHECK(crcs.contains(e.name) && crcs[e.name].is_string(),
+               where << "tensor '" << e.name << "' has no CRC-32 in __metadata__.crc32 (every tensor must)");
+      const std::string found = crc32_hex(e.end > e.begin ? t.raw_data() : nullptr, e.end - e.begin);
+      LM_CHECK(found == crcs[e.name].get<std::string>(),
+               where << "tensor '" << e.name << "' is corrupt: its bytes have CRC-32 " << found << ", the file "
+                     << "recorded " << crcs[e.name].get<std::string>());
+    }
     ckpt.tensors.emplace_back(e.name, t);
   }
+  if (ckpt.checksummed)
+    for (const auto& [name, value] : crcs.items())
+      LM_CHECK(ckpt.has(name), where << "__metadata__.crc32 names '" << name << "', which is not a tensor in the file");
   return ckpt;
 }
 

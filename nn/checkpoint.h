@@ -24,6 +24,9 @@ struct Checkpoint {
   // Anything JSON (model config, step, RNG state, ...). Stored as one string in the file,
   // because safetensors metadata values must be strings.
   nlohmann::json metadata;
+  // After load_safetensors: whether the file carried a CRC-32 per tensor (all verified). Files
+  // written before checksums load with false; callers may say so.
+  bool checksummed = false;
 
   void add(const std::string& name, const Tensor& t);  // throws if `name` is already present
   bool has(const std::string& name) const;
@@ -35,12 +38,14 @@ struct Checkpoint {
 };
 
 // Copies each tensor to the host (contiguous, little-endian), writes `path + ".tmp"`, fsyncs it
-// and renames it over `path`: a crash mid-save leaves the previous file intact.
+// and renames it over `path`: a crash mid-save leaves the previous file intact. Records a CRC-32
+// of every tensor's bytes in __metadata__["crc32"] (a JSON object as a string).
 void save_safetensors(const std::string& path, const Checkpoint& ckpt);
 
 // Reads a checkpoint written by save_safetensors (or any safetensors file with F32/F64/I32
 // tensors and __metadata__["format"] == kCheckpointFormat). Tensors come back on the CPU.
-// Every malformed input is an lm::Error that names the file and the problem.
+// Every malformed input is an lm::Error that names the file and the problem; so is a tensor
+// whose bytes do not match its recorded CRC-32.
 Checkpoint load_safetensors(const std::string& path);
 
 }  // namespace lm

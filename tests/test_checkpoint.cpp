@@ -285,6 +285,7 @@ TEST_CASE("checkpoint: a hand-assembled safetensors file is accepted", "[checkpo
   CHECK(c.get("n", {}, DType::I32).to_vector<int32_t>() == std::vector<int32_t>{-2});
   CHECK(c.get("d", {1}, DType::F64).to_vector<double>() == std::vector<double>{0.1});
   CHECK(c.metadata.is_null());  // no "landmark" entry
+  CHECK_FALSE(c.checksummed);    // no "crc32" entry: loads all the same
 }
 
 TEST_CASE("checkpoint: the reader refuses corrupt files and says which file and what is wrong", "[checkpoint]") {
@@ -386,6 +387,40 @@ TEST_CASE("checkpoint: the reader refuses corrupt files and says which file and 
     header["__metadata__"]["landmark"] = "{oops";
     write_bytes(p, assemble(header.dump(), data));
     CHECK_THAT(load_error(p), Contains(p) && Contains("__metadata__.landmark is not valid JSON"));
+  }
+  SECTION("the writer records each tensor's CRC-32 (values from Python's zlib.crc32)") {
+    // zlib.crc32(struct.pack('<4f', 1, 2, 3, 4)) and (5, 6, 7, 8): the bytes of "a" and "b".
+    const json crcs = json::parse(header["__metadata__"]["crc32"].get<std::string>());
+    CHECK(crcs == json{{"a", "8ba71454"}, {"b", "f66072af"}});
+    CHECK(load_safetensors(p).checksummed);
+  }
+  SECTION("one flipped bit in a tensor's data") {
+    for (size_t byte : {size_t(0), size_t(13), size_t(31)}) {
+      std::string flipped = data;
+      flipped[byte] = static_cast<char>(flipped[byte] ^ 0x10);
+      write_bytes(p, assemble(text, flipped));
+      const std::string name = byte < 16 ? "'a'" : "'b'";
+      INFO("byte " << byte);
+      CHECK_THAT(load_error(p), Contains(p) && Contains("tensor " + name + " is corrupt") && Contains("CRC-32"));
+    }
+  }
+  SECTION("a CRC-32 list that misses a tensor, names an extra one, or is not JSON") {
+    header["__metadata__"]["crc32"] = json{{"a", "8ba71454"}}.dump();
+    write_bytes(p, assemble(header.dump(), data));
+    CHECK_THAT(load_error(p), Contains(p) && Contains("tensor 'b' has no CRC-32"));
+    header["__metadata__"]["crc32"] = json{{"a", "8ba71454"}, {"b", "f66072af"}, {"c", "00000000"}}.dump();
+    write_bytes(p, assemble(header.dump(), data));
+    CHECK_THAT(load_error(p), Contains(p) && Contains("names 'c'"));
+    header["__metadata__"]["crc32"] = "{oops";
+    write_bytes(p, assemble(header.dump(), data));
+    CHECK_THAT(load_error(p), Contains(p) && Contains("__metadata__.crc32 is not valid JSON"));
+  }
+  SECTION("a file from before checksums (no crc32 entry) still loads, and says so") {
+    header["__metadata__"].erase("crc32");
+    write_bytes(p, assemble(header.dump(), data));
+    Checkpoint c = load_safetensors(p);
+    CHECK_FALSE(c.checksummed);
+    CHECK(c.get("b").to_vector<float>() == std::vector<float>{5, 6, 7, 8});
   }
 }
 

@@ -73,11 +73,34 @@ void save_training_checkpoint(const std::string& path, GPT& model, AdamW& opt, c
   save_safetensors(path, ck);
 }
 
+namespace {
+// A stored weight or optimizer moment that is NaN or infinite is an error naming the tensor and
+// the element: loading it would only fail later, as a NaN loss far from its cause.
+void require_finite(const Tensor& t, const std::string& name) {
+  if (t.dtype() != DType::F32 && t.dtype() != DType::F64) return;
+  const Tensor c = t.to(Device::CPU).contiguous();
+  const float* pf = c.dtype() == DType::F32 ? c.data<float>() : nullptr;
+  const double* pd = c.dtype() == DType::F64 ? c.data<double>() : nullptr;
+  for (int64_t i = 0; i < c.numel(); ++i) {
+    const double v = pf ? static_cast<double>(pf[i]) : pd[i];
+    LM_CHECK(std::isfinite(v), "checkpoint tensor '" << name << "' holds " << (std::isnan(v) ? "NaN" : "an infinity")
+                                   << " at element " << i << " (saved from a run that diverged, or corrupt)");
+  }
+}
+}  // namespace
+
 void load_model_weights(const Checkpoint& ck, GPT& model, AdamW* opt) {
-  for (auto& [name, p] : model.named_parameters())
-    p->value().copy_(ck.get("model." + name, p->shape(), p->dtype()).to(p->device()));
+  for (auto& [name, p] : model.named_parameters()) {
+    const Tensor t = ck.get("model." + name, p->shape(), p->dtype());
+    require_finite(t, "model." + name);
+    p->value().copy_(t.to(p->device()));
+  }
   if (opt)
-    for (auto& [name, t] : opt->named_state()) t->copy_(ck.get("optim." + name, t->shape(), t->dtype()).to(t->device()));
+    for (auto& [name, s] : opt->named_state()) {
+      const Tensor t = ck.get("optim." + name, s->shape(), s->dtype());
+      require_finite(t, "optim." + name);
+      s->copy_(t.to(s->device()));
+    }
 }
 
 InitReport init_from_parent(GPT& model, const Checkpoint& parent, const Tokenizer& tok) {
@@ -341,6 +364,7 @@ Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
            "train: --init-from starts a new run from another model's weights and --resume continues a run: give one of them");
   if (!o.init_from.empty()) {
     st.parent = o.init_parent ? *o.init_parent : load_safetensors(o.init_from);
+    if (!st.parent.checksummed) log << "note: " << o.init_from << " has no per-tensor CRC-32s: loaded unverified\n";
     const nlohmann::json& m = st.parent.metadata;
     LM_CHECK(m.is_object() && m.contains("tokenizer_fingerprint") && m.contains("model") && m.contains("step"),
              "train: --init-from " << o.init_from << " is not a training checkpoint (no step/model/tokenizer in its metadata)");
@@ -355,6 +379,7 @@ Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
   }
   if (o.resume.empty()) return st;
   st.ck = load_safetensors(o.resume);
+  if (!st.ck.checksummed) log << "note: " << o.resume << " has no per-tensor CRC-32s: loaded unverified\n";
   st.meta = st.ck.metadata;
   const nlohmann::json& m = st.meta;
   LM_CHECK(m.contains("tokenizer_fingerprint") && m.contains("model") && m.contains("step") && m.contains("train"),
