@@ -17,7 +17,21 @@ LoadedModel load_trained_model(const std::string& path, Device device) {
   LoadedModel m;
   m.metadata = ck.metadata;
   m.tokenizer = Tokenizer::from_json(ck.metadata["tokenizer"]);
-  m.model = std::make_unique<GPT>(gpt_config_from_json(ck.metadata["model"]));
+  // The tokenizer must be the one the model was trained with: same vocabulary size as the
+  // model's embedding, and the fingerprint training recorded (a tokenizer one merge short once
+  // loaded and generated other text).
+  const GPTConfig config = gpt_config_from_json(ck.metadata["model"]);
+  LM_CHECK(m.tokenizer->vocab_size() == config.vocab_size,
+           "load: " << path << ": the tokenizer has " << m.tokenizer->vocab_size() << " tokens but the model's vocabulary is "
+                    << config.vocab_size << " (the metadata's tokenizer is not the model's)");
+  if (ck.metadata.contains("tokenizer_fingerprint")) {
+    const std::string want = ck.metadata["tokenizer_fingerprint"].is_string()
+                                 ? ck.metadata["tokenizer_fingerprint"].get<std::string>() : std::string("(not a string)");
+    LM_CHECK(want == m.tokenizer->fingerprint(), "load: " << path << ": the tokenizer's fingerprint is "
+                                                     << m.tokenizer->fingerprint() << " but training recorded " << want
+                                                     << " (the metadata's tokenizer was changed)");
+  }
+  m.model = std::make_unique<GPT>(config);
   load_model_weights(ck, *m.model, nullptr);
   m.model->eval();
   m.model->to(device);

@@ -210,6 +210,18 @@ TEST_CASE("tokenizer JSON round trip and fingerprints", "[tokenizer]") {
                     Catch::Contains("unknown kind"));
   CHECK_THROWS_WITH(lm::Tokenizer::from_json(nlohmann::json{{"kind", "bpe"}, {"specials", {}}}),
                     Catch::Contains("missing or mistyped"));
+  // Ids that are not integers in [0, 2^30): a float far past int32 (undefined behaviour to
+  // convert), 2^32 + 300 (which wrapped to the valid-looking id 300), a negative id.
+  for (const nlohmann::json& bad_id : {nlohmann::json(1.67e45), nlohmann::json(uint64_t(4294967596ull)),
+                                       nlohmann::json(-5), nlohmann::json(2.0)}) {
+    nlohmann::json j = tok.to_json();
+    j["merges"][0][2] = bad_id;
+    INFO("merge result " << bad_id.dump());
+    CHECK_THROWS_WITH(lm::Tokenizer::from_json(j), Catch::Contains("merge's result id"));
+    j = tok.to_json();
+    j["byte_ids"][7] = bad_id;
+    CHECK_THROWS_WITH(lm::Tokenizer::from_json(j), Catch::Contains("byte id"));
+  }
   write_text(dir / "bad.json", "{\"kind\": \"bytes\",");
   CHECK_THROWS_WITH(lm::load_tokenizer((dir / "bad.json").string()), Catch::Contains("not valid JSON"));
   CHECK_THROWS_WITH(lm::load_tokenizer((dir / "absent.json").string()), Catch::Contains("cannot open"));

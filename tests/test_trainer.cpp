@@ -9,6 +9,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "infer/model_io.h"
 #include "nn/checkpoint.h"
 #include "train/metrics.h"
 #include "train/token_file.h"
@@ -172,6 +173,28 @@ TEST_CASE("trainer: a NaN weight in a checkpoint is refused, naming the tensor",
   o.resume = out + "/poisoned.safetensors";
   CHECK_THROWS_WITH(train(o, log), Catch::Contains("model.blocks.0.mlp.fc.weight") && Catch::Contains("NaN") &&
                                        Catch::Contains("element 0"));
+}
+
+TEST_CASE("loading a trained model checks its tokenizer against the model and the recorded fingerprint", "[trainer]") {
+  BpeTokenizer tok = BpeTokenizer::train(read_text(std::string(LM_TEST_DATA_DIR) + "/persuasion_opening.txt"), 300);
+  tok.add_special("<|landmark|>");
+  REQUIRE(tok.vocab_size() == 301);
+  std::string data = make_data_dir("tokcheck", tok), out = out_dir("tokcheck");
+  std::ostringstream log;
+  train(small_options(data, out), log);
+  const std::string path = out + "/checkpoint.safetensors";
+  CHECK(load_trained_model(path).tokenizer->fingerprint() == tok.fingerprint());  // as trained: loads
+  Checkpoint ck = load_safetensors(path);
+  // A tokenizer one merge short: 300 tokens against the model's 301.
+  ck.metadata["tokenizer"]["merges"].erase(ck.metadata["tokenizer"]["merges"].size() - 1);
+  save_safetensors(out + "/short.safetensors", ck);
+  CHECK_THROWS_WITH(load_trained_model(out + "/short.safetensors"),
+                    Catch::Contains("short.safetensors") && Catch::Contains("300 tokens") && Catch::Contains("301"));
+  // Same size, other content: the specials renamed. Only the fingerprint can tell.
+  ck = load_safetensors(path);
+  ck.metadata["tokenizer"]["specials"][0] = "<|other|>";  // the same count of tokens
+  save_safetensors(out + "/renamed.safetensors", ck);
+  CHECK_THROWS_WITH(load_trained_model(out + "/renamed.safetensors"), Catch::Contains("fingerprint"));
 }
 
 TEST_CASE("trainer: bad options and inputs are reported clearly", "[trainer]") {

@@ -54,6 +54,19 @@ nlohmann::json Tokenizer::to_json() const {
   return j;
 }
 
+namespace {
+// A token id from JSON: an integer in [0, 2^30), checked before conversion (a float such as
+// 1.67e45, or 2^32 + 300, would otherwise be undefined behaviour or wrap to a valid-looking id).
+int32_t json_token_id(const nlohmann::json& v, const char* what) {
+  LM_CHECK((v.is_number_integer() || v.is_number_unsigned()) && !v.is_number_float(),
+           "tokenizer JSON: " << what << " must be an integer id, got " << v.dump().substr(0, 60));
+  const bool in_range = v.is_number_unsigned() ? v.get<uint64_t>() < (uint64_t(1) << 30)
+                                               : (v.get<int64_t>() >= 0 && v.get<int64_t>() < (int64_t(1) << 30));
+  LM_CHECK(in_range, "tokenizer JSON: " << what << " " << v.dump() << " is outside [0, 2^30)");
+  return static_cast<int32_t>(v.get<int64_t>());
+}
+}  // namespace
+
 std::unique_ptr<Tokenizer> Tokenizer::from_json(const nlohmann::json& j) {
   std::unique_ptr<Tokenizer> tok;
   try {
@@ -65,12 +78,18 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const nlohmann::json& j) {
     if (kind == "bytes") {
       tok = std::make_unique<ByteTokenizer>();
     } else if (kind == "bpe") {
-      std::vector<int32_t> byte_ids = j.at("byte_ids").get<std::vector<int32_t>>();
+      const nlohmann::json& ids = j.at("byte_ids");
+      LM_CHECK(ids.is_array(), "tokenizer JSON: byte_ids must be an array of 256 ids");
+      std::vector<int32_t> byte_ids;
+      for (const auto& v : ids) byte_ids.push_back(json_token_id(v, "a byte id"));
+      const nlohmann::json& ms = j.at("merges");
+      LM_CHECK(ms.is_array(), "tokenizer JSON: merges must be an array of [left, right, result]");
       std::vector<BpeTokenizer::Merge> merges;
-      for (const auto& m : j.at("merges")) {
+      for (const auto& m : ms) {
         LM_CHECK(m.is_array() && m.size() == 3, "tokenizer JSON: each merge must be [left, right, "
-                 "result], got " << m.dump());
-        merges.push_back({m[0].get<int32_t>(), m[1].get<int32_t>(), m[2].get<int32_t>()});
+                 "result], got " << m.dump().substr(0, 80));
+        merges.push_back({json_token_id(m[0], "a merge's left id"), json_token_id(m[1], "a merge's right id"),
+                          json_token_id(m[2], "a merge's result id")});
       }
       tok = std::make_unique<BpeTokenizer>(std::move(byte_ids), std::move(merges));
     } else {
