@@ -5,6 +5,7 @@
 
 #include "autograd/functions.h"
 #include "tensor/create.h"
+#include "tensor/storage.h"
 
 namespace lm {
 
@@ -24,6 +25,19 @@ void GPTConfig::validate() const {
   LM_CHECK(block_size > 0, "GPTConfig: block_size must be positive, got " << block_size);
   LM_CHECK(dropout >= 0 && dropout < 1, "GPTConfig: dropout must be in [0, 1), got " << dropout);
   LM_CHECK(landmark_every > 0, "GPTConfig: landmark_every (F) must be positive, got " << landmark_every);
+  // Sane limits, before anything is built (n_layer 100000 once allocated layer after layer for a
+  // minute before failing): ids are int32 below 2^30, positions int32.
+  LM_CHECK(vocab_size < (int64_t(1) << 30), "GPTConfig: vocab_size " << vocab_size << " is past 2^30");
+  LM_CHECK(n_layer <= 4096 && n_embd <= (int64_t(1) << 20) && block_size <= (int64_t(1) << 24) &&
+               landmark_every <= (int64_t(1) << 24),
+           "GPTConfig: n_layer " << n_layer << ", n_embd " << n_embd << ", block_size " << block_size << " or landmark_every "
+                                 << landmark_every << " is past its limit (4096, 2^20, 2^24, 2^24)");
+  // The weights alone must fit in memory: vocab x C for the embedding, about 12 C^2 per layer.
+  const double C = static_cast<double>(n_embd);
+  const double params = static_cast<double>(vocab_size) * C + static_cast<double>(n_layer) * (12.0 * C * C + 13.0 * C);
+  const double bytes = params * 4.0, have = static_cast<double>(physical_memory_bytes());
+  LM_CHECK(bytes <= have, "GPTConfig: about " << params << " parameters (" << bytes / 1e9 << " GB in f32) do not fit in "
+                                              << "this machine's " << have / 1e9 << " GB of memory");
 }
 
 namespace {

@@ -65,18 +65,6 @@ int size_class(size_t nbytes) {
   return -1;
 }
 
-// The machine's physical memory. A host request above it is refused before the allocator sees
-// it: such a request is a bug or bad input (a huge flag), and allocators handle absurd sizes
-// badly (the sanitizers' abort, and rounding up to 64 bytes wraps near 2^64 to a tiny buffer).
-size_t physical_memory_bytes() {
-  static const size_t bytes = [] {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    if (pages <= 0 || page <= 0) return std::numeric_limits<size_t>::max() / 2;  // unknown: no limit of ours
-    return static_cast<size_t>(pages) * static_cast<size_t>(page);
-  }();
-  return bytes;
-}
-
 void* host_alloc(size_t nbytes) {
   const int c = kCacheHostBuffers ? size_class(nbytes) : -1;
   if (c >= 0) {
@@ -105,6 +93,19 @@ void host_free(void* p, size_t nbytes) {
   std::free(p);
 }
 }  // namespace
+
+// The machine's physical memory. A host request above it is refused before the allocator sees
+// it: such a request is a bug or bad input (a huge flag), and allocators handle absurd sizes
+// badly (the sanitizers' abort, and rounding up to 64 bytes wraps near 2^64 to a tiny buffer).
+size_t physical_memory_bytes() {
+  static const size_t bytes = [] {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    if (pages <= 0 || page <= 0) return std::numeric_limits<size_t>::max() / 2;  // unknown: no limit of ours
+    return static_cast<size_t>(pages) * static_cast<size_t>(page);
+  }();
+  return bytes;
+}
+
 
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (device == Device::CPU) {

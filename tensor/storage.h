@@ -26,6 +26,10 @@ class Storage {
   Device device_ = Device::CPU;
 };
 
+// The machine's physical memory in bytes (sysconf; "unlimited" when the system does not say).
+// Host allocations above it are refused; model configs are checked against it before building.
+size_t physical_memory_bytes();
+
 // True when the library was compiled with CUDA kernels (LANDMARK_CUDA). Says nothing about
 // whether a GPU is present: see cuda_device_count().
 bool cuda_compiled();

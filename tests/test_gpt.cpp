@@ -51,6 +51,19 @@ TEST_CASE("GPT: parameter names, count and init scale", "[gpt]") {
   CHECK(std::fabs(stdev(mb.blocks[1]->mlp.proj.weight.value()) - 0.01) < 0.0005);  // 65k samples
   big.n_head = 3;
   CHECK_THROWS_AS(GPT(big), Error);
+  // Configs past the limits are refused by validate() before any weight exists: a layer count
+  // that once allocated for a minute, and a width whose weights no machine here holds
+  // (2 layers of 12 C^2 at C = 2^20 are about 2.6e13 parameters, 105 TB in f32).
+  GPTConfig huge = c;
+  huge.n_layer = 100000;
+  CHECK_THROWS_WITH(GPT(huge), Catch::Contains("n_layer 100000"));
+  huge = c;
+  huge.n_embd = int64_t(1) << 20;
+  huge.n_head = 1 << 10;
+  CHECK_THROWS_WITH(huge.validate(), Catch::Contains("do not fit"));
+  huge = c;
+  huge.vocab_size = int64_t(1) << 31;
+  CHECK_THROWS_WITH(huge.validate(), Catch::Contains("vocab_size"));
 }
 
 TEST_CASE("GPT: fused attention equals the reference through the whole model", "[gpt]") {
