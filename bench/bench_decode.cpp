@@ -19,6 +19,7 @@
 #include <fstream>
 #include <string>
 
+#include "bench/bench_main.h"
 #include "infer/full_cache.h"
 #include "infer/session.h"
 #include "tensor/cpu/parallel.h"
@@ -51,7 +52,10 @@ std::vector<int32_t> tokens(int64_t n, int64_t vocab, uint64_t seed) {
 }
 }  // namespace
 
-int main(int argc, char** argv) {
+const char* kUsage =
+    "usage: bench_decode [--quick] [--block-dir DIR]\n  Decode-step time and memory: landmark retrieval (k 4) vs a full KV cache.\n";
+
+int bench_main(int argc, char** argv) {
   std::vector<int64_t> lengths = {2048, 8192, 32768, 131072};
   // Generated tokens per measurement: enough to include a few block completions (every F + 1 = 51
   // tokens a landmark is processed and a block joins the cache), so the time is the average a
@@ -68,9 +72,11 @@ int main(int argc, char** argv) {
       steps = 32;
     } else if ((a == "--block-dir" || a == "--mmap-dir") && i + 1 < argc) {
       block_dir = argv[++i];
+    } else if (a == "--help") {
+      std::printf("%s", kUsage);
+      return 0;
     } else {
-      std::printf("usage: bench_decode [--quick] [--block-dir DIR]\n  Decode-step time and memory: landmark retrieval (k 4) vs a full KV cache.\n");
-      return a == "--help" ? 0 : 2;
+      throw lm::bench::UsageError{"unknown or incomplete flag '" + a + "'"};
     }
   }
   // The demo's landmark model (scripts/demo.sh: 3 layers, d 128, 4 heads, BPE vocabulary 514),
@@ -148,3 +154,5 @@ int main(int argc, char** argv) {
   std::printf("decode speedup_at_32k=%.1f\n", speedup_32k);
   return 0;
 }
+
+int main(int argc, char** argv) { return lm::bench::run_bench_main("bench_decode", kUsage, argc, argv, bench_main); }

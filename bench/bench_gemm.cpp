@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_main.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/create.h"
@@ -55,11 +56,20 @@ struct Row {
 
 }  // namespace
 
-int main(int argc, char** argv) {
-  bool quick = argc > 1 && std::string(argv[1]) == "--quick";
-  if (argc > 1 && !quick) {
-    std::printf("usage: bench_gemm [--quick]\n  Prints GFLOP/s of ours, naive and OpenBLAS sgemm; thread count from OMP_NUM_THREADS.\n");
-    return std::string(argv[1]) == "--help" ? 0 : 2;
+const char* kUsage =
+    "usage: bench_gemm [--quick]\n  Prints GFLOP/s of ours, naive and OpenBLAS sgemm; thread count from OMP_NUM_THREADS.\n";
+
+int bench_main(int argc, char** argv) {
+  bool quick = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick") quick = true;
+    else if (a == "--help") {
+      std::printf("%s", kUsage);
+      return 0;
+    } else {
+      throw lm::bench::UsageError{"unknown flag '" + a + "'"};
+    }
   }
   const int threads = cpu::num_threads();
 #ifdef LANDMARK_HAVE_OPENBLAS
@@ -132,3 +142,5 @@ int main(int argc, char** argv) {
   else std::printf("gemm ratio_vs_openblas=unavailable (OpenBLAS not found at configure time)\n");
   return 0;
 }
+
+int main(int argc, char** argv) { return lm::bench::run_bench_main("bench_gemm", kUsage, argc, argv, bench_main); }

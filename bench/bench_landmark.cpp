@@ -8,6 +8,7 @@
 #include <string>
 
 #include "autograd/functions.h"
+#include "bench/bench_main.h"
 #include "landmark/attention.h"
 #include "landmark/tokens.h"
 #include "nn/functional.h"
@@ -64,14 +65,19 @@ double run(const std::string& which, int64_t B, int64_t NH, int64_t T, int64_t H
 }
 }  // namespace
 
-int main(int argc, char** argv) {
+const char* kUsage =
+    "usage: bench_landmark [--quick]\n  Fused landmark vs fused causal attention (fwd+bwd) and vs the composed reference.\n";
+
+int bench_main(int argc, char** argv) {
   int reps = 5;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") reps = 1;
-    else {
-      std::printf("usage: bench_landmark [--quick]\n  Fused landmark vs fused causal attention (fwd+bwd) and vs the composed reference.\n");
-      return a == "--help" ? 0 : 2;
+    else if (a == "--help") {
+      std::printf("%s", kUsage);
+      return 0;
+    } else {
+      throw lm::bench::UsageError{"unknown flag '" + a + "'"};
     }
   }
   std::printf("landmark attention benchmark: f32, %d thread(s), forward + backward, best of %d\n", cpu::num_threads(), reps);
@@ -86,3 +92,5 @@ int main(int argc, char** argv) {
   std::printf("landmark overhead_vs_causal=%.3f\n", landmark / causal);
   return 0;
 }
+
+int main(int argc, char** argv) { return lm::bench::run_bench_main("bench_landmark", kUsage, argc, argv, bench_main); }

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "autograd/functions.h"
+#include "bench/bench_main.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
 #include "tensor/cpu/parallel.h"
@@ -65,17 +66,22 @@ double time_attention(bool fused, int64_t B, int64_t NH, int64_t T, int64_t HS, 
 }
 }  // namespace
 
-int main(int argc, char** argv) {
+const char* kUsage =
+    "usage: bench_train [--quick] [--vocab V]\n  Times training steps of the tiny and small presets "
+    "(default vocab 4096) and fused vs composed attention.\n";
+
+int bench_main(int argc, char** argv) {
   bool quick = false;
   int64_t vocab = 4096;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") quick = true;
-    else if (a == "--vocab" && i + 1 < argc) vocab = std::stoll(argv[++i]);
-    else {
-      std::printf("usage: bench_train [--quick] [--vocab V]\n  Times training steps of the tiny and small presets "
-                  "(default vocab 4096) and fused vs composed attention.\n");
-      return a == "--help" ? 0 : 2;
+    else if (a == "--vocab" && i + 1 < argc) vocab = lm::bench::parse_int_flag("--vocab", argv[++i], 2, 1 << 20);
+    else if (a == "--help") {
+      std::printf("%s", kUsage);
+      return 0;
+    } else {
+      throw lm::bench::UsageError{"unknown or incomplete flag '" + a + "'"};
     }
   }
   std::printf("training-step benchmark: f32, %d thread(s), vocab %lld, best of %d steps after a warm-up\n",
@@ -107,3 +113,5 @@ int main(int argc, char** argv) {
   std::printf("train tiny_step_s=%.3f attention fused_speedup_vs_reference=%.2f\n", tiny_step, tr / tf);
   return 0;
 }
+
+int main(int argc, char** argv) { return lm::bench::run_bench_main("bench_train", kUsage, argc, argv, bench_main); }
