@@ -3,6 +3,8 @@
 // (shifted targets, reproducibility from (seed, cursor), starts in range, Philox by hand).
 #include <catch2/catch.hpp>
 
+#include <zlib.h>
+
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -34,8 +36,21 @@ void write_bytes(const fs::path& p, const std::string& s) {
   std::ofstream out(p, std::ios::binary | std::ios::trunc);
   out << s;
 }
-// Header bytes before the tokens: magic 8 + version 4 + width 4 + vocab 8 + count 8 + fp length 4.
+// Header bytes before the fingerprint: magic 8 + version 4 + width 4 + vocab 8 + count 8 + fp length 4;
+// after the fingerprint, version 2's CRC-32 (4).
 constexpr size_t kFixed = 36;
+constexpr size_t kCrc = 4;
+// A file's CRC-32 recomputed over its bytes (all but the CRC field, which sits before the tokens
+// that start at `tokens_at`), written into that field: so a test can change a byte on purpose and
+// still reach the checks after the CRC.
+std::string with_fresh_crc(std::string bytes, size_t tokens_at) {
+  const size_t field = tokens_at - kCrc;
+  uLong crc = crc32(0L, Z_NULL, 0);
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data()), static_cast<uInt>(field));
+  crc = crc32(crc, reinterpret_cast<const Bytef*>(bytes.data() + tokens_at), static_cast<uInt>(bytes.size() - tokens_at));
+  for (int i = 0; i < 4; ++i) bytes[field + static_cast<size_t>(i)] = static_cast<char>((crc >> (8 * i)) & 0xFF);
+  return bytes;
+}
 }  // namespace
 
 TEST_CASE("token file round trip with 2-byte tokens", "[token_file]") {
@@ -45,14 +60,18 @@ TEST_CASE("token file round trip with 2-byte tokens", "[token_file]") {
   lm::write_token_file(path, tokens, 300, "fnv1a64:abc");
   CHECK_FALSE(fs::exists(path + ".tmp"));
   const std::string raw = read_bytes(path);
-  REQUIRE(raw.size() == kFixed + 11 + 2 * tokens.size());
+  REQUIRE(raw.size() == kFixed + 11 + kCrc + 2 * tokens.size());
   CHECK(raw.substr(0, 8) == "LMTOKENS");
+  CHECK(raw[8] == 2);   // version
   CHECK(raw[12] == 2);  // width
   // Token 299 = 0x012B, little-endian, is the third token.
-  CHECK(static_cast<unsigned char>(raw[kFixed + 11 + 4]) == 0x2B);
-  CHECK(static_cast<unsigned char>(raw[kFixed + 11 + 5]) == 0x01);
+  CHECK(static_cast<unsigned char>(raw[kFixed + 11 + kCrc + 4]) == 0x2B);
+  CHECK(static_cast<unsigned char>(raw[kFixed + 11 + kCrc + 5]) == 0x01);
+  // The CRC field holds zlib's CRC-32 of the other bytes (recomputing it changes nothing).
+  CHECK(with_fresh_crc(raw, kFixed + 11 + kCrc) == raw);
 
   lm::TokenFile f(path);
+  CHECK(f.checksummed());
   CHECK(f.size() == 7);
   CHECK(f.vocab() == 300);
   CHECK(f.fingerprint() == "fnv1a64:abc");
@@ -65,7 +84,7 @@ TEST_CASE("token file round trip with 2-byte tokens", "[token_file]") {
 
   // The largest vocab that still fits 2 bytes.
   lm::write_token_file(path, {65535, 0}, 65536, "");
-  CHECK(read_bytes(path).size() == kFixed + 2 * 2);
+  CHECK(read_bytes(path).size() == kFixed + kCrc + 2 * 2);
   CHECK(lm::TokenFile(path).tokens() == std::vector<int32_t>{65535, 0});
   fs::remove_all(dir);
 }
@@ -76,7 +95,7 @@ TEST_CASE("token file round trip with 4-byte tokens", "[token_file]") {
   const std::vector<int32_t> tokens = {69999, 0, 65536, 123456 % 70000, 5};
   lm::write_token_file(path, tokens, 70000, "fp");
   CHECK(lm::token_width_for_vocab(70000) == 4);
-  CHECK(read_bytes(path).size() == kFixed + 2 + 4 * tokens.size());
+  CHECK(read_bytes(path).size() == kFixed + 2 + kCrc + 4 * tokens.size());
   lm::TokenFile f(path);
   CHECK(f.vocab() == 70000);
   CHECK(f.tokens() == tokens);
@@ -106,9 +125,24 @@ TEST_CASE("token file reader rejects bad files, naming the file and the problem"
   CHECK_THROWS_WITH(lm::TokenFile(p_magic), Catch::Contains(p_magic) && Catch::Contains("wrong magic"));
 
   std::string version = bytes;
-  version[8] = 2;
+  version[8] = 3;
   const std::string p_version = variant("version.tok", version);
-  CHECK_THROWS_WITH(lm::TokenFile(p_version), Catch::Contains(p_version) && Catch::Contains("unsupported version 2"));
+  CHECK_THROWS_WITH(lm::TokenFile(p_version), Catch::Contains(p_version) && Catch::Contains("unsupported version 3"));
+
+  // One flipped bit anywhere (header or tokens) no longer matches the CRC-32.
+  for (size_t at : {size_t(17), kFixed + 1, bytes.size() - 1, bytes.size() - 8}) {
+    std::string flipped = bytes;
+    flipped[at] = static_cast<char>(flipped[at] ^ 0x04);
+    const std::string p_flip = variant("flip.tok", flipped);
+    INFO("byte " << at);
+    CHECK_THROWS_WITH(lm::TokenFile(p_flip), Catch::Contains(p_flip) && Catch::Contains("corrupt"));
+  }
+  // A version-1 file (no CRC field) is still read, as unverified.
+  std::string v1 = bytes.substr(0, kFixed + 2) + bytes.substr(kFixed + 2 + kCrc);
+  v1[8] = 1;
+  const std::string p_v1 = variant("v1.tok", v1);
+  CHECK_FALSE(lm::TokenFile(p_v1).checksummed());
+  CHECK(lm::TokenFile(p_v1).tokens() == std::vector<int32_t>{1, 2, 3, 4});
 
   const std::string p_short = variant("short.tok", bytes.substr(0, bytes.size() - 1));
   CHECK_THROWS_WITH(lm::TokenFile(p_short), Catch::Contains(p_short) && Catch::Contains("truncated") &&
@@ -119,14 +153,14 @@ TEST_CASE("token file reader rejects bad files, naming the file and the problem"
   CHECK_THROWS_WITH(lm::TokenFile(p_header), Catch::Contains("truncated header"));
 
   std::string width = bytes;
-  width[12] = 4;  // vocab 300 must use 2 bytes
+  width[12] = 4;  // vocab 300 must use 2 bytes (checked before the CRC)
   const std::string p_width = variant("width.tok", width);
   CHECK_THROWS_WITH(lm::TokenFile(p_width), Catch::Contains("bad token width 4"));
 
   std::string range = bytes;
-  range[kFixed + 2 + 2 * 2] = 0x2C;  // third token := 300 = 0x012C, equal to the vocab
-  range[kFixed + 2 + 2 * 2 + 1] = 0x01;
-  const std::string p_range = variant("range.tok", range);
+  range[kFixed + 2 + kCrc + 2 * 2] = 0x2C;  // third token := 300 = 0x012C, equal to the vocab
+  range[kFixed + 2 + kCrc + 2 * 2 + 1] = 0x01;
+  const std::string p_range = variant("range.tok", with_fresh_crc(range, kFixed + 2 + kCrc));
   CHECK_THROWS_WITH(lm::TokenFile(p_range), Catch::Contains(p_range) && Catch::Contains("token 300 at index 2") &&
                     Catch::Contains("out of range"));
 

@@ -3,10 +3,13 @@
 // are little-endian on any host. Not here: tokenizers themselves (tokenizer.cpp, bpe.cpp).
 #include "train/token_file.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <sstream>
+
+#include <zlib.h>
 
 #include "tensor/files.h"
 #include "tensor/check.h"
@@ -26,6 +29,19 @@ uint64_t get_le(const unsigned char* p, int bytes) {
   uint64_t v = 0;
   for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
   return v;
+}
+
+// zlib's CRC-32 continued over n bytes (zlib takes lengths as uInt: long spans go in slices).
+uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {
+  uLong c = crc;
+  const Bytef* p = static_cast<const Bytef*>(data);
+  while (n > 0) {
+    const uInt piece = static_cast<uInt>(std::min<size_t>(n, size_t(1) << 30));
+    c = crc32(c, p, piece);
+    p += piece;
+    n -= piece;
+  }
+  return static_cast<uint32_t>(c);
 }
 
 std::string printable(std::string s) {  // for quoting foreign bytes in a message
@@ -62,6 +78,9 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
   std::string body;
   body.reserve(tokens.size() * static_cast<size_t>(width));
   for (int32_t t : tokens) put_le(body, static_cast<uint32_t>(t), width);
+  uint32_t crc = crc32_update(static_cast<uint32_t>(crc32(0L, Z_NULL, 0)), header.data(), header.size());
+  crc = crc32_update(crc, body.data(), body.size());
+  put_le(header, crc, 4);
 
   write_file_atomic(path, header + body, where);
 }
@@ -82,8 +101,7 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
   LM_CHECK(std::memcmp(p, kTokenFileMagic, 8) == 0, where << ": wrong magic: expected \"LMTOKENS\", got \""
            << printable(bytes.substr(0, 8)) << "\" (not a token file)");
   const uint64_t version = get_le(p + 8, 4);
-  LM_CHECK(version == kTokenFileVersion, where << ": unsupported version " << version << " (this build reads "
-           << kTokenFileVersion << ")");
+  LM_CHECK(version == 1 || version == 2, where << ": unsupported version " << version << " (this build reads 1 and 2)");
   const uint64_t width = get_le(p + 12, 4);
   const uint64_t vocab = get_le(p + 16, 8);
   const uint64_t count = get_le(p + 24, 8);
@@ -94,12 +112,26 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
            << token_width_for_vocab(static_cast<int64_t>(vocab)) << ")");
   LM_CHECK(fp_len <= kMaxFingerprint && kFixedHeader + fp_len <= n, where << ": truncated header: the "
            "fingerprint needs " << fp_len << " bytes but the file has " << n - kFixedHeader << " left");
-  const size_t data_start = kFixedHeader + fp_len;
+  const size_t crc_bytes = version >= 2 ? 4 : 0;
+  LM_CHECK(kFixedHeader + fp_len + crc_bytes <= n, where << ": truncated header: no room for the CRC-32");
+  const size_t data_start = kFixedHeader + fp_len + crc_bytes;
   const uint64_t have = n - data_start;
   LM_CHECK(count <= have / width && have == count * width, where << ": truncated or corrupt: the header "
            "says " << count << " tokens (" << count << " x " << width << " bytes) but " << have
            << " bytes of tokens follow the header");
 
+  if (version >= 2) {  // the bytes before the CRC field, then the tokens
+    const size_t at = kFixedHeader + fp_len;
+    uint32_t crc = crc32_update(static_cast<uint32_t>(crc32(0L, Z_NULL, 0)), p, at);
+    crc = crc32_update(crc, p + data_start, static_cast<size_t>(have));
+    const uint32_t recorded = static_cast<uint32_t>(get_le(p + at, 4));
+    char found_hex[9], recorded_hex[9];
+    std::snprintf(found_hex, sizeof found_hex, "%08x", crc);
+    std::snprintf(recorded_hex, sizeof recorded_hex, "%08x", recorded);
+    LM_CHECK(crc == recorded, where << ": corrupt: its bytes have CRC-32 " << found_hex << ", the file recorded "
+                                    << recorded_hex << " (re-run prepare)");
+    checksummed_ = true;
+  }
   vocab_ = static_cast<int64_t>(vocab);
   fingerprint_ = bytes.substr(kFixedHeader, fp_len);
   tokens_.resize(count);

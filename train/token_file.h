@@ -9,7 +9,9 @@
 //   u64      vocab size (every token is < vocab)
 //   u64      token count
 //   u32 + n  tokenizer fingerprint (length, then that many bytes)
+//   u32      (version 2) CRC-32 (zlib's) of every byte above and of the tokens below
 //   count x width bytes of tokens
+// Version 1 files (no CRC) are still read, with checksummed() false.
 #pragma once
 
 #include <cstdint>
@@ -22,7 +24,7 @@ namespace lm {
 class Tokenizer;
 
 inline constexpr char kTokenFileMagic[9] = "LMTOKENS";  // 8 bytes in the file, no terminator
-inline constexpr uint32_t kTokenFileVersion = 1;
+inline constexpr uint32_t kTokenFileVersion = 2;  // written; 1 and 2 are read
 
 int token_width_for_vocab(int64_t vocab);  // 2 or 4 bytes
 
@@ -34,7 +36,8 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
 class TokenFile {
  public:
   // Reads and checks the whole file; throws lm::Error naming the file and the problem (missing,
-  // wrong magic, unsupported version, bad width or vocab, truncated or over-long, bad token).
+  // wrong magic, unsupported version, bad width or vocab, truncated or over-long, a CRC-32 that
+  // does not match the bytes, bad token).
   explicit TokenFile(const std::string& path);
   // Tokens held in memory (synthetic data, tests), checked the same way; path() is "<memory>".
   static TokenFile from_tokens(std::vector<int32_t> tokens, int64_t vocab, std::string fingerprint = "");
@@ -43,6 +46,7 @@ class TokenFile {
   int64_t vocab() const { return vocab_; }
   const std::string& fingerprint() const { return fingerprint_; }
   const std::string& path() const { return path_; }
+  bool checksummed() const { return checksummed_; }  // read from a version-2 file (CRC verified)
   const int32_t* data() const { return tokens_.data(); }
   const std::vector<int32_t>& tokens() const { return tokens_; }
   int32_t operator[](int64_t i) const { return tokens_[static_cast<size_t>(i)]; }
@@ -56,6 +60,7 @@ class TokenFile {
   int64_t vocab_ = 0;
   std::string fingerprint_;
   std::vector<int32_t> tokens_;
+  bool checksummed_ = false;
 };
 
 struct PrepareStats {

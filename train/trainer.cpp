@@ -523,6 +523,8 @@ void log_header(std::ostream& log, const TrainOptions& o, const GPTConfig& mc, G
               ? "; at most " + hms(60.0 * o.time_limit_min) + ", the schedule following the clock when the steps fall behind it"
               : "")
       << "\n";
+  if (!data.train.checksummed() || !data.val.checksummed())
+    log << "note: the token files in " << o.data_dir << " have no CRC-32 (written before version 2): read unverified\n";
 }
 
 // Validation: the loss (and, with a CMT, its drop rate) into the metrics log, the result and the
