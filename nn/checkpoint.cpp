@@ -19,29 +19,11 @@
 #include <numeric>
 #include <set>
 
-#include <zlib.h>
-
 namespace lm {
 
 namespace {
 
 using ordered_json = nlohmann::ordered_json;  // keeps header keys in file order
-
-// CRC-32 (zlib's polynomial, as Python's zlib.crc32) of n bytes, as 8 hex digits. zlib takes
-// lengths as uInt, so long tensors go in slices.
-std::string crc32_hex(const void* data, uint64_t n) {
-  uLong crc = crc32(0L, Z_NULL, 0);
-  const Bytef* p = static_cast<const Bytef*>(data);
-  while (n > 0) {
-    const uInt piece = static_cast<uInt>(std::min<uint64_t>(n, uint64_t(1) << 30));
-    crc = crc32(crc, p, piece);
-    p += piece;
-    n -= piece;
-  }
-  char hex[9];
-  std::snprintf(hex, sizeof hex, "%08lx", static_cast<unsigned long>(crc));
-  return hex;
-}
 
 // The reference implementation refuses headers above 100 MB; a larger one means a corrupt file.
 constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
@@ -220,7 +202,7 @@ void save_safetensors(const std::string& path, const Checkpoint& ckpt) {
     entry["data_offsets"] = {offset, offset + nbytes};
     header[name] = entry;
     offset += nbytes;
-    crcs[name] = crc32_hex(h.numel() > 0 ? h.raw_data() : nullptr, h.numel() > 0 ? nbytes : 0);
+    crcs[name] = crc32_hex(crc32_update(0, h.numel() > 0 ? h.raw_data() : nullptr, h.numel() > 0 ? nbytes : 0));
     host.push_back(h);
   }
   // One CRC-32 per tensor, checked by load_safetensors: a flipped bit in the data is an error
@@ -417,7 +399,7 @@ Checkpoint load_safetensors(const std::string& path) {
     if (ckpt.checksummed) {
       LM_CHECK(crcs.contains(e.name) && crcs[e.name].is_string(),
                where << "tensor '" << e.name << "' has no CRC-32 in __metadata__.crc32 (every tensor must)");
-      const std::string found = crc32_hex(e.end > e.begin ? t.raw_data() : nullptr, e.end - e.begin);
+      const std::string found = crc32_hex(crc32_update(0, e.end > e.begin ? t.raw_data() : nullptr, e.end - e.begin));
       LM_CHECK(found == crcs[e.name].get<std::string>(),
                where << "tensor '" << e.name << "' is corrupt: its bytes have CRC-32 " << found << ", the file "
                      << "recorded " << crcs[e.name].get<std::string>());

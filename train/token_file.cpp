@@ -9,8 +9,6 @@
 #include <fstream>
 #include <sstream>
 
-#include <zlib.h>
-
 #include "tensor/files.h"
 #include "tensor/check.h"
 #include "train/file_io.h"
@@ -29,19 +27,6 @@ uint64_t get_le(const unsigned char* p, int bytes) {
   uint64_t v = 0;
   for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(p[i]) << (8 * i);
   return v;
-}
-
-// zlib's CRC-32 continued over n bytes (zlib takes lengths as uInt: long spans go in slices).
-uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {
-  uLong c = crc;
-  const Bytef* p = static_cast<const Bytef*>(data);
-  while (n > 0) {
-    const uInt piece = static_cast<uInt>(std::min<size_t>(n, size_t(1) << 30));
-    c = crc32(c, p, piece);
-    p += piece;
-    n -= piece;
-  }
-  return static_cast<uint32_t>(c);
 }
 
 std::string printable(std::string s) {  // for quoting foreign bytes in a message
@@ -78,7 +63,7 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
   std::string body;
   body.reserve(tokens.size() * static_cast<size_t>(width));
   for (int32_t t : tokens) put_le(body, static_cast<uint32_t>(t), width);
-  uint32_t crc = crc32_update(static_cast<uint32_t>(crc32(0L, Z_NULL, 0)), header.data(), header.size());
+  uint32_t crc = crc32_update(0, header.data(), header.size());
   crc = crc32_update(crc, body.data(), body.size());
   put_le(header, crc, 4);
 
@@ -122,14 +107,11 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
 
   if (version >= 2) {  // the bytes before the CRC field, then the tokens
     const size_t at = kFixedHeader + fp_len;
-    uint32_t crc = crc32_update(static_cast<uint32_t>(crc32(0L, Z_NULL, 0)), p, at);
+    uint32_t crc = crc32_update(0, p, at);
     crc = crc32_update(crc, p + data_start, static_cast<size_t>(have));
     const uint32_t recorded = static_cast<uint32_t>(get_le(p + at, 4));
-    char found_hex[9], recorded_hex[9];
-    std::snprintf(found_hex, sizeof found_hex, "%08x", crc);
-    std::snprintf(recorded_hex, sizeof recorded_hex, "%08x", recorded);
-    LM_CHECK(crc == recorded, where << ": corrupt: its bytes have CRC-32 " << found_hex << ", the file recorded "
-                                    << recorded_hex << " (re-run prepare)");
+    LM_CHECK(crc == recorded, where << ": corrupt: its bytes have CRC-32 " << crc32_hex(crc) << ", the file recorded "
+                                    << crc32_hex(recorded) << " (re-run prepare)");
     checksummed_ = true;
   }
   vocab_ = static_cast<int64_t>(vocab);

@@ -13,9 +13,8 @@
 #include <sstream>
 #include <type_traits>
 
-#include <zlib.h>
-
 #include "autograd/functions.h"
+#include "tensor/files.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/create.h"
 #include "tensor/ops.h"
@@ -345,15 +344,13 @@ struct Start {
 std::string file_crc32(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   LM_CHECK(in.good(), "train: cannot read " << path);
-  uLong crc = crc32(0L, Z_NULL, 0);
+  uint32_t crc = 0;
   std::vector<char> buf(1 << 20);
   while (in) {
     in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
-    crc = crc32(crc, reinterpret_cast<const Bytef*>(buf.data()), static_cast<uInt>(in.gcount()));
+    crc = crc32_update(crc, buf.data(), static_cast<size_t>(in.gcount()));
   }
-  char hex[16];
-  std::snprintf(hex, sizeof hex, "%08lx", static_cast<unsigned long>(crc));
-  return hex;
+  return crc32_hex(crc);
 }
 
 Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
