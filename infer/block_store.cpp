@@ -119,9 +119,11 @@ void BlockStore::append(const void* k, const void* v) {
     write_all(fd_, static_cast<const char*>(v), block_bytes_, slot * 2 * block_bytes_ + block_bytes_, path_);
   }
   ++count_;
-  // Held indices have moved on (or a slot was overwritten): the last fetch is void.
-  for (int32_t id : staged_ids_)
-    if (id < static_cast<int32_t>(staged_at_.size())) staged_at_[static_cast<size_t>(id)] = -1;
+  drop_staging();  // held indices have moved on (or a slot was overwritten): the last fetch is void
+}
+
+void BlockStore::drop_staging() {
+  for (int32_t id : staged_ids_) staged_at_[static_cast<size_t>(id)] = -1;
   staged_ids_.clear();
 }
 
@@ -130,8 +132,7 @@ void BlockStore::fetch(const std::vector<int32_t>& ids) {
     for (int32_t id : ids) LM_CHECK(id >= 0 && id < count_, "block store: fetch block " << id << " of " << count_);
     return;
   }
-  for (int32_t id : staged_ids_) staged_at_[static_cast<size_t>(id)] = -1;
-  staged_ids_.clear();
+  drop_staging();
   staged_at_.resize(static_cast<size_t>(count_), -1);
   for (int32_t id : ids) {
     LM_CHECK(id >= 0 && id < count_, "block store: fetch block " << id << " of " << count_);

@@ -48,13 +48,13 @@ class BlockStore {
   bool on_disk() const { return fd_ >= 0; }
   int64_t bytes_per_block() const { return 2 * block_bytes_; }
   int64_t reserved_bytes() const { return reserved_slots_ * 2 * block_bytes_; }  // disk: file size
-  int64_t staged_blocks() const { return static_cast<int64_t>(staged_ids_.size()); }
 
  private:
   int64_t slot_of(int64_t i) const { return capacity_ > 0 ? (evicted_ + i) % capacity_ : i; }
   void reserve_disk(int64_t slots);  // the file holds at least `slots` slots
   char* ram_slot(int64_t slot) const;
   const char* block_ptr(int64_t i) const;  // K then V of held block i
+  void drop_staging();                     // no held block is fetched any more
 
   int64_t block_bytes_;
   int64_t capacity_;

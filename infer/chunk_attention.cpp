@@ -193,9 +193,10 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
            "chunk attention: need one kind per local key");
   LM_CHECK(static_cast<int64_t>(plan.sel.size()) == q_rot.size(0) * q_rot.size(1) && plan.base.size() == plan.sel.size(),
            "chunk attention: a plan for " << plan.sel.size() << " rows, expected " << q_rot.size(0) * q_rot.size(1));
-  // The chosen blocks' K/V, read from disk when the store lives there (a no-op in RAM). Only the
-  // store's staging changes: the blocks held are the same.
-  cache.store->fetch(plan_blocks(plan));
+  // On disk, the chosen blocks' K/V are read into the store's staging (the blocks held do not
+  // change). In RAM every block is readable as it is: nothing to collect (this runs per layer and
+  // token while decoding).
+  if (cache.store->on_disk()) cache.store->fetch(plan_blocks(plan));
   Tensor out;
   LM_DISPATCH_FLOAT(q_rot.dtype(), "chunk_attention", {
     const Tensor q = q_rot.contiguous(), k = k_rot.contiguous(), v = v_loc.contiguous();
