@@ -62,7 +62,7 @@ Command prepare_command(CLI::App& app) {
       ->check(CLI::Range(int64_t(257), int64_t(1) << 20))
       ->capture_default_str();
   sub->add_option("--bpe-sample-mb", *sample_mb, "Train BPE on the first N MB of the training text")
-      ->check(CLI::PositiveNumber)
+      ->check(real_in(1e-6, 1e6))
       ->capture_default_str();
   sub->add_option("--gpt2-files", *gpt2, "GPT-2's encoder.json and vocab.bpe")->expected(2)->check(CLI::ExistingFile);
   sub->add_flag("--split-digits", *split_digits,
@@ -139,7 +139,7 @@ Command passkey_data_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_option("--filler-only", *filler_only, "Fraction of documents that are plain filler")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(real_in(0.0, 1.0))
       ->capture_default_str();
   sub->add_flag("--uniform-distance", *uniform_distance,
                 "Draw the fillers after the key (how far back the answer lies) uniformly in 0..--max-fillers, "
@@ -163,6 +163,12 @@ Command passkey_data_command(CLI::App& app) {
     return 0;
   };
   return {sub, run};
+}
+
+std::vector<Command> register_commands(CLI::App& app) {
+  return {prepare_command(app), corpus_command(app),  passkey_data_command(app), train_command(app),
+          plot_command(app),    plot_table_command(app), info_command(app),      groups_command(app),
+          passkey_command(app), eval_command(app),    generate_command(app),     attn_map_command(app)};
 }
 
 }  // namespace app

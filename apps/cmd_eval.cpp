@@ -70,7 +70,7 @@ Command passkey_command(CLI::App& app) {
   sub->add_option("--depth", opts->depth,
                   "Put the key at this fraction of the filler text (0: first, 1: right before the question) "
                   "instead of at random; a sweep over depths shows how far back each model can copy from")
-      ->check(CLI::Range(0.0, 1.0));
+      ->check(real_in(0.0, 1.0));
   sub->add_option("--scoring", *scoring,
                   "strict: the answer starts with the key's digits | paper: the first integer in 100 generated tokens is the key")
       ->check(CLI::IsMember({"strict", "paper"}))

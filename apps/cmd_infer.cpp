@@ -30,8 +30,8 @@ Command generate_command(CLI::App& app) {
   sub->add_option("--prompt", *prompt, "Prompt text");
   sub->add_flag("--echo", *echo, "Print the prompt before the continuation (default: the continuation only)");
   sub->add_option("--prompt-file", *prompt_file, "Read the prompt from this file")->check(CLI::ExistingFile);
-  sub->add_option("--max-new", *max_new, "Tokens to generate")->check(CLI::PositiveNumber)->capture_default_str();
-  sub->add_option("--temperature", sample->temperature, "0: greedy")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--max-new", *max_new, "Tokens to generate")->check(CLI::Range(int64_t(1), int64_t(1) << 24))->capture_default_str();
+  sub->add_option("--temperature", sample->temperature, "0: greedy")->check(real_in(0.0, 1e6))->capture_default_str();
   sub->add_option("--top-k", sample->top_k, "Sample among the k most likely tokens (0: all)")->check(CLI::NonNegativeNumber)->capture_default_str();
   sub->add_option("--seed", sample->seed, "Sampling seed")->capture_default_str();
   flags->add(sub);

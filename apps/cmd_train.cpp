@@ -48,11 +48,11 @@ Command train_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--data", o->data_dir, "Directory with tokenizer.json, train.tokens, val.tokens")->required();
   sub->add_option("--out", o->out_dir, "Output directory (checkpoint, metrics.jsonl, loss.png)")->capture_default_str();
-  sub->add_option("--layers", *layers, "Override the preset's number of layers")->check(CLI::PositiveNumber);
-  sub->add_option("--embd", *embd, "Override the preset's embedding size")->check(CLI::PositiveNumber);
-  sub->add_option("--heads", *heads, "Override the preset's number of heads")->check(CLI::PositiveNumber);
-  sub->add_option("--block-size", *block, "Override the preset's context length T")->check(CLI::PositiveNumber);
-  sub->add_option("--batch", *batch, "Override the preset's batch size B")->check(CLI::PositiveNumber);
+  sub->add_option("--layers", *layers, "Override the preset's number of layers")->check(CLI::Range(int64_t(1), int64_t(4096)));
+  sub->add_option("--embd", *embd, "Override the preset's embedding size")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  sub->add_option("--heads", *heads, "Override the preset's number of heads")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  sub->add_option("--block-size", *block, "Override the preset's context length T")->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  sub->add_option("--batch", *batch, "Override the preset's batch size B")->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   sub->add_option("--attention", *attention, "standard (causal) or landmark (grouped softmax, Section 3.1)")
       ->check(CLI::IsMember({"standard", "landmark"}))
       ->capture_default_str();
@@ -61,11 +61,11 @@ Command train_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--cmt", o->model.context_miss, "Train a context-miss token (Appendix D; landmark attention only)");
   sub->add_option("--cmt-prob", o->cmt_prob, "P_CMT: chance that a landmark is CMT-controlled in training")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(real_in(0.0, 1.0))
       ->capture_default_str();
   sub->add_option("--cmt-cutoff", o->cmt_cutoff, "Validation with a CMT: drop the controlled blocks where P(CMT) < this "
                                                  "(Appendix D); the drop rate is logged")
-      ->check(CLI::Range(0.0, 1.0))
+      ->check(real_in(0.0, 1.0))
       ->capture_default_str();
   sub->add_option("--jump", o->jump_max, "p_jump: positions advance by U{1..p_jump} after each landmark in training "
                                          "(Appendix E; 1 = off)")
@@ -73,32 +73,32 @@ Command train_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--doc-starts", o->doc_starts, "Start every window at a document (right after a newline token) "
                                               "instead of anywhere: each window then holds a whole document, as a prompt does");
-  sub->add_option("--dropout", o->model.dropout, "Dropout probability")->check(CLI::Range(0.0, 0.95))->capture_default_str();
+  sub->add_option("--dropout", o->model.dropout, "Dropout probability")->check(real_in(0.0, 0.95))->capture_default_str();
   sub->add_option("--steps", o->steps, "Total optimizer steps")->check(CLI::Range(int64_t(2), int64_t(1) << 40))->capture_default_str();
-  sub->add_option("--lr", o->lr, "Peak learning rate")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--lr", o->lr, "Peak learning rate")->check(real_positive())->capture_default_str();
   sub->add_option("--schedule", o->schedule, "one-cycle (paper: lr/100, 2% cosine warm-up, cosine to lr/5) | cosine | constant")
       ->check(CLI::IsMember({"one-cycle", "cosine", "constant"}))
       ->capture_default_str();
   sub->add_option("--warmup", o->warmup, "Warm-up steps (cosine schedule)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  sub->add_option("--min-lr", o->min_lr, "Final learning rate (cosine schedule)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--min-lr", o->min_lr, "Final learning rate (cosine schedule)")->check(real_non_negative())->capture_default_str();
   sub->add_option("--weight-decay", o->adamw.weight_decay, "AdamW weight decay (Linear weights only)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(real_non_negative())
       ->capture_default_str();
-  sub->add_option("--beta1", o->adamw.beta1, "AdamW beta1")->check(CLI::Range(0.0, 0.9999))->capture_default_str();
-  sub->add_option("--beta2", o->adamw.beta2, "AdamW beta2")->check(CLI::Range(0.0, 0.99999))->capture_default_str();
-  sub->add_option("--grad-clip", o->grad_clip, "Clip the global gradient norm (0: off)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  sub->add_option("--grad-accum", o->grad_accum, "Micro-batches per step")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--beta1", o->adamw.beta1, "AdamW beta1")->check(real_in(0.0, 0.9999))->capture_default_str();
+  sub->add_option("--beta2", o->adamw.beta2, "AdamW beta2")->check(real_in(0.0, 0.99999))->capture_default_str();
+  sub->add_option("--grad-clip", o->grad_clip, "Clip the global gradient norm (0: off)")->check(real_non_negative())->capture_default_str();
+  sub->add_option("--grad-accum", o->grad_accum, "Micro-batches per step")->check(CLI::Range(int64_t(1), int64_t(1) << 20))->capture_default_str();
   sub->add_option("--eval-every", o->eval_every, "Validation every N steps and at the end (0: never)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  sub->add_option("--eval-batches", o->eval_batches, "Batches per validation")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--eval-batches", o->eval_batches, "Batches per validation")->check(CLI::Range(int64_t(1), int64_t(1) << 20))->capture_default_str();
   sub->add_option("--ckpt-every", o->ckpt_every, "Checkpoint every N steps (always at the end and on Ctrl-C)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_option("--time-limit", o->time_limit_min,
                   "Stop and checkpoint after this many minutes (0: none); the learning-rate schedule follows the clock "
                   "when it runs ahead of the steps, so a cut run ends annealed")
-      ->check(CLI::NonNegativeNumber)
+      ->check(real_in(0.0, 525600.0))
       ->capture_default_str();
   sub->add_option("--stop-at", o->stop_at, "Stop and checkpoint at this step (the schedule still spans --steps)")
       ->check(CLI::NonNegativeNumber);
@@ -114,7 +114,7 @@ Command train_command(CLI::App& app) {
       ->excludes(resume_opt);
   sub->add_flag("--quiet", o->quiet, "No progress lines");
   sub->add_option("--log-every", o->log_every_s, "Seconds between progress lines (0: a line every step)")
-      ->check(CLI::Range(0.0, 86400.0))
+      ->check(real_in(0.0, 86400.0))
       ->capture_default_str();
   auto run = [=]() {
     Preset p = preset_of(*preset);
@@ -125,6 +125,7 @@ Command train_command(CLI::App& app) {
       LM_CHECK(parent.metadata.is_object() && parent.metadata.contains("model"),
                "train: --init-from " << o->init_from << " is not a training checkpoint (no model config in its metadata)");
       const GPTConfig pc = gpt_config_from_json(parent.metadata.at("model"));
+      check_config_fits_checkpoint(pc, parent, o->init_from);
       p.layers = pc.n_layer;
       p.embd = pc.n_embd;
       p.heads = pc.n_head;
@@ -134,6 +135,7 @@ Command train_command(CLI::App& app) {
     o->model.n_head = *heads ? *heads : p.heads;
     o->model.block_size = *block ? *block : p.block;
     o->batch_size = *batch ? *batch : p.batch;
+    o->steps_given = sub->count("--steps") > 0;  // on --resume, absent means the checkpoint's total
     o->device = parse_device(*device);
     o->model.attention = parse_attention_kind(*attention);
     LM_CHECK(o->model.landmark() || (!o->model.context_miss && o->jump_max == 1),
@@ -191,7 +193,7 @@ Command plot_table_command(CLI::App& app) {
   sub->add_option("--x-label", o->x_label, "x axis label (default: the first column's name)");
   sub->add_option("--y-label", o->y_label, "y axis label");
   sub->add_flag("--log-x", o->log_x, "A log-scale x axis");
-  sub->add_option("--y-range", *y_range, "y axis range, e.g. 0,100")->delimiter(',')->expected(2);
+  sub->add_option("--y-range", *y_range, "y axis range, e.g. 0,100")->delimiter(',')->expected(2)->check(real_in(-1e30, 1e30));
   auto run = [=]() {
     if (!y_range->empty()) {
       LM_CHECK((*y_range)[0] < (*y_range)[1], "plot-table: --y-range needs low < high, got " << (*y_range)[0] << ","

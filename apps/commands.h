@@ -2,13 +2,38 @@
 // the CLI11 app and returns a runner that calls the library once parsing succeeded.
 #pragma once
 
+#include <cmath>
 #include <functional>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
 namespace lm {
 namespace app {
+
+// Validators for real-valued flags. CLI11's Range lets NaN through (every comparison with NaN is
+// false: the library's own checks refused it later, naming a parameter instead of the flag) and
+// its PositiveNumber prints its upper bound, DBL_MAX, in 309 digits. These refuse NaN and
+// infinity at parse time (a usage error, exit 2) and say the bound in words.
+inline CLI::Validator real_check(double lo, double hi, bool open_low, const std::string& what) {
+  return CLI::Validator(
+      [=](std::string& s) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(s, v)) return "not a number: " + s;
+        if (!std::isfinite(v) || (open_low ? v <= lo : v < lo) || v > hi) return "must be " + what + ", got " + s;
+        return std::string();
+      },
+      what);
+}
+inline CLI::Validator real_in(double lo, double hi) {  // lo <= x <= hi
+  std::ostringstream os;
+  os << "in [" << lo << ", " << hi << "]";
+  return real_check(lo, hi, false, os.str());
+}
+inline CLI::Validator real_positive() { return real_check(0, HUGE_VAL, true, "a positive number"); }
+inline CLI::Validator real_non_negative() { return real_check(0, HUGE_VAL, false, "a number >= 0"); }
 
 // The whole file as bytes; `what` names the command in the error when it cannot be read.
 std::string read_text_file(const std::string& path, const char* what);  // apps/cmd_data.cpp
@@ -30,6 +55,10 @@ Command passkey_command(CLI::App& app);  // apps/cmd_infer.cpp
 Command eval_command(CLI::App& app);     // apps/cmd_infer.cpp
 Command generate_command(CLI::App& app); // apps/cmd_infer.cpp
 Command attn_map_command(CLI::App& app); // apps/cmd_infer.cpp
+
+// Every subcommand above registered on `app`, in the order `--help` lists them (apps/cmd_data.cpp).
+// The program and the command-line fuzz harness (fuzz/fuzz_cli.cpp) build the same parser with it.
+std::vector<Command> register_commands(CLI::App& app);
 
 }  // namespace app
 }  // namespace lm

@@ -42,7 +42,7 @@ struct InferFlags {
         ->check(CLI::ExistingDirectory);
     cutoff_opt = sub->add_option("--cmt-cutoff", cfg.cmt_cutoff,
                                  "Models trained with --cmt: S(CMT) below this gates retrieved blocks with 0 (Appendix D)")
-                     ->check(CLI::Range(0.0, 1.0))
+                     ->check(real_in(0.0, 1.0))
                      ->capture_default_str();
   }
   Device dev() const { return parse_device(device); }

@@ -29,14 +29,13 @@ int main(int argc, char** argv) {
   CLI::App app{"landmark: Landmark Attention from scratch in C++ (train, evaluate, inspect)"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
-  std::vector<lm::app::Command> commands = {lm::app::prepare_command(app), lm::app::corpus_command(app), lm::app::passkey_data_command(app),
-                                            lm::app::train_command(app), lm::app::plot_command(app), lm::app::plot_table_command(app),
-                                            lm::app::info_command(app), lm::app::groups_command(app), lm::app::passkey_command(app), lm::app::eval_command(app),
-                                            lm::app::generate_command(app), lm::app::attn_map_command(app)};
+  std::vector<lm::app::Command> commands = lm::app::register_commands(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);  // usage errors: message + non-zero exit (0 for --help)
+    // Usage errors print CLI11's message and exit 2, whatever CLI11's own code for the kind of
+    // error (105 for a value out of range, 106 for a missing flag, ...); --help exits 0.
+    return app.exit(e) == 0 ? 0 : 2;
   }
   for (auto& c : commands) {
     if (!c.sub->parsed()) continue;

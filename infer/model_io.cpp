@@ -21,6 +21,7 @@ LoadedModel load_trained_model(const std::string& path, Device device) {
   // model's embedding, and the fingerprint training recorded (a tokenizer one merge short once
   // loaded and generated other text).
   const GPTConfig config = gpt_config_from_json(ck.metadata["model"]);
+  check_config_fits_checkpoint(config, ck, path);
   LM_CHECK(m.tokenizer->vocab_size() == config.vocab_size,
            "load: " << path << ": the tokenizer has " << m.tokenizer->vocab_size() << " tokens but the model's vocabulary is "
                     << config.vocab_size << " (the metadata's tokenizer is not the model's)");

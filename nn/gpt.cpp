@@ -33,8 +33,7 @@ void GPTConfig::validate() const {
            "GPTConfig: n_layer " << n_layer << ", n_embd " << n_embd << ", block_size " << block_size << " or landmark_every "
                                  << landmark_every << " is past its limit (4096, 2^20, 2^24, 2^24)");
   // The weights alone must fit in memory: vocab x C for the embedding, about 12 C^2 per layer.
-  const double C = static_cast<double>(n_embd);
-  const double params = static_cast<double>(vocab_size) * C + static_cast<double>(n_layer) * (12.0 * C * C + 13.0 * C);
+  const double params = approx_params();
   const double bytes = params * 4.0, have = static_cast<double>(physical_memory_bytes());
   LM_CHECK(bytes <= have, "GPTConfig: about " << params << " parameters (" << bytes / 1e9 << " GB in f32) do not fit in "
                                               << "this machine's " << have / 1e9 << " GB of memory");

@@ -40,6 +40,13 @@ struct GPTConfig {
   int64_t head_size() const { return n_embd / n_head; }
   bool landmark() const { return attention == AttentionKind::Landmark; }
   void validate() const;  // throws naming the bad field
+  // About how many parameters the model has (vocab x C for the embedding, 12 C^2 + 13 C per
+  // layer): what validate() bounds by memory, and what a checkpoint must roughly hold before a
+  // model is built from its config (train/trainer.h check_config_fits_checkpoint).
+  double approx_params() const {
+    const double C = static_cast<double>(n_embd);
+    return static_cast<double>(vocab_size) * C + static_cast<double>(n_layer) * (12.0 * C * C + 13.0 * C);
+  }
 };
 
 // An attention core: q, k, v (B, NH, T, HS) after rotary -> (B, NH, T, HS). Empty = causal.

@@ -10,9 +10,17 @@
 #   libopenblas-dev      the comparison baseline in bench/ only (never linked into the library)
 #   libreadline8         runtime library of the `bible` program that prints the KJV corpus
 #   cmake g++ make       the toolchain
+# With the argument `fuzz` (scripts/fuzz.sh, CI), also:
+#   clang-16 libclang-rt-16-dev libfuzzer-16-dev   libFuzzer and the sanitizer runtimes for Clang
 set -euo pipefail
 
 packages=(cmake g++ make catch2 libstb-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libopenblas-dev libreadline8)
+for group in "$@"; do
+  case "$group" in
+    fuzz) packages+=(clang-16 libclang-rt-16-dev libfuzzer-16-dev) ;;
+    *) echo "install-deps: unknown group '$group' (known: fuzz)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${packages[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then

@@ -195,6 +195,20 @@ TEST_CASE("loading a trained model checks its tokenizer against the model and th
   ck.metadata["tokenizer"]["specials"][0] = "<|other|>";  // the same count of tokens
   save_safetensors(out + "/renamed.safetensors", ck);
   CHECK_THROWS_WITH(load_trained_model(out + "/renamed.safetensors"), Catch::Contains("fingerprint"));
+  // A config edited to describe a model of 400 layers of d 1024 (5e9 parameters, 20 GB, which
+  // this machine's memory check alone would let through) in a file of a few hundred KB: refused
+  // before the model is built, naming the file and both counts; so is resuming from it.
+  ck = load_safetensors(path);
+  ck.metadata["model"]["n_layer"] = 400;
+  ck.metadata["model"]["n_embd"] = 1024;
+  ck.metadata["model"]["n_head"] = 8;
+  save_safetensors(out + "/huge.safetensors", ck);
+  CHECK_THROWS_WITH(load_trained_model(out + "/huge.safetensors"),
+                    Catch::Contains("huge.safetensors") && Catch::Contains("parameters but the file holds"));
+  TrainOptions o = small_options(data, out_dir("tokcheck_resume"));
+  o.resume = out + "/huge.safetensors";
+  o.steps_given = false;
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("huge.safetensors") && Catch::Contains("parameters but the file holds"));
 }
 
 TEST_CASE("trainer: bad options and inputs are reported clearly", "[trainer]") {

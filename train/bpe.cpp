@@ -87,6 +87,8 @@ void BpeTokenizer::append_base_token(int32_t id, std::string& out) const { out +
 std::vector<int32_t> BpeTokenizer::encode_chunk(const std::string& chunk) const {
   std::vector<int32_t> ids(chunk.size());
   for (size_t i = 0; i < chunk.size(); ++i) ids[i] = byte_ids_[static_cast<unsigned char>(chunk[i])];
+  if (ids.size() > kLongChunk) return merge_long_chunk(std::move(ids));
+  // A word: apply the lowest-ranked merge among its adjacent pairs, everywhere, until none applies.
   while (ids.size() >= 2) {
     int32_t best = -1;  // lowest rank among adjacent pairs
     for (size_t i = 0; i + 1 < ids.size(); ++i) {
@@ -98,6 +100,46 @@ std::vector<int32_t> BpeTokenizer::encode_chunk(const std::string& chunk) const 
     merge_pair(ids, m.left, m.right, m.result);
   }
   return ids;
+}
+
+// The same merges in the same order for a chunk too long to rescan after every merge (one
+// 300 KB "word" took minutes): the tokens form a linked list, and a heap holds (rank, position)
+// of every adjacent pair that has a merge. Popping the lowest rank, leftmost first, is the order
+// above: a merge of rank r creates only pairs holding its result, whose merges have ranks above
+// r (a merge may only use ids defined by earlier ones), so no lower rank ever appears later.
+// An entry whose pair has changed since it was pushed is skipped. O(n log n) for n bytes.
+std::vector<int32_t> BpeTokenizer::merge_long_chunk(std::vector<int32_t> ids) const {
+  const int64_t n = static_cast<int64_t>(ids.size());
+  std::vector<int64_t> next(static_cast<size_t>(n)), prev(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) next[i] = i + 1 < n ? i + 1 : -1, prev[i] = i - 1;
+  using Entry = std::pair<int32_t, int64_t>;  // (rank, position of the pair's left token)
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<Entry>> heap;
+  auto rank_at = [&](int64_t i) -> int32_t {
+    if (i < 0 || next[i] < 0) return -1;
+    auto it = rank_of_.find(pair_key(ids[i], ids[next[i]]));
+    return it == rank_of_.end() ? -1 : it->second;
+  };
+  auto push = [&](int64_t i) {
+    const int32_t r = rank_at(i);
+    if (r >= 0) heap.push({r, i});
+  };
+  for (int64_t i = 0; i + 1 < n; ++i) push(i);
+  std::vector<char> alive(static_cast<size_t>(n), 1);
+  while (!heap.empty()) {
+    const auto [r, i] = heap.top();
+    heap.pop();
+    if (!alive[i] || rank_at(i) != r) continue;  // stale
+    const int64_t j = next[i];                 // merge i and j into i
+    ids[i] = merges_[static_cast<size_t>(r)].result;
+    alive[j] = 0;
+    next[i] = next[j];
+    if (next[j] >= 0) prev[next[j]] = i;
+    push(prev[i]);
+    push(i);
+  }
+  std::vector<int32_t> out;
+  for (int64_t i = 0; i >= 0 && i < n; i = next[i]) out.push_back(ids[i]);
+  return out;
 }
 
 std::vector<int32_t> BpeTokenizer::encode(const std::string& text) const {
@@ -200,16 +242,45 @@ BpeTokenizer BpeTokenizer::train(const std::string& text, int64_t vocab_size,
     delta.clear();
     for (int32_t w : affected) {
       Word& word = words[static_cast<size_t>(w)];
-      std::vector<int32_t> merged = word.ids;
-      if (!merge_pair(merged, m.left, m.right, m.result)) continue;  // a stale listing
-      for (size_t i = 0; i + 1 < word.ids.size(); ++i)
-        if (mergeable(word.ids[i], word.ids[i + 1])) delta[pair_key(word.ids[i], word.ids[i + 1])] -= word.count;
-      for (size_t i = 0; i + 1 < merged.size(); ++i) {
-        if (!mergeable(merged[i], merged[i + 1])) continue;
-        uint64_t key = pair_key(merged[i], merged[i + 1]);
-        delta[key] += word.count;
-        if (merged[i] == m.result || merged[i + 1] == m.result) where[key].push_back(w);
+      // Merge left to right, remembering where: `sites` holds the old index of each merged pair
+      // and the new index of its result.
+      const std::vector<int32_t>& old_ids = word.ids;
+      std::vector<int32_t> merged;
+      merged.reserve(old_ids.size());
+      std::vector<std::pair<size_t, size_t>> sites;
+      for (size_t i = 0; i < old_ids.size();) {
+        if (i + 1 < old_ids.size() && old_ids[i] == m.left && old_ids[i + 1] == m.right) {
+          sites.emplace_back(i, merged.size());
+          merged.push_back(m.result);
+          i += 2;
+        } else {
+          merged.push_back(old_ids[i++]);
+        }
       }
+      if (sites.empty()) continue;  // a stale listing
+      // Only the pairs touching a merge change: the old pairs at j-1, j, j+1 around each site j
+      // leave, the new pairs at k-1 and k around each result k arrive; every other pair is the
+      // same pair before and after. So the work is proportional to the merges made, not to the
+      // word's length (one 300 KB word once cost a full recount per merge: minutes).
+      auto count_pairs = [&](const std::vector<int32_t>& ids, bool old_side) {
+        size_t next = 0;  // pair indices below this were counted already (sites overlap)
+        for (const auto& [at_old, at_new] : sites) {
+          const size_t at = old_side ? at_old : at_new, last = old_side ? at + 1 : at;
+          for (size_t j = at > 0 ? at - 1 : 0; j <= last; ++j) {
+            if (j < next || j + 1 >= ids.size()) continue;
+            next = j + 1;
+            if (!mergeable(ids[j], ids[j + 1])) continue;
+            const uint64_t key = pair_key(ids[j], ids[j + 1]);
+            delta[key] += old_side ? -word.count : word.count;
+            if (!old_side && (ids[j] == m.result || ids[j + 1] == m.result)) {
+              std::vector<int32_t>& list = where[key];
+              if (list.empty() || list.back() != w) list.push_back(w);
+            }
+          }
+        }
+      };
+      count_pairs(old_ids, true);
+      count_pairs(merged, false);
       word.ids = std::move(merged);
     }
     for (const auto& [key, d] : delta) {

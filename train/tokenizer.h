@@ -107,6 +107,9 @@ class BpeTokenizer : public Tokenizer {
   const std::string& token_bytes(int32_t id) const;  // the bytes a base id stands for
   // One pre-tokenised chunk -> ids, merges applied by rank (exposed for tests).
   std::vector<int32_t> encode_chunk(const std::string& chunk) const;
+  // Chunks longer than this go through merge_long_chunk (same result, O(n log n) instead of
+  // n x merges applied); exposed so tests can compare the two paths.
+  static constexpr size_t kLongChunk = 64;
 
  protected:
   void base_to_json(nlohmann::json& j) const override;
@@ -117,6 +120,7 @@ class BpeTokenizer : public Tokenizer {
   std::vector<Merge> merges_;             // in rank order
   std::vector<std::string> token_bytes_;  // id -> bytes
   std::unordered_map<uint64_t, int32_t> rank_of_;  // (left << 32 | right) -> rank
+  std::vector<int32_t> merge_long_chunk(std::vector<int32_t> ids) const;
 };
 
 // GPT-2's reversible map from the 256 bytes to printable unicode characters (as UTF-8), so that

@@ -21,6 +21,7 @@
 #include "tensor/rng.h"
 #include "landmark/attention.h"
 #include "train/batch.h"
+#include "train/file_io.h"
 #include "train/landmark_batch.h"
 #include "train/token_file.h"
 #include "train/tokenizer.h"
@@ -62,6 +63,16 @@ GPTConfig gpt_config_from_json(const nlohmann::json& j) {
   }
   c.validate();
   return c;
+}
+
+void check_config_fits_checkpoint(const GPTConfig& config, const Checkpoint& ckpt, const std::string& path) {
+  double values = 0;  // the model's tensors only (a training checkpoint also holds optimizer moments)
+  for (const auto& [name, t] : ckpt.tensors)
+    if (name.rfind("model.", 0) == 0) values += static_cast<double>(t.numel());
+  // approx_params() slightly overcounts (it assumes biases); half of it is a safe lower bound.
+  LM_CHECK(values >= 0.5 * config.approx_params(),
+           path << ": the model config describes about " << config.approx_params() << " parameters but the file holds "
+                << values << " model values (a damaged or hand-edited config?)");
 }
 
 void save_training_checkpoint(const std::string& path, GPT& model, AdamW& opt, const nlohmann::json& metadata) {
@@ -385,9 +396,13 @@ Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
            "train: checkpoint " << o.resume << " was trained with tokenizer " << m["tokenizer_fingerprint"].get<std::string>()
                                 << " but the data in " << o.data_dir << " uses " << tok.fingerprint());
   st.model = gpt_config_from_json(m["model"]);
+  check_config_fits_checkpoint(st.model, st.ck, o.resume);
   if (m.contains("parent")) st.parent_record = m["parent"];
   o.seed = m.at("seed").get<uint64_t>();
   settings_from_json(m.at("train"), o, o.resume);
+  // Without --steps a resumed run ends where it was going to: its schedule is the one it had
+  // (the command line's default of 1000 once stretched a 20-step run's schedule to 1000 steps).
+  if (!o.steps_given && m.contains("total_steps")) o.steps = m.at("total_steps").get<int64_t>();
   // The checkpoint's settings pass the same checks as the command line's (a file edited by hand,
   // or from a stranger, must not train with a batch of 0 or a wrapped size).
   TrainOptions resumed = o;
@@ -401,6 +416,25 @@ Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
     log << "note: --steps " << o.steps << " differs from the checkpoint's " << m.value("total_steps", o.steps)
         << "; the learning-rate schedule now spans " << o.steps << " steps\n";
   return st;
+}
+
+// Rewrites metrics.jsonl without the lines whose "step" is past `step` (temp file + rename). A
+// missing file is fine (a resume into a fresh --out); a line that is not JSON is kept as it is.
+void drop_metrics_after(const std::string& path, int64_t step) {
+  std::ifstream in(path);
+  if (!in.good()) return;
+  std::string kept, line;
+  int64_t dropped = 0;
+  while (std::getline(in, line)) {
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_object() && j.contains("step") && j["step"].is_number_integer() && j["step"].get<int64_t>() > step) {
+      ++dropped;
+      continue;
+    }
+    kept += line + "\n";
+  }
+  in.close();
+  if (dropped > 0) write_file_atomic(path, kept);
 }
 
 // One optimizer step: grad_accum micro-batches, clipping, AdamW. Returns {loss, gradient norm}.
@@ -568,6 +602,9 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
   State st(o, start, *data.tok);
   std::filesystem::create_directories(o.out_dir);
   const std::string ckpt_path = o.out_dir + "/checkpoint.safetensors", metrics_path = o.out_dir + "/metrics.jsonl";
+  // On resume, lines past the checkpoint's step (written before a kill, and about to be written
+  // again) are dropped first, so every step appears once.
+  if (!o.resume.empty()) drop_metrics_after(metrics_path, st.step);
   std::ofstream metrics(metrics_path, o.resume.empty() ? std::ios::trunc : std::ios::app);
   LM_CHECK(metrics.good(), "train: cannot write " << metrics_path);
   if (!o.init_from.empty()) metrics << nlohmann::json{{"parent", start.parent_record}}.dump() << "\n";

@@ -26,6 +26,8 @@ struct TrainOptions {
   std::string out_dir = "runs/run";  // checkpoint.safetensors, metrics.jsonl (+ loss.png by the CLI)
   int64_t batch_size = 8;
   int64_t steps = 1000;          // total optimizer steps (the schedule spans these)
+  bool steps_given = true;       // on resume: false takes the total from the checkpoint (the CLI
+                                 // when --steps is absent), true extends or shortens the run to `steps`
   int64_t grad_accum = 1;        // micro-batches per step
   double lr = 2e-3;
   std::string schedule = "one-cycle";  // one-cycle (the paper's) | cosine | constant
@@ -86,6 +88,11 @@ void save_training_checkpoint(const std::string& path, GPT& model, AdamW& opt, c
 // Loads weights (and optimizer moments when `opt` is given) into an already-built model.
 void load_model_weights(const Checkpoint& ckpt, GPT& model, AdamW* opt);
 GPTConfig gpt_config_from_json(const nlohmann::json& j);
+// Before a model is built from a checkpoint's config: the file must hold at least about as many
+// values as that model has parameters, else an error naming `path` and both counts. A small file
+// whose config describes a huge model (n_layer 400, d 1024: 20 GB) is refused before anything is
+// allocated, so what loading a checkpoint can allocate is bounded by the file's own size.
+void check_config_fits_checkpoint(const GPTConfig& config, const Checkpoint& ckpt, const std::string& path);
 
 // train --init-from: the weights of `parent` (a training checkpoint) copied into `model`, which was
 // built fresh from the new run's config. Every parameter the parent has must have the same shape

@@ -7,7 +7,10 @@
 #     checkpoint; with --resume it is a usage error;
 #   - `passkey --checkpoint` takes a standard model alone and writes `length standard_pct`;
 #   - `plot-table` draws that table, and refuses a table with a word in a number's place;
-#   - SIGTERM makes `train` checkpoint and exit with 143 (128 + 15), like Ctrl-C does with 130.
+#   - SIGTERM makes `train` checkpoint and exit with 143 (128 + 15), like Ctrl-C does with 130;
+#   - a run stopped at step 10 of 20 and resumed without --steps ends at 20 with the same losses as
+#     one run straight through, and every step is in metrics.jsonl once, even when lines past the
+#     checkpoint were written before it died.
 # Usage: test_train_cli.sh path/to/landmark
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect
 
@@ -58,4 +61,16 @@ wait "$pid" || status=$?
 [ "$status" -eq 143 ] || { cat "$WORK/term.log" >&2; fail "train exited with $status after SIGTERM, expected 143"; }
 expect "$WORK/term.log" "stopped: interrupted at step"
 [ -s "$WORK/term/checkpoint.safetensors" ] || fail "no checkpoint after SIGTERM"
+
+# Resume: stopped at 10 of 20, a line for step 12 left behind as by a kill after the checkpoint,
+# then resumed without --steps. The losses must equal an uninterrupted run's, step for step.
+"$LANDMARK" train "${TINY[@]}" --steps 20 --out "$WORK/whole" > /dev/null
+"$LANDMARK" train "${TINY[@]}" --steps 20 --stop-at 10 --out "$WORK/cut" > /dev/null
+echo '{"step":12,"loss":9.99}' >> "$WORK/cut/metrics.jsonl"
+"$LANDMARK" train --resume "$WORK/cut/checkpoint.safetensors" --data "$WORK/tok" --out "$WORK/cut" > "$WORK/resume.log"
+expect "$WORK/resume.log" "stopped: done at step 20"
+losses() { grep -o '"step":[0-9]*,"loss":[-0-9.e]*' "$1/metrics.jsonl"; }
+[ "$(losses "$WORK/cut")" = "$(losses "$WORK/whole")" ] || {
+  diff <(losses "$WORK/whole") <(losses "$WORK/cut") >&2; fail "a resumed run differs from the uninterrupted one"; }
+[ "$(losses "$WORK/cut" | wc -l)" -eq 20 ] || fail "expected 20 step lines after the resume"
 echo "test_train_cli: all checks passed"

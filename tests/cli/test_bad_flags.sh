@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# test_bad_flags.sh LANDMARK: every numeric flag of every subcommand, given bad values, must end in
+# a usage error (exit 2), a clean error naming the flag or the value (exit 1, "error: ..."), or a
+# clean run (exit 0) -- never a signal, a hang (20 s) or, outside sanitizer builds, more than
+# 4 GB of address space. The flags come from each subcommand's --help (every option typed INT,
+# UINT or FLOAT), so a new flag is covered the day it is added. Each trial starts from valid,
+# tiny arguments (a one-layer model, a few tokens) with only the flag under test changed.
+source "$(dirname "$0")/lib.sh"
+LANDMARK=$(readlink -f "$LANDMARK")  # the trials run inside $WORK
+
+# ---- tiny valid inputs ----
+"$LANDMARK" passkey-data --out "$WORK/text" --docs 20 --max-fillers 2 > /dev/null
+"$LANDMARK" prepare --train "$WORK/text/train.txt" --val "$WORK/text/val.txt" --out "$WORK/data" --tokenizer bytes > /dev/null
+"$LANDMARK" train --data "$WORK/data" --out "$WORK/lm" --layers 1 --embd 16 --heads 2 --block-size 32 --batch 2 \
+  --steps 2 --attention landmark --landmark-every 7 --quiet > /dev/null
+"$LANDMARK" train --data "$WORK/data" --out "$WORK/std" --layers 1 --embd 16 --heads 2 --block-size 32 --batch 2 \
+  --steps 2 --quiet > /dev/null
+head -c 600 "$WORK/text/val.txt" > "$WORK/prompt.txt"
+printf 'length\ta\tb\n1\t2\t3\n2\t4\t-\n' > "$WORK/table.tsv"
+LM="$WORK/lm/checkpoint.safetensors"
+
+# Valid base arguments per subcommand, as "flag value" pairs (a flag with no value: "flag -").
+declare -A BASE
+BASE[prepare]="--train $WORK/text/train.txt --val $WORK/text/val.txt --out $WORK/p --tokenizer bpe --vocab 300"
+BASE[passkey-data]="--out $WORK/pd --docs 5 --max-fillers 2"
+BASE[train]="--data $WORK/data --out $WORK/t --layers 1 --embd 16 --heads 2 --block-size 32 --batch 2 --steps 2 --quiet -"
+BASE[plot-table]="--out $WORK/t.png"
+BASE[groups]="--out $WORK/g.png"
+BASE[passkey]="--checkpoint $LM --lengths 300 --trials 1 --chunk 16"
+BASE[eval]="--checkpoint $LM --tokens $WORK/data/val.tokens --length 64 --windows 1 --chunk 16"
+BASE[generate]="--checkpoint $LM --prompt-file $WORK/prompt.txt --max-new 2 --chunk 16"
+BASE[attn-map]="--checkpoint $LM --text-file $WORK/prompt.txt --out $WORK/a.png --max-tokens 40 --chunk 16"
+declare -A POSITIONAL
+POSITIONAL[plot-table]="$WORK/table.tsv"
+
+# Negative, zero, not a number, past int64, int64's largest; for FLOAT flags past double and NaN.
+INT_VALUES=(-1 0 abc 99999999999999999999 9223372036854775807)
+FLOAT_VALUES=(-1 0 abc 1e400 nan)
+memory_limit=""
+ldd "$LANDMARK" | grep -q libasan || memory_limit="ulimit -v 4000000;"  # ASan reserves terabytes of address space
+
+trials=0 failures=0
+for sub in "${!BASE[@]}"; do
+  flags=$("$LANDMARK" "$sub" --help | grep -oE '^ +--[a-z0-9-]+ (INT|UINT|FLOAT)' | awk '{print $1 ":" $2}' | sort -u)
+  for flag_type in $flags --no-such-flag:-; do
+    flag=${flag_type%%:*}
+    # The base arguments without the flag under test (and its value).
+    read -r -a base <<< "${BASE[$sub]}"
+    args=()
+    for ((i = 0; i < ${#base[@]}; i += 2)); do
+      [ "${base[i]}" = "$flag" ] && continue
+      args+=("${base[i]}")
+      [ "${base[i + 1]}" != "-" ] && args+=("${base[i + 1]}")
+    done
+    [ -n "${POSITIONAL[$sub]:-}" ] && args+=("${POSITIONAL[$sub]}")
+    case ${flag_type#*:} in
+      FLOAT) values=("${FLOAT_VALUES[@]}") ;;
+      -) values=(1) ;;
+      *) values=("${INT_VALUES[@]}") ;;
+    esac
+    for value in "${values[@]}"; do
+      trials=$((trials + 1))
+      rc=0
+      (cd "$WORK" && bash -c "$memory_limit exec timeout -s KILL 20 \"\$0\" \"\$@\"" "$LANDMARK" "$sub" "${args[@]}" "$flag" "$value" \
+         > "$WORK/out" 2> "$WORK/err") || rc=$?
+      verdict=ok
+      case $rc in
+        0|2) ;;
+        1) grep -q '^error: ' "$WORK/err" || verdict="exit 1 without an error line"
+           name=${flag#--}
+           if [ "$verdict" = ok ] && ! grep -qiF -e "$name" -e "${name//-/_}" -e "$value" "$WORK/err"; then
+             verdict="an error that names neither the flag nor the value"
+           fi ;;
+        137) verdict="killed: no answer in 20 s (or out of memory)" ;;
+        *) verdict="exit $rc (a signal or an unexpected status)" ;;
+      esac
+      if [ "$verdict" != ok ]; then
+        failures=$((failures + 1))
+        echo "FAIL: landmark $sub ... $flag $value: $verdict" >&2
+        head -c 400 "$WORK/err" | sed 's/^/    /' >&2
+      fi
+    done
+  done
+done
+echo "bad flags: $trials trials, $failures failures"
+[ "$failures" -eq 0 ] || fail "$failures of $trials bad-flag trials did not end cleanly"
