@@ -6,13 +6,14 @@
 #   make demo-finetune  after make demo: its standard model fine-tuned with landmarks (scripts/demo_finetune.sh)
 #   make demo-corpus  build the program + language modelling on Austen + KJV (scripts/demo_corpus.sh)
 #   make bench    build + run the benchmarks (prints ratios measured in one run)
+#   make fuzz     the libFuzzer harnesses of fuzz/, 60 s each (scripts/fuzz.sh; FUZZ_SECONDS=N for longer)
 #   make clean    remove ./build
 # Extra CMake options: make CMAKE_ARGS="-DLANDMARK_CUDA=OFF"
 BUILD      ?= build
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps configure build test bench demo demo-finetune demo-corpus clean
+.PHONY: all deps configure build test bench fuzz demo demo-finetune demo-corpus clean
 
 all: build
 
@@ -37,6 +38,10 @@ bench: build
 demo: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark  # the program only: tests and benches wait for make test
 	@bash scripts/demo.sh
+
+fuzz:
+	@bash scripts/install-deps.sh fuzz
+	@bash scripts/fuzz.sh $(or $(FUZZ_SECONDS),60)
 
 demo-finetune: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark

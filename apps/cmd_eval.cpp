@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -101,6 +102,8 @@ Command passkey_command(CLI::App& app) {
     if (standard) o.window = mc.block_size;
     char cutoff_note[64] = "";
     if (mc.context_miss) std::snprintf(cutoff_note, sizeof cutoff_note, ", CMT cutoff %g", cfg.cmt_cutoff);
+    if (cfg.kv_f16) std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note),
+                                  ", block K/V in f16");
     if (standard)
       std::printf("pass-key retrieval: %lld trials per length, a standard model reading the last %lld tokens\n",
                   static_cast<long long>(o.trials), static_cast<long long>(mc.block_size));
@@ -279,8 +282,8 @@ Command eval_command(CLI::App& app) {
       std::printf("%-12lld %-8lld %-9s %-7s %-3s %-15lld %.4f\n", (long long)*length, (long long)*length, "None", "None", "-",
                   (long long)*length, r.perplexity());
     std::printf("(%lld windows, %lld tokens scored: every position of each window; %.4f nats/token, %.1f s; "
-                "attention size = chunk + k (F + 1))\n",
-                (long long)r.windows, (long long)r.tokens, r.nll, r.seconds);
+                "attention size = chunk + k (F + 1)%s)\n",
+                (long long)r.windows, (long long)r.tokens, r.nll, r.seconds, cfg.kv_f16 && landmark ? "; block K/V in f16" : "");
     if (landmark)
       std::printf("retrieval (%s granularity): %lld blocks retrieved in all, %.1f per chunk and layer (Table 2's count), "
                   "%.3f unique blocks per token, over %lld (chunk, layer) pairs with a cache\n",

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "apps/commands.h"
 #include "infer/config.h"
 #include "infer/model_io.h"
 #include "tensor/check.h"
@@ -15,7 +16,7 @@ namespace app {
 
 struct InferFlags {
   InferConfig cfg;
-  std::string granularity = "token-head", positions = "stingy", device = "cpu";
+  std::string granularity = "token-head", positions = "stingy", device = "cpu", kv_dtype = "f32";
   CLI::Option* cutoff_opt = nullptr;
   // `all_granularities`: accept "all" (eval runs the three, as in the paper's Table 2).
   void add(CLI::App* sub, bool all_granularities = false) {
@@ -40,6 +41,11 @@ struct InferFlags {
     sub->add_option("--block-dir,--mmap-dir", cfg.block_dir,
                     "Keep block K/V on disk, in a fresh unlinked file in this directory (read back only when retrieved)")
         ->check(CLI::ExistingDirectory);
+    sub->add_option("--kv-dtype", kv_dtype,
+                    "f32 | f16: how block K/V are stored (f16: half the memory or disk, and half the bytes read per "
+                    "retrieval; converted back to f32 for attention)")
+        ->check(CLI::IsMember({"f32", "f16"}))
+        ->capture_default_str();
     cutoff_opt = sub->add_option("--cmt-cutoff", cfg.cmt_cutoff,
                                  "Models trained with --cmt: S(CMT) below this gates retrieved blocks with 0 (Appendix D)")
                      ->check(real_in(0.0, 1.0))
@@ -53,6 +59,7 @@ struct InferFlags {
              "--cmt-cutoff: this model was trained without a context-miss token (train --cmt); there is no CMT to cut");
     cfg.granularity = parse_granularity(all() ? "token-head" : granularity);
     cfg.positions = parse_position_mode(positions);
+    cfg.kv_f16 = kv_dtype == "f16";
     return cfg;
   }
 };

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "tensor/check.h"
+#include "tensor/half.h"
 
 namespace lm {
 
@@ -44,13 +45,16 @@ void read_all(int fd, char* buf, int64_t n, int64_t at, const std::string& path)
 }
 }  // namespace
 
-BlockStore::BlockStore(int64_t block_elems, DType dtype, int64_t capacity, const std::string& dir)
-    : block_bytes_(0), capacity_(capacity) {
+BlockStore::BlockStore(int64_t block_elems, DType dtype, int64_t capacity, const std::string& dir, bool half)
+    : block_elems_(block_elems), block_bytes_(0), out_bytes_(0), half_(half), capacity_(capacity) {
   const int64_t elem = static_cast<int64_t>(dtype_size(dtype));
   LM_CHECK(block_elems > 0 && block_elems <= std::numeric_limits<int64_t>::max() / 4 / elem,
            "block store: bad block size of " << block_elems << " elements");
   LM_CHECK(capacity >= 0, "block store: capacity must be >= 0 (0 = unlimited), got " << capacity);
-  block_bytes_ = block_elems * elem;
+  LM_CHECK(!half || dtype == DType::F32, "block store: f16 storage converts from f32, but the blocks are " << dtype_name(dtype));
+  out_bytes_ = block_elems * elem;
+  block_bytes_ = half ? block_elems * 2 : out_bytes_;
+  if (half) half_buf_.resize(static_cast<size_t>(2 * block_elems));
   // Slot offsets (slot * 2 * block_bytes) must fit in 63 bits for any slot the store can reach;
   // a capacity beyond that could never be filled anyway.
   const int64_t max_slots = std::numeric_limits<int64_t>::max() / (2 * block_bytes_);
@@ -105,6 +109,16 @@ void BlockStore::append(const void* k, const void* v) {
     ++evicted_;
   }
   const int64_t slot = slot_of(count_);
+  if (half_) {  // convert K then V into half_buf_ and store that instead
+    const float* kf = static_cast<const float*>(k);
+    const float* vf = static_cast<const float*>(v);
+    for (int64_t e = 0; e < block_elems_; ++e) {
+      half_buf_[static_cast<size_t>(e)] = float_to_half(kf[e]);
+      half_buf_[static_cast<size_t>(block_elems_ + e)] = float_to_half(vf[e]);
+    }
+    k = half_buf_.data();
+    v = half_buf_.data() + block_elems_;
+  }
   if (fd_ < 0) {
     while (static_cast<int64_t>(segments_.size()) * kSegmentBlocks <= slot) {
       // Uninitialised (new char[], not a vector): pages not written yet are not resident.
@@ -128,7 +142,7 @@ void BlockStore::drop_staging() {
 }
 
 void BlockStore::fetch(const std::vector<int32_t>& ids) {
-  if (fd_ < 0) {
+  if (!needs_fetch()) {
     for (int32_t id : ids) LM_CHECK(id >= 0 && id < count_, "block store: fetch block " << id << " of " << count_);
     return;
   }
@@ -141,22 +155,37 @@ void BlockStore::fetch(const std::vector<int32_t>& ids) {
     staged_ids_.push_back(id);
   }
   // The staging buffer keeps its largest size (it is one step's blocks, not the context's).
-  const size_t need = staged_ids_.size() * static_cast<size_t>(2 * block_bytes_);
+  const size_t out = static_cast<size_t>(2 * out_bytes_), need = staged_ids_.size() * out;
   if (staging_.size() < need) staging_.resize(need);
-  for (size_t u = 0; u < staged_ids_.size(); ++u)
-    read_all(fd_, staging_.data() + u * static_cast<size_t>(2 * block_bytes_), 2 * block_bytes_,
-             slot_of(staged_ids_[u]) * 2 * block_bytes_, path_);
+  for (size_t u = 0; u < staged_ids_.size(); ++u) {
+    char* dst = staging_.data() + u * out;
+    const int64_t slot = slot_of(staged_ids_[u]);
+    if (!half_) {  // f32 on disk: straight into staging
+      read_all(fd_, dst, 2 * block_bytes_, slot * 2 * block_bytes_, path_);
+      continue;
+    }
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(ram_slot_or_null(slot));
+    if (!src) {  // f16 on disk: read, then convert
+      read_all(fd_, reinterpret_cast<char*>(half_buf_.data()), 2 * block_bytes_, slot * 2 * block_bytes_, path_);
+      src = half_buf_.data();
+    }
+    float* f = reinterpret_cast<float*>(dst);
+    for (int64_t e = 0; e < 2 * block_elems_; ++e) f[e] = half_to_float(src[e]);
+  }
 }
+
+const char* BlockStore::ram_slot_or_null(int64_t slot) const { return fd_ < 0 ? ram_slot(slot) : nullptr; }
 
 const char* BlockStore::block_ptr(int64_t i) const {
   LM_CHECK(i >= 0 && i < count_, "block store: block " << i << " of " << count_);
-  if (fd_ < 0) return ram_slot(slot_of(i));
+  if (!needs_fetch()) return ram_slot(slot_of(i));
   const int32_t u = i < static_cast<int64_t>(staged_at_.size()) ? staged_at_[static_cast<size_t>(i)] : -1;
-  LM_CHECK(u >= 0, "block store: block " << i << " is on disk and was not fetched (call fetch() first)");
-  return staging_.data() + static_cast<size_t>(u) * static_cast<size_t>(2 * block_bytes_);
+  LM_CHECK(u >= 0, "block store: block " << i << " is " << (half_ ? "stored in f16" : "on disk")
+                                         << " and was not fetched (call fetch() first)");
+  return staging_.data() + static_cast<size_t>(u) * static_cast<size_t>(2 * out_bytes_);
 }
 
 const void* BlockStore::k(int64_t i) const { return block_ptr(i); }
-const void* BlockStore::v(int64_t i) const { return block_ptr(i) + block_bytes_; }
+const void* BlockStore::v(int64_t i) const { return block_ptr(i) + out_bytes_; }
 
 }  // namespace lm

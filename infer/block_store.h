@@ -10,6 +10,9 @@
 //         SIGBUS later. Blocks are written with pwrite and read back with pread only when a step
 //         retrieves them (fetch), so resident memory holds the blocks one step uses, not the
 //         whole context: the context length is bounded by disk, not RAM.
+// Either backing can store K/V as f32 (as computed) or as f16 (half the bytes to hold, write and
+// read; tensor/half.h): an f16 store converts on append and converts the fetched blocks back to
+// f32 in the staging buffer, so every reader sees f32 either way.
 // Landmark keys never live here (they stay in fast memory, layer_cache.h).
 #pragma once
 
@@ -26,8 +29,9 @@ class BlockStore {
  public:
   static constexpr int64_t kSegmentBlocks = 64;  // RAM: blocks per allocation
   // block_elems: elements of K (and of V) per block, i.e. NH * (F + 1) * HS. capacity 0 grows
-  // without bound. dir empty: RAM; else a directory that must exist and be writable.
-  BlockStore(int64_t block_elems, DType dtype, int64_t capacity = 0, const std::string& dir = "");
+  // without bound. dir empty: RAM; else a directory that must exist and be writable. half: store
+  // f16 (dtype must be F32, the dtype blocks are given and read back in).
+  BlockStore(int64_t block_elems, DType dtype, int64_t capacity = 0, const std::string& dir = "", bool half = false);
   ~BlockStore();
   BlockStore(const BlockStore&) = delete;
   BlockStore& operator=(const BlockStore&) = delete;
@@ -37,35 +41,45 @@ class BlockStore {
   int64_t evicted() const { return evicted_; } // blocks dropped from the front so far
 
   // Makes the held blocks `ids` (0 = oldest held) readable through k() and v() until the next
-  // fetch() or append(). RAM: nothing to do, every held block is readable. Disk: one pread per
-  // block into a staging buffer that replaces the previous fetch's.
+  // fetch() or append(). An f32 store in RAM: nothing to do, every held block is readable. Disk:
+  // one pread per block into a staging buffer that replaces the previous fetch's; f16: the blocks
+  // converted to f32 into that buffer.
   void fetch(const std::vector<int32_t>& ids);
-  // The i-th held block's K and V. Disk: only blocks of the last fetch() (others are an error).
-  // Pointers stay valid until the next fetch() or append().
+  // Whether k() and v() need a fetch() first (disk or f16); readers call fetch only then, since
+  // an f32 store in RAM is read in place, per decoded token.
+  bool needs_fetch() const { return fd_ >= 0 || half_; }
+  // The i-th held block's K and V, in the store's dtype (f32 for an f16 store). When needs_fetch():
+  // only blocks of the last fetch() (others are an error). Valid until the next fetch() or append().
   const void* k(int64_t i) const;
   const void* v(int64_t i) const;
 
   bool on_disk() const { return fd_ >= 0; }
-  int64_t bytes_per_block() const { return 2 * block_bytes_; }
+  bool half() const { return half_; }
+  int64_t bytes_per_block() const { return 2 * block_bytes_; }  // as stored (f16: half of f32's)
   int64_t reserved_bytes() const { return reserved_slots_ * 2 * block_bytes_; }  // disk: file size
 
  private:
   int64_t slot_of(int64_t i) const { return capacity_ > 0 ? (evicted_ + i) % capacity_ : i; }
   void reserve_disk(int64_t slots);  // the file holds at least `slots` slots
   char* ram_slot(int64_t slot) const;
+  const char* ram_slot_or_null(int64_t slot) const;  // null on disk
   const char* block_ptr(int64_t i) const;  // K then V of held block i
   void drop_staging();                     // no held block is fetched any more
 
-  int64_t block_bytes_;
+  int64_t block_elems_;
+  int64_t block_bytes_;  // K (or V) of one block as stored
+  int64_t out_bytes_;    // the same as k() and v() return it (f32 for an f16 store)
+  bool half_;
   int64_t capacity_;
   int64_t count_ = 0, evicted_ = 0;  // held block i sits in slot slot_of(i)
   std::vector<std::unique_ptr<char[]>> segments_;  // RAM
   int fd_ = -1;                                    // disk
   std::string path_;                               // disk: the file's name while it existed (errors)
   int64_t reserved_slots_ = 0;
-  std::vector<char> staging_;          // disk: the fetched blocks, K then V each
-  std::vector<int32_t> staged_ids_;    // disk: held indices in staging order
-  std::vector<int32_t> staged_at_;     // disk: held index -> staging index, -1 if not fetched
+  std::vector<char> staging_;          // disk or f16: the fetched blocks, K then V each, as read
+  std::vector<uint16_t> half_buf_;     // f16: one block's K and V converted (append), or as read (disk fetch)
+  std::vector<int32_t> staged_ids_;    // held indices in staging order
+  std::vector<int32_t> staged_at_;     // held index -> staging index, -1 if not fetched
 };
 
 }  // namespace lm

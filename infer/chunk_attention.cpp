@@ -196,7 +196,7 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
   // On disk, the chosen blocks' K/V are read into the store's staging (the blocks held do not
   // change). In RAM every block is readable as it is: nothing to collect (this runs per layer and
   // token while decoding).
-  if (cache.store->on_disk()) cache.store->fetch(plan_blocks(plan));
+  if (cache.store->needs_fetch()) cache.store->fetch(plan_blocks(plan));
   Tensor out;
   LM_DISPATCH_FLOAT(q_rot.dtype(), "chunk_attention", {
     const Tensor q = q_rot.contiguous(), k = k_rot.contiguous(), v = v_loc.contiguous();

@@ -89,7 +89,7 @@ Tensor attend_plan_reference(const LayerCache& cache, const ChunkContext& ctx, c
   const int64_t F = ctx.F, B1 = F + 1;
   LM_CHECK(static_cast<int64_t>(plan.sel.size()) == NH * n && static_cast<int64_t>(ctx.local_kinds->size()) == L,
            "attend_plan_reference: the plan or the local kinds do not fit q " << describe(q_rot));
-  if (cache.store->on_disk()) cache.store->fetch(plan_blocks(plan));  // the chosen blocks' K/V from disk
+  if (cache.store->needs_fetch()) cache.store->fetch(plan_blocks(plan));  // the chosen blocks' K/V from disk or f16
   const std::vector<double> q = q_rot.to_double_vector(), kl = k_rot.to_double_vector(), vl = v_loc.to_double_vector();
   const bool has_cmt = cache.cmt_key_rot.defined();
   const std::vector<double> cmt_key = has_cmt ? cache.cmt_key_rot.to_double_vector() : std::vector<double>();

@@ -22,6 +22,7 @@ struct InferConfig {
   Granularity granularity = Granularity::TokenHead;
   PositionMode positions = PositionMode::Stingy;
   std::string block_dir;         // non-empty: block K/V in files in this directory (slow memory, block_store.h)
+  bool kv_f16 = false;           // store block K/V as f16 (half the bytes; read back as f32)
   double cmt_cutoff = 0;         // models with a context-miss token: S(CMT) below this is set to 0
                                  // for the gating of retrieved blocks (Appendix D); in [0, 1]
   void validate() const;

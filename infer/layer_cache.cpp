@@ -8,8 +8,8 @@
 namespace lm {
 
 LayerCache::LayerCache(int64_t nh, int64_t f, int64_t hs, DType dt, int64_t capacity, const std::string& block_dir,
-                       Device dev)
-    : store(std::make_unique<BlockStore>(nh * (f + 1) * hs, dt, capacity, block_dir)),
+                       Device dev, bool kv_f16)
+    : store(std::make_unique<BlockStore>(nh * (f + 1) * hs, dt, capacity, block_dir, kv_f16)),
       NH(nh),
       F(f),
       HS(hs),

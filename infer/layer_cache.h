@@ -20,8 +20,9 @@ namespace lm {
 // (NH, F+1, HS)) in slow memory, landmark keys (un-rotated) and the unfinished tail in fast
 // memory, i.e. on `device`, the model's device.
 struct LayerCache {
+  // kv_f16: the store keeps block K/V in f16 (block_store.h); everything here stays in `dtype`.
   LayerCache(int64_t NH, int64_t F, int64_t HS, DType dtype, int64_t capacity, const std::string& block_dir,
-             Device device = Device::CPU);
+             Device device = Device::CPU, bool kv_f16 = false);
   std::unique_ptr<BlockStore> store;
   Tensor landmark_keys;      // (NH, nb, HS), one column per cached block, oldest first, un-rotated
   // The same keys rotated once, when they were cached, at the position retrieval scores most of

@@ -76,7 +76,7 @@ struct InferenceSession::Impl {
              "inference: a CMT cutoff (" << cfg.cmt_cutoff << ") needs a model trained with a context-miss token "
                                          << "(train --cmt); this one has none");
     for (int64_t l = 0; l < m.config().n_layer; ++l) {
-      layers.emplace_back(NH, F, HS, dtype, cfg.capacity, cfg.block_dir, device);
+      layers.emplace_back(NH, F, HS, dtype, cfg.capacity, cfg.block_dir, device, cfg.kv_f16);
     }
     if (m.config().context_miss) {
       LM_CHECK(cmt_id >= 0 && cmt_id < m.config().vocab_size,

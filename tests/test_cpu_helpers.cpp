@@ -3,10 +3,15 @@
 // how it is read from the environment, and that the split it decides never changes a result.
 #include "tests/helpers.h"
 
+#include <algorithm>
 #include <cstdlib>
+#include <vector>
+#include <cstring>
+#include <cmath>
 #include <string>
 
 #include "nn/nn_math.h"
+#include "tensor/half.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/cpu/vec_dot.h"
 #include "tensor/rng.h"
@@ -125,4 +130,73 @@ TEST_CASE("parallel grain: the split it decides never changes a result", "[cpu]"
   std::vector<Tensor> split = run();
   cpu::set_parallel_grain(saved);
   for (size_t i = 0; i < serial.size(); ++i) CHECK(values(serial[i]) == values(split[i]));
+}
+
+namespace {
+// A half's value from its definition, with ldexp: (-1)^s * 2^(e-15) * (1 + m/1024), subnormals
+// 2^-14 * m/1024; exponent 31 is infinity or NaN. Written apart from tensor/half.h.
+double half_value(uint16_t h) {
+  const int s = h >> 15, e = (h >> 10) & 31, m = h & 1023;
+  const double sign = s ? -1.0 : 1.0;
+  if (e == 31) return m ? std::nan("") : sign * INFINITY;
+  if (e == 0) return sign * std::ldexp(m / 1024.0, -14);
+  return sign * std::ldexp(1.0 + m / 1024.0, e - 15);
+}
+}  // namespace
+
+TEST_CASE("f16 conversion: every half decodes to its defined value and encodes back to itself", "[cpu]") {
+  int64_t wrong = 0;
+  for (uint32_t h = 0; h < 65536; ++h) {
+    const float f = lm::half_to_float(static_cast<uint16_t>(h));
+    const double want = half_value(static_cast<uint16_t>(h));
+    if (std::isnan(want)) {
+      wrong += !std::isnan(f) || !(lm::float_to_half(f) & 0x3FF) || (lm::float_to_half(f) & 0x7C00) != 0x7C00;
+      continue;
+    }
+    wrong += static_cast<double>(f) != want;
+    wrong += lm::float_to_half(f) != h;  // -0 too: the sign bit survives
+  }
+  CHECK(wrong == 0);
+}
+
+TEST_CASE("f16 conversion: floats round to the nearest half, ties to even, saturating at 65504", "[cpu]") {
+  // The nearest half by brute force over all finite halves (ties: the even mantissa), against
+  // float_to_half, for random floats across the whole range and for the edge cases by hand.
+  std::vector<std::pair<double, uint16_t>> halves;  // finite halves >= 0, by value
+  for (uint32_t h = 0; h < 0x7C00; ++h) halves.push_back({half_value(static_cast<uint16_t>(h)), static_cast<uint16_t>(h)});
+  auto nearest = [&](float f) -> uint16_t {
+    const double a = std::fabs(static_cast<double>(f));
+    const uint16_t sign = std::signbit(f) ? 0x8000 : 0;
+    if (a >= 65520.0) return sign | 0x7BFF;  // our choice: saturate instead of infinity
+    auto it = std::lower_bound(halves.begin(), halves.end(), std::make_pair(a, uint16_t(0)));
+    uint16_t best = it == halves.end() ? 0x7BFF : it->second;
+    if (it != halves.begin()) {
+      const auto below = *(it - 1);
+      const double up = it == halves.end() ? INFINITY : it->first - a, down = a - below.first;
+      if (down < up || (down == up && !(below.second & 1))) best = below.second;
+    }
+    return sign | best;
+  };
+  int64_t wrong = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const uint32_t bits = lm::philox::block(static_cast<uint64_t>(i), 0, 7).v[0];
+    float f;
+    std::memcpy(&f, &bits, 4);
+    if (!std::isfinite(f)) continue;
+    if (std::fabs(f) > 1e6f || std::fabs(f) < 1e-9f) f = std::ldexp(f, -std::ilogb(f)) * std::ldexp(1.0f, i % 44 - 27);
+    wrong += lm::float_to_half(f) != nearest(f);
+  }
+  CHECK(wrong == 0);
+  CHECK(lm::float_to_half(65504.0f) == 0x7BFF);
+  CHECK(lm::float_to_half(65519.99f) == 0x7BFF);
+  CHECK(lm::float_to_half(65520.0f) == 0x7BFF);   // would round to infinity: saturates
+  CHECK(lm::float_to_half(-1e30f) == 0xFBFF);
+  CHECK(lm::float_to_half(INFINITY) == 0x7C00);
+  CHECK(std::isnan(lm::half_to_float(lm::float_to_half(std::nanf("")))));
+  CHECK(lm::float_to_half(std::ldexp(1.0f, -25)) == 0);          // half of the smallest subnormal: tie to even (0)
+  CHECK(lm::float_to_half(std::nextafter(std::ldexp(1.0f, -25), 1.0f)) == 1);
+  CHECK(lm::float_to_half(std::ldexp(3.0f, -25)) == 2);          // 1.5 units: tie, to the even 2
+  CHECK(lm::float_to_half(1.0f + std::ldexp(1.0f, -11)) == 0x3C00);  // tie between 1 and 1+2^-10: even (1)
+  CHECK(lm::float_to_half(1.0f + std::ldexp(3.0f, -11)) == 0x3C02);  // tie, to the even mantissa 2
+  CHECK(lm::float_to_half(std::ldexp(1023.5f, -24)) == 0x0400);  // the top subnormal rounds up into the normals
 }

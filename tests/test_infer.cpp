@@ -264,6 +264,70 @@ TEST_CASE("inference: block K/V on disk give the same logits as in RAM", "[infer
   std::filesystem::remove_all(dir);
 }
 
+TEST_CASE("block store in f16: half the bytes, every value the nearest half, in RAM and on disk", "[infer]") {
+  // Independent of the store: each float read back must be the half closest to what went in
+  // (relative error at most 2^-11 for normal halves), and the store holds 2 bytes per element.
+  std::string dir = (std::filesystem::temp_directory_path() / ("lm_test_f16_" + std::to_string(getpid()))).string();
+  std::filesystem::create_directories(dir);
+  for (const std::string& where : {std::string(), dir}) {
+    INFO((where.empty() ? "RAM" : "disk"));
+    BlockStore half(6, DType::F32, 3, where, true), full(6, DType::F32, 3, where);
+    CHECK(half.bytes_per_block() * 2 == full.bytes_per_block());
+    CHECK(half.needs_fetch());
+    std::vector<std::vector<float>> ks;
+    for (int b = 0; b < 5; ++b) {  // 5 blocks into a ring of 3: blocks 2, 3, 4 stay
+      std::vector<float> k = {0.1f * float(b), -3.14159f, 1e-6f, 700.123f + float(b), 1e5f, -2e-8f};
+      std::vector<float> v(6, 0.333333f * float(b + 1));
+      half.append(k.data(), v.data());
+      ks.push_back(k);
+    }
+    CHECK_THROWS_WITH(half.k(0), Catch::Contains("not fetched"));
+    half.fetch({0, 2});
+    for (int32_t i : {0, 2}) {
+      const float* k = static_cast<const float*>(half.k(i));
+      const float* v = static_cast<const float*>(half.v(i));
+      const std::vector<float>& want = ks[static_cast<size_t>(i + 2)];
+      for (int e = 0; e < 6; ++e) {
+        const float w = want[static_cast<size_t>(e)];
+        if (std::fabs(w) > 65504.0f) {
+          CHECK(k[e] == std::copysign(65504.0f, w));  // saturated, not infinite
+        } else if (std::fabs(w) >= 6.1035156e-05f) {
+          CHECK(std::fabs(k[e] - w) <= std::fabs(w) * 0x1p-11f);  // normal range: 11 significant bits
+        } else {
+          CHECK(std::fabs(k[e] - w) <= 0x1p-25f);  // subnormal halves: steps of 2^-24
+        }
+      }
+      CHECK(std::fabs(v[0] - 0.333333f * float(i + 3)) <= 0.333333f * float(i + 3) * 0x1p-11f);
+    }
+  }
+  CHECK_THROWS_WITH(BlockStore(4, DType::F64, 0, "", true), Catch::Contains("f16 storage converts from f32"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("inference: block K/V in f16 stay within f16 rounding of f32 logits", "[infer]") {
+  // f16 keeps 11 significant bits of each cached K and V; the logits of a small random model move
+  // by a fraction of that: 3.0e-4 at most here. The bound 2e-3 (absolute, logits of order 1)
+  // leaves room for other compilers' rounding; a broken conversion (a wrong exponent, K and V
+  // swapped) moves logits by far more. With no block in the store nothing may change at all.
+  auto model = make_model(DType::F32);
+  std::vector<int32_t> raw = random_raw(150, 11);
+  InferConfig c;
+  c.chunk_len = 30;
+  c.k = 3;
+  Tensor f32 = InferenceSession(*model, c, kLandmarkId).feed(raw);
+  InferConfig h = c;
+  h.kv_f16 = true;
+  InferenceSession session(*model, h, kLandmarkId);
+  Tensor f16 = session.feed(raw);
+  CHECK(session.cached_blocks() > 3);
+  const double diff = max_abs_diff(f16, f32);
+  CHECK(diff > 0);  // the stored blocks were read back through f16
+  CHECK(diff < 2e-3);
+  std::vector<int32_t> short_raw(raw.begin(), raw.begin() + 25);  // one chunk: no block is ever cached
+  CHECK(max_abs_diff(InferenceSession(*model, h, kLandmarkId).feed(short_raw),
+                     InferenceSession(*model, c, kLandmarkId).feed(short_raw)) == 0);
+}
+
 TEST_CASE("inference: bad configurations and models are refused", "[infer]") {
   auto model = make_model(DType::F32);
   InferConfig c;

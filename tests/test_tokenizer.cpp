@@ -249,6 +249,19 @@ TEST_CASE("BPE training on one 300 KB word: proportional to the merges made, not
   CHECK(tok.decode(tok.encode(word)) == word);
 }
 
+TEST_CASE("BPE training on a run of one byte stops its tokens at kMaxTokenBytes", "[tokenizer]") {
+  // 200,000 times 'a': every merge doubles the longest token (a, aa, aaaa, ...) until 2^16; the
+  // pair that would make 2^17 is never counted, and the rest of the merges combine shorter runs.
+  // The result loads back from its JSON (the loader refuses longer tokens) and round-trips.
+  const std::string run(200000, 'a');
+  BpeTokenizer tok = BpeTokenizer::train(run, 300);
+  size_t longest = 0;
+  for (int32_t id = 0; id < tok.base_vocab_size(); ++id) longest = std::max(longest, tok.token_bytes(id).size());
+  CHECK(longest == BpeTokenizer::kMaxTokenBytes);
+  std::unique_ptr<lm::Tokenizer> back = lm::Tokenizer::from_json(tok.to_json());
+  CHECK(back->decode(back->encode(run)) == run);
+}
+
 TEST_CASE("BPE round trip on arbitrary bytes, UTF-8 and unseen text", "[tokenizer]") {
   std::string corpus;
   for (int i = 0; i < 50; ++i) corpus += "the quick brown fox jumps over the lazy dog; it's the fox's day.\n";
@@ -340,6 +353,24 @@ TEST_CASE("tokenizer JSON round trip and fingerprints", "[tokenizer]") {
     j = tok.to_json();
     j["byte_ids"][7] = bad_id;
     CHECK_THROWS_WITH(lm::Tokenizer::from_json(j), Catch::Contains("byte id"));
+  }
+  // Sizes past what the ids and merges can define, refused before anything is allocated (a fuzzer
+  // found one byte id of 777777772 making the loader ask for 25 GB of empty strings), and a chain
+  // of merges that doubles a token each time (40 merges: a 2^40-byte token).
+  {
+    nlohmann::json j = tok.to_json();
+    j["byte_ids"][2] = 777777772;
+    CHECK_THROWS_WITH(lm::Tokenizer::from_json(j), Catch::Contains("contiguous") && Catch::Contains("777777772"));
+    nlohmann::json chain = ByteTokenizer().to_json();
+    chain["kind"] = "bpe";
+    chain["byte_ids"] = nlohmann::json::array();
+    for (int b = 0; b < 256; ++b) chain["byte_ids"].push_back(b);
+    chain["merges"] = nlohmann::json::array();
+    for (int r = 0; r < 40; ++r) {
+      const int prev = r == 0 ? 'a' : 255 + r;
+      chain["merges"].push_back({prev, prev, 256 + r});
+    }
+    CHECK_THROWS_WITH(lm::Tokenizer::from_json(chain), Catch::Contains("merge 16 makes a token of 131072 bytes"));
   }
   write_text(dir / "bad.json", "{\"kind\": \"bytes\",");
   CHECK_THROWS_WITH(lm::load_tokenizer((dir / "bad.json").string()), Catch::Contains("not valid JSON"));

@@ -48,6 +48,11 @@ BpeTokenizer::BpeTokenizer(std::vector<int32_t> byte_ids, std::vector<Merge> mer
   for (int32_t id : byte_ids_) max_id = std::max(max_id, id);
   for (const Merge& m : merges_) max_id = std::max(max_id, m.result);
   LM_CHECK(max_id < (1 << 30), "BPE: id " << max_id << " is implausibly large");
+  // Contiguous ids need one definition each: more ids than bytes + merges is an error before
+  // anything is allocated (one id of 777777772 once asked for 25 GB of empty strings).
+  LM_CHECK(static_cast<size_t>(max_id) < 256 + merges_.size(),
+           "BPE: the ids must be contiguous, but the largest, " << max_id << ", is past the 256 bytes and "
+                                                             << merges_.size() << " merges");
   // Every id in [0, max_id] must stand for exactly one byte string; merges may only use ids
   // that exist by the time of their rank.
   std::vector<std::string> bytes(static_cast<size_t>(max_id + 1));
@@ -61,11 +66,18 @@ BpeTokenizer::BpeTokenizer(std::vector<int32_t> byte_ids, std::vector<Merge> mer
     defined[id] = 1;
   };
   for (int b = 0; b < 256; ++b) define(byte_ids_[b], std::string(1, static_cast<char>(b)), "a byte");
+  size_t total_bytes = 256;
   for (size_t r = 0; r < merges_.size(); ++r) {
     const Merge& m = merges_[r];
     LM_CHECK(m.left >= 0 && m.left <= max_id && defined[m.left] && m.right >= 0 && m.right <= max_id &&
              defined[m.right], "BPE: merge " << r << " (" << m.left << ", " << m.right
              << ") uses an id that no byte or earlier merge defines");
+    // A chain of merges doubles a token's length each time: bounded, per token and in all.
+    const size_t len = bytes[m.left].size() + bytes[m.right].size();
+    total_bytes += len;
+    LM_CHECK(len <= kMaxTokenBytes && total_bytes <= kMaxTotalBytes,
+             "BPE: merge " << r << " makes a token of " << len << " bytes (" << total_bytes << " in all so far); the limits are "
+                           << kMaxTokenBytes << " per token and " << kMaxTotalBytes << " in all");
     define(m.result, bytes[m.left] + bytes[m.right], "a merge result");
     // A pair listed twice keeps its first (lowest) rank, as GPT-2's loader does.
     rank_of_.emplace(pair_key(m.left, m.right), static_cast<int32_t>(r));
@@ -194,11 +206,16 @@ BpeTokenizer BpeTokenizer::train(const std::string& text, int64_t vocab_size,
 
   // With split_digits, a pair that holds a digit byte is never counted, so it never becomes a
   // merge: digits stay single-byte tokens for good (a merge result never holds a digit, so
-  // checking the two ids against the digit bytes is enough).
-  auto mergeable = [split_digits](int32_t left, int32_t right) {
+  // checking the two ids against the digit bytes is enough). Nor is a pair whose token would be
+  // longer than kMaxTokenBytes (a run of one byte doubles its longest token with every merge),
+  // so training never makes a tokenizer that loading would refuse.
+  std::vector<int64_t> token_len(256, 1);  // bytes per id, merges included as they are made
+  auto mergeable = [split_digits, &token_len](int32_t left, int32_t right) {
     auto digit = [](int32_t id) { return id >= '0' && id <= '9'; };
-    return !split_digits || (!digit(left) && !digit(right));
+    return (!split_digits || (!digit(left) && !digit(right))) &&
+           token_len[static_cast<size_t>(left)] + token_len[static_cast<size_t>(right)] <= int64_t(kMaxTokenBytes);
   };
+  int64_t total_bytes = 256;
   std::unordered_map<uint64_t, int64_t> pair_count;
   std::unordered_map<uint64_t, std::vector<int32_t>> where;
   for (size_t w = 0; w < words.size(); ++w)
@@ -233,6 +250,10 @@ BpeTokenizer BpeTokenizer::train(const std::string& text, int64_t vocab_size,
     const uint64_t best = heap.top().second;
     heap.pop();
     const Merge m{key_left(best), key_right(best), static_cast<int32_t>(256 + merges.size())};
+    const int64_t len = token_len[static_cast<size_t>(m.left)] + token_len[static_cast<size_t>(m.right)];
+    if (total_bytes + len > int64_t(kMaxTotalBytes)) break;  // the vocabulary's bytes in all: see the constructor
+    total_bytes += len;
+    token_len.push_back(len);
     merges.push_back(m);
 
     std::vector<int32_t> affected = std::move(where[best]);

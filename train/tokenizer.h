@@ -110,6 +110,9 @@ class BpeTokenizer : public Tokenizer {
   // Chunks longer than this go through merge_long_chunk (same result, O(n log n) instead of
   // n x merges applied); exposed so tests can compare the two paths.
   static constexpr size_t kLongChunk = 64;
+  // Limits on what a tokenizer may hold (a tokenizer file from a stranger, or training on a run of
+  // one repeated byte, where each merge doubles the longest token): bytes per token, and in all.
+  static constexpr size_t kMaxTokenBytes = size_t(1) << 16, kMaxTotalBytes = size_t(1) << 26;
 
  protected:
   void base_to_json(nlohmann::json& j) const override;
