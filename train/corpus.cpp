@@ -285,6 +285,8 @@ std::map<std::string, std::shared_ptr<RObject>> read_lazyload_db(const std::stri
   const std::string rdb = read_file(rdb_path, "R database");
   std::map<std::string, std::shared_ptr<RObject>> out;
   const std::vector<std::string> names = variables.names();
+  LM_CHECK(names.size() == variables.items.size(), rdx_path << ": \"variables\" has " << variables.items.size()
+           << " entries but " << names.size() << " names");  // (a fuzzer found the mismatch: out_of_range)
   for (size_t i = 0; i < names.size(); ++i) {
     const RObject& loc = *variables.items.at(i);
     std::vector<double> v;
