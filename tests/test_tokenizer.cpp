@@ -44,6 +44,16 @@ std::string scrambled_bytes(size_t n) {
   }
   return s;
 }
+// Deterministic letters from the first `alphabet` of a..z, drawn with the same generator.
+std::string random_letters(size_t n, uint32_t alphabet, uint32_t seed) {
+  std::string s;
+  uint32_t x = seed;
+  for (size_t i = 0; i < n; ++i) {
+    x = x * 1664525u + 1013904223u;
+    s.push_back(static_cast<char>('a' + (x >> 24) % alphabet));
+  }
+  return s;
+}
 std::vector<std::string> split(const std::string& text) {
   std::vector<std::string> out;
   for (const auto& [b, e] : lm::pretokenize(text)) out.push_back(text.substr(b, e - b));
@@ -169,12 +179,7 @@ TEST_CASE("BPE training gives the textbook algorithm's merges, long repetitive w
   // Runs of one letter ("aaaa": overlapping pairs), alternations, long words next to short ones,
   // digits and a scrambled tail: the cases where updating counts only around each merge could
   // go wrong.
-  std::string letters;
-  uint32_t x = 7;
-  for (int i = 0; i < 3000; ++i) {
-    x = x * 1664525u + 1013904223u;
-    letters.push_back(static_cast<char>('a' + (x >> 24) % 4));
-  }
+  const std::string letters = random_letters(3000, 4, 7);
   const std::vector<std::string> corpora = {
       std::string(200, 'a') + " " + std::string(7, 'a') + " aaa aa",
       "abababababababababab abab ab ba " + std::string(101, 'b'),
@@ -238,12 +243,7 @@ TEST_CASE("BPE training on one 300 KB word: proportional to the merges made, not
   // 1 s. Hidden from the main listing ("[.]"): tests/CMakeLists.txt runs it as its own CTest test
   // with a 60 s timeout, which is what fails if the cost regresses; the checks here are that it
   // learns the full vocabulary and still round-trips.
-  std::string word;
-  uint32_t x = 99;
-  for (int i = 0; i < 300000; ++i) {
-    x = x * 1664525u + 1013904223u;
-    word.push_back(static_cast<char>('a' + (x >> 24) % 10));
-  }
+  const std::string word = random_letters(300000, 10, 99);
   BpeTokenizer tok = BpeTokenizer::train(word, 4096);
   CHECK(tok.vocab_size() == 4096);
   CHECK(tok.decode(tok.encode(word)) == word);
