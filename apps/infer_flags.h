@@ -16,7 +16,7 @@ namespace app {
 
 struct InferFlags {
   InferConfig cfg;
-  std::string granularity = "token-head", positions = "stingy", device = "cpu", kv_dtype = "f32";
+  std::string granularity = "token-head", positions = "stingy", device = "cpu", kv_dtype = "f32", search = "scan";
   CLI::Option* cutoff_opt = nullptr;
   // `all_granularities`: accept "all" (eval runs the three, as in the paper's Table 2).
   void add(CLI::App* sub, bool all_granularities = false) {
@@ -46,6 +46,12 @@ struct InferFlags {
                     "retrieval; converted back to f32 for attention)")
         ->check(CLI::IsMember({"f32", "f16"}))
         ->capture_default_str();
+    sub->add_option("--search", search,
+                    "scan | bounded: how each query finds its top k landmarks (scan: every key scored; bounded: tiles of "
+                    "keys skipped when their bound cannot win); both exact. Bounded serves token-head granularity on "
+                    "the CPU; the rest always scans")
+        ->check(CLI::IsMember({"bounded", "scan"}))
+        ->capture_default_str();
     cutoff_opt = sub->add_option("--cmt-cutoff", cfg.cmt_cutoff,
                                  "Models trained with --cmt: S(CMT) below this gates retrieved blocks with 0 (Appendix D)")
                      ->check(real_in(0.0, 1.0))
@@ -60,6 +66,7 @@ struct InferFlags {
     cfg.granularity = parse_granularity(all() ? "token-head" : granularity);
     cfg.positions = parse_position_mode(positions);
     cfg.kv_f16 = kv_dtype == "f16";
+    cfg.search = parse_key_search(search);
     return cfg;
   }
 };

@@ -230,6 +230,7 @@ Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const T
     rec->fetched = fetched;
     rec->cmt_rows = cmt.rows;
     rec->cmt_dropped = cmt.dropped;
+    rec->keys_scored = plan.keys_scored;
   }
   return out;
 }

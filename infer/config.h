@@ -15,6 +15,17 @@ enum class PositionMode { Stingy, Exact };
 PositionMode parse_position_mode(const std::string& s);  // "stingy" | "exact"
 const char* position_mode_name(PositionMode m);
 
+// How the top k of the landmark scores is found. Scan (the default): every query scores every
+// cached landmark key. Bounded: tiles of landmark keys with per-feature bounds, a tile skipped
+// when its bound cannot win (landmark/key_index.h); exact, the same blocks as Scan. It serves
+// the CPU with token-head granularity; CUDA and the shared granularities (token, head, whose
+// softmax needs every score) always scan. It saves work only when the k best stand clear of the
+// rest: on a pass-key prompt the k-th place is a near-tie among filler blocks, which an exact
+// search must score one by one (docs/infer.md section 9).
+enum class KeySearch { Bounded, Scan };
+KeySearch parse_key_search(const std::string& s);  // "bounded" | "scan"
+const char* key_search_name(KeySearch s);
+
 struct InferConfig {
   int64_t chunk_len = 250;       // raw tokens fed per step (the local context)
   int64_t k = 4;                 // blocks retrieved per query (clamped to the blocks cached)
@@ -25,6 +36,7 @@ struct InferConfig {
   bool kv_f16 = false;           // store block K/V as f16 (half the bytes; read back as f32)
   double cmt_cutoff = 0;         // models with a context-miss token: S(CMT) below this is set to 0
                                  // for the gating of retrieved blocks (Appendix D); in [0, 1]
+  KeySearch search = KeySearch::Scan;  // how the top k is found (both exact)
   void validate() const;
 };
 

@@ -8,8 +8,9 @@
 namespace lm {
 
 LayerCache::LayerCache(int64_t nh, int64_t f, int64_t hs, DType dt, int64_t capacity, const std::string& block_dir,
-                       Device dev, bool kv_f16)
+                       Device dev, bool kv_f16, bool idx)
     : store(std::make_unique<BlockStore>(nh * (f + 1) * hs, dt, capacity, block_dir, kv_f16)),
+      indexed(idx),
       NH(nh),
       F(f),
       HS(hs),
@@ -19,7 +20,28 @@ LayerCache::LayerCache(int64_t nh, int64_t f, int64_t hs, DType dt, int64_t capa
   landmark_keys_rot_t = zeros({nh, hs, 0}, dt, dev);
   tail_k = zeros({nh, 0, hs}, dt, dev);
   tail_v = zeros({nh, 0, hs}, dt, dev);
+  if (indexed) {
+    LM_CHECK(dev == Device::CPU && (dt == DType::F32 || dt == DType::F64),
+             "LayerCache: the landmark key index is for f32 or f64 caches on the CPU, not " << dtype_name(dt) << " on "
+                                                                                           << device_name(dev));
+    for (int64_t h = 0; h < nh; ++h) {
+      if (dt == DType::F32) index_f32.emplace_back(hs);
+      else index_f64.emplace_back(hs);
+    }
+  }
 }
+
+namespace {
+// Appends each head's landmark key of one block to the index: rot and raw are (NH, 1, HS).
+template <class T> void index_append(std::vector<LandmarkKeyIndex<T>>& index, const Tensor& rot, const Tensor& raw) {
+  const Tensor r = rot.contiguous(), k = raw.contiguous();
+  const int64_t HS = r.size(2);
+  for (size_t h = 0; h < index.size(); ++h) index[h].append(r.data<T>() + h * HS, k.data<T>() + h * HS);
+}
+template <class T> void index_keep_newest(std::vector<LandmarkKeyIndex<T>>& index, int64_t held) {
+  for (auto& ix : index) ix.drop_oldest(ix.size() - held);
+}
+}  // namespace
 
 int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& kinds, RotaryCache& rope,
                            PositionMode positions, int64_t first_gid) {
@@ -43,14 +65,23 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
     // tokens (cpu::rotated_vec_times_rows); V as it is, (NH, F+1, HS).
     Tensor kb = k_host.narrow(1, begin, F + 1).transpose(1, 2).contiguous(), vb = v_host.narrow(1, begin, F + 1).contiguous();
     store->append(kb.raw_data(), vb.raw_data());
-    keys.push_back(k_loc.narrow(1, j, 1));
     const int64_t gid = first_gid + completed;
     const int32_t p = static_cast<int32_t>(positions == PositionMode::Exact ? gid * (F + 1) + F : F);
-    keys_rot.push_back(rotary(k_loc.narrow(1, j, 1).unsqueeze(0), rope.range(p, 1)).squeeze(0).transpose(1, 2));
+    const Tensor key = k_loc.narrow(1, j, 1), key_rot = rotary(key.unsqueeze(0), rope.range(p, 1)).squeeze(0);  // (NH, 1, HS)
+    if (indexed) {
+      if (dtype == DType::F32) index_append(index_f32, key_rot, key);
+      else index_append(index_f64, key_rot, key);
+    } else {
+      keys.push_back(key);
+      keys_rot.push_back(key_rot.transpose(1, 2));
+    }
     begin = j + 1;
     ++completed;
   }
-  if (completed > 0) {  // keep as many landmark keys as the store keeps blocks (capacity): the newest
+  if (completed > 0 && indexed) {  // as many keys as the store keeps blocks (capacity): the newest
+    if (dtype == DType::F32) index_keep_newest(index_f32, store->size());
+    else index_keep_newest(index_f64, store->size());
+  } else if (completed > 0) {  // keep as many landmark keys as the store keeps blocks (capacity): the newest
     const int64_t held = store->size();
     Tensor all = concat(keys, 1), all_rot = concat(keys_rot, 2);
     landmark_keys = all.narrow(1, all.size(1) - held, held).contiguous();

@@ -11,6 +11,7 @@
 
 #include "infer/block_store.h"
 #include "infer/config.h"
+#include "landmark/key_index.h"
 #include "nn/functional.h"
 #include "tensor/tensor.h"
 
@@ -21,9 +22,18 @@ namespace lm {
 // memory, i.e. on `device`, the model's device.
 struct LayerCache {
   // kv_f16: the store keeps block K/V in f16 (block_store.h); everything here stays in `dtype`.
+  // indexed: keep the landmark keys in one LandmarkKeyIndex per head (CPU only) for the bounded
+  // search, instead of the two tensors below (which then stay empty).
   LayerCache(int64_t NH, int64_t F, int64_t HS, DType dtype, int64_t capacity, const std::string& block_dir,
-             Device device = Device::CPU, bool kv_f16 = false);
+             Device device = Device::CPU, bool kv_f16 = false, bool indexed = false);
   std::unique_ptr<BlockStore> store;
+  // With `indexed`: per head, the landmark keys rotated at their scoring place and as they were
+  // (landmark/key_index.h); the dtype's vector only (F32 or F64).
+  bool indexed = false;
+  std::vector<LandmarkKeyIndex<float>> index_f32;
+  std::vector<LandmarkKeyIndex<double>> index_f64;
+  template <class T> const std::vector<LandmarkKeyIndex<T>>& index() const;
+  int64_t blocks() const { return store->size(); }
   Tensor landmark_keys;      // (NH, nb, HS), one column per cached block, oldest first, un-rotated
   // The same keys rotated once, when they were cached, at the position retrieval scores most of
   // them at: their true position (exact mode) or slot 0 (stingy mode). Scoring is then one
@@ -47,5 +57,8 @@ struct LayerCache {
   int64_t absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& local_kinds, RotaryCache& rope,
                  PositionMode positions, int64_t first_gid);
 };
+
+template <> inline const std::vector<LandmarkKeyIndex<float>>& LayerCache::index<float>() const { return index_f32; }
+template <> inline const std::vector<LandmarkKeyIndex<double>>& LayerCache::index<double>() const { return index_f64; }
 
 }  // namespace lm

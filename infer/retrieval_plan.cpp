@@ -6,6 +6,7 @@
 
 #include "landmark/retrieval.h"
 #include "nn/nn_math.h"
+#include "tensor/cpu/parallel.h"
 #include "tensor/cpu/vec_dot.h"
 #include "tensor/dtype.h"
 #include "tensor/ops.h"
@@ -18,6 +19,8 @@ Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const 
            "retrieval_scores: queries " << describe(q_rot) << " do not fit the cache (NH " << cache.NH << ", HS " << cache.HS
                                         << ", " << device_name(cache.device) << ")");
   LM_CHECK(ctx.rope != nullptr || ctx.positions != PositionMode::Stingy, "retrieval_scores: stingy scoring needs ctx.rope");
+  LM_CHECK(!cache.indexed, "retrieval_scores: this cache keeps its landmark keys in an index (KeySearch::Bounded); "
+                           "make it with indexed = false to score every key");
   const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), nb = cache.landmark_keys.size(1);
   const int64_t F = ctx.F, B1 = F + 1;
   // 1/sqrt(HS) rounded to the element type first, as the attention rows use it.
@@ -67,6 +70,56 @@ Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const 
 }
 
 namespace {
+
+// Step 1 with the landmark key index (token-head granularity on the CPU): per (head, query) the
+// newest min(k, nb) blocks are scored at their stingy slots here (in exact mode there is nothing
+// to rescore), and the index finds the top k among them and the older blocks, skipping every tile
+// of older keys whose bound cannot win (landmark/key_index.h). The same blocks as the scan.
+template <class T>
+std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot,
+                                                 int64_t* keys_scored) {
+  const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), nb = cache.blocks(), B1 = ctx.F + 1;
+  const std::vector<LandmarkKeyIndex<T>>& index = cache.index<T>();
+  LM_CHECK(static_cast<int64_t>(index.size()) == NH && index[0].size() == nb,
+           "plan_retrieval: an index of " << index.size() << " heads with " << index[0].size() << " keys for " << NH
+                                          << " heads and " << nb << " cached blocks");
+  const double exact = 1.0 / std::sqrt(static_cast<double>(HS));  // as retrieval_scores rounds it
+  const T scale = static_cast<T>(std::is_same<T, float>::value ? static_cast<double>(static_cast<float>(exact)) : exact);
+  // The newest blocks at their stingy slots, rotated once per chunk: (NH, recent, HS).
+  const int64_t recent = ctx.positions == PositionMode::Stingy ? std::min(nb, ctx.k) : 0, count = nb - recent;
+  std::vector<T> rk(static_cast<size_t>(NH * recent * HS));
+  for (int64_t j = 0; j < recent; ++j) {
+    const int64_t b = count + j, slot = stingy_score_slot(b, nb, ctx.k);
+    const T* cs = ctx.rope->cos_rows<T>(slot * B1 + ctx.F, 1);
+    const T* sn = ctx.rope->sin_rows<T>(slot * B1 + ctx.F, 1);
+    for (int64_t h = 0; h < NH; ++h) {
+      const T* key = index[h].raw_key(b);
+      T* out = rk.data() + (h * recent + j) * HS;
+      for (int64_t i = 0; i < HS / 2; ++i) nnmath::rotate_pair(key[2 * i], key[2 * i + 1], cs[i], sn[i], out[2 * i], out[2 * i + 1]);
+    }
+  }
+  const Tensor q_c = q_rot.contiguous();
+  const T* q = q_c.data<T>();
+  std::vector<std::vector<int32_t>> sel(static_cast<size_t>(NH * n));
+  std::vector<int64_t> scored(static_cast<size_t>(NH * n), 0);
+  cpu::parallel_for(NH * n, (nb / LandmarkKeyIndex<T>::kDefaultTile + 1) * HS * 4, [&](int64_t r0, int64_t r1) {
+    std::vector<std::pair<int32_t, T>> extra;
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t h = r / n;
+      const T* qr = q + r * HS;
+      extra.clear();
+      for (int64_t j = 0; j < recent; ++j)  // the scan's arithmetic: a dot product, then the scale
+        extra.emplace_back(static_cast<int32_t>(count + j), cpu::dot_vectors(qr, rk.data() + (h * recent + j) * HS, HS) * scale);
+      KeySearchStats st;
+      sel[r] = index[h].top_k(qr, scale, count, ctx.k, extra, &st);
+      scored[r] = st.keys_scored;
+    }
+  });
+  if (keys_scored)
+    for (int64_t v : scored) *keys_scored += v;
+  return sel;
+}
+
 // Every query scores every cached landmark key and keeps its top k; then each chosen block gets
 // its place. The scores are computed on q_rot's device and only the (NH, n, nb) score matrix
 // comes to the host, where the selection runs.
@@ -77,12 +130,17 @@ template <class T> RetrievalPlan plan_for(const LayerCache& cache, const ChunkCo
   plan.nb = nb;
   plan.first_gid = ctx.blocks_done - nb;
   const int64_t first_gid = plan.first_gid;
-  LM_CHECK(cache.landmark_keys.size(1) == nb,
+  LM_CHECK(cache.indexed || cache.landmark_keys.size(1) == nb,
            "plan_retrieval: " << cache.landmark_keys.size(1) << " landmark keys for " << nb << " cached blocks");
 
-  // --- 1. retrieval: every query scores every cached landmark key, keeps its top k ---
+  // --- 1. retrieval: every query takes the top k of its scores against every cached landmark key ---
   plan.sel.resize(static_cast<size_t>(NH * n));
-  if (nb > 0 && ctx.k > 0) {
+  if (nb > 0 && ctx.k > 0 && cache.indexed) {
+    LM_CHECK(ctx.granularity == Granularity::TokenHead,
+             "plan_retrieval: the landmark key index serves token-head granularity, not " << granularity_name(ctx.granularity));
+    plan.sel = select_indexed<T>(cache, ctx, q_rot, &plan.keys_scored);
+  } else if (nb > 0 && ctx.k > 0) {
+    plan.keys_scored = NH * n * nb;
     const Tensor scores = retrieval_scores(cache, ctx, q_rot).to(Device::CPU);  // (NH, n, nb)
     plan.sel = select_blocks<T>(scores.data<T>(), NH, n, nb, ctx.k, ctx.granularity);
   }

@@ -39,6 +39,7 @@ struct RetrievalPlan {
   int64_t first_gid = 0;  // global index of the oldest cached block
   std::vector<std::vector<int32_t>> sel;   // (NH * n) chosen cached indices per row, ascending
   std::vector<std::vector<int32_t>> base;  // (NH * n) first position of each chosen block
+  int64_t keys_scored = 0;  // landmark keys scored exactly, over all rows (a scan: NH * n * nb)
 };
 
 // The distinct blocks a plan uses, ascending: what the store must fetch before attending.
@@ -51,7 +52,9 @@ std::vector<int32_t> plan_blocks(const RetrievalPlan& plan);
 Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, bool cpu_loop = true);
 
 // Steps 1 and 2 for the rotated queries q_rot (NH, n, HS) of a chunk (on the cache's device):
-// scores on that device, top-k selection and placement on the host. Block b's place (`base`) is
+// scores on that device, top-k selection and placement on the host. A cache with a landmark key
+// index (LayerCache::indexed) is searched with bounds instead (landmark/key_index.h): the same
+// blocks, most keys never scored. Block b's place (`base`) is
 // its first position: slot * (F + 1) with the stingy slots, (first_gid + b) * (F + 1) in exact
 // mode, in the coordinates where the reserved slots (stingy) or the stream (exact) start at 0.
 RetrievalPlan plan_retrieval(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot);

@@ -23,6 +23,14 @@ PositionMode parse_position_mode(const std::string& s) {
 }
 const char* position_mode_name(PositionMode m) { return m == PositionMode::Stingy ? "stingy" : "exact"; }
 
+KeySearch parse_key_search(const std::string& s) {
+  if (s == "bounded") return KeySearch::Bounded;
+  if (s == "scan") return KeySearch::Scan;
+  LM_FAIL("unknown landmark search '" << s << "' (expected bounded or scan)");
+}
+
+const char* key_search_name(KeySearch s) { return s == KeySearch::Bounded ? "bounded" : "scan"; }
+
 void InferConfig::validate() const {
   LM_CHECK(chunk_len > 0, "inference: chunk length must be positive, got " << chunk_len);
   LM_CHECK(k >= 0, "inference: k must be >= 0, got " << k);
@@ -76,7 +84,9 @@ struct InferenceSession::Impl {
              "inference: a CMT cutoff (" << cfg.cmt_cutoff << ") needs a model trained with a context-miss token "
                                          << "(train --cmt); this one has none");
     for (int64_t l = 0; l < m.config().n_layer; ++l) {
-      layers.emplace_back(NH, F, HS, dtype, cfg.capacity, cfg.block_dir, device, cfg.kv_f16);
+      layers.emplace_back(NH, F, HS, dtype, cfg.capacity, cfg.block_dir, device, cfg.kv_f16,
+                          cfg.search == KeySearch::Bounded && device == Device::CPU &&
+                              cfg.granularity == Granularity::TokenHead);
     }
     if (m.config().context_miss) {
       LM_CHECK(cmt_id >= 0 && cmt_id < m.config().vocab_size,

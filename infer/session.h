@@ -27,6 +27,7 @@ struct RetrievalRecord {
   int64_t fetched = 0;         // blocks retrieved, one per member of each distinct set (Table 2)
   int64_t cmt_rows = 0;        // (head, query) rows with a context-miss token
   int64_t cmt_dropped = 0;     // ... whose S(CMT) was below the cutoff (retrieval dropped)
+  int64_t keys_scored = 0;     // landmark keys scored exactly (a scan: rows x cached; bounded: fewer)
 };
 
 // Optional: the attention of one (layer, head), captured query by query for attention maps.

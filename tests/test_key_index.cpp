@@ -1,0 +1,198 @@
+// test_key_index.cpp: the bounded top-k over landmark keys (landmark/key_index.h) against every
+// key scored and sorted (random keys, near-identical keys like filler text, ties, extra
+// candidates, dropped blocks), its scores against a plain f64 dot product, and whole inference
+// sessions with the bounded search against the scan (the same blocks, the same logits).
+#include "tests/helpers.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+
+#include "infer/session.h"
+#include "landmark/key_index.h"
+#include "tests/infer_fixtures.h"
+
+using namespace lm;
+using lm::test::values;
+
+namespace {
+
+// The answer by definition: score every key (scan_scores), add the extras, sort by score
+// (higher first; ties to the smaller index), keep k, return ascending.
+template <class T>
+std::vector<int32_t> sorted_top_k(const LandmarkKeyIndex<T>& ix, const T* q, T scale, int64_t count, int64_t k,
+                                  const std::vector<std::pair<int32_t, T>>& extra) {
+  std::vector<T> s(static_cast<size_t>(count));
+  ix.scan_scores(q, scale, count, s.data());
+  std::vector<std::pair<T, int32_t>> all;
+  for (int64_t b = 0; b < count; ++b) all.emplace_back(s[b], static_cast<int32_t>(b));
+  for (const auto& e : extra) all.emplace_back(e.second, e.first);
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  std::vector<int32_t> out;
+  for (int64_t j = 0; j < std::min<int64_t>(k, static_cast<int64_t>(all.size())); ++j) out.push_back(all[j].second);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+template <class T> void random_index_cases() {
+  std::mt19937_64 gen(7);
+  std::normal_distribution<double> nd;
+  for (int64_t HS : {8, 32})
+    for (int64_t tile : {1, 4, 64})
+      for (int64_t nb : {0, 1, 7, 300}) {
+        LandmarkKeyIndex<T> ix(HS, tile);
+        std::vector<T> keys(static_cast<size_t>(nb * HS)), raw(static_cast<size_t>(HS));
+        for (T& v : keys) v = static_cast<T>(nd(gen));
+        for (int64_t b = 0; b < nb; ++b) {
+          for (int64_t d = 0; d < HS; ++d) raw[d] = static_cast<T>(b * 1000 + d);  // raw keys: only stored
+          ix.append(keys.data() + b * HS, raw.data());
+        }
+        REQUIRE(ix.size() == nb);
+        for (int64_t b = 0; b < nb; ++b) REQUIRE(ix.raw_key(b)[1] == static_cast<T>(b * 1000 + 1));
+        const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(HS)));
+        for (int trial = 0; trial < 20; ++trial) {
+          std::vector<T> q(static_cast<size_t>(HS));
+          for (T& v : q) v = static_cast<T>(3 * nd(gen));  // peaked, as trained queries are
+          // The scan's scores against a plain f64 dot product: only the rounding of T may differ.
+          std::vector<T> s(static_cast<size_t>(nb));
+          ix.scan_scores(q.data(), scale, nb, s.data());
+          for (int64_t b = 0; b < nb; ++b) {
+            double ref = 0;
+            for (int64_t d = 0; d < HS; ++d) ref += static_cast<double>(q[d]) * static_cast<double>(keys[b * HS + d]);
+            ref *= static_cast<double>(scale);
+            // scores of size ~10: f32 a few ulps (1e-4), f64 1e-12
+            REQUIRE(std::fabs(static_cast<double>(s[b]) - ref) < (sizeof(T) == 4 ? 1e-4 : 1e-12));
+          }
+          for (int64_t k : {1, 4, 10}) {
+            // Without extras, then with the newest few blocks given as extras at other scores.
+            const int64_t recent = std::min<int64_t>(nb, trial % 4);
+            std::vector<std::pair<int32_t, T>> extra;
+            for (int64_t j = nb - recent; j < nb; ++j) extra.emplace_back(static_cast<int32_t>(j), static_cast<T>(5 * nd(gen)));
+            KeySearchStats st;
+            CHECK(ix.top_k(q.data(), scale, nb, k, {}, &st) == sorted_top_k(ix, q.data(), scale, nb, k, {}));
+            CHECK(ix.top_k(q.data(), scale, nb - recent, k, extra) == sorted_top_k(ix, q.data(), scale, nb - recent, k, extra));
+            CHECK(st.keys_scored <= nb);
+          }
+        }
+        // Drop the oldest third: indices count from the oldest kept; the answers follow.
+        if (nb > 3) {
+          const int64_t drop = nb / 3;
+          ix.drop_oldest(drop);
+          REQUIRE(ix.size() == nb - drop);
+          REQUIRE(ix.raw_key(0)[1] == static_cast<T>(drop * 1000 + 1));
+          std::vector<T> q(static_cast<size_t>(HS));
+          for (T& v : q) v = static_cast<T>(3 * nd(gen));
+          std::vector<T> s(static_cast<size_t>(ix.size()));
+          ix.scan_scores(q.data(), scale, ix.size(), s.data());
+          double ref = 0;  // the first kept block's score is the dropped-past block's
+          for (int64_t d = 0; d < HS; ++d) ref += static_cast<double>(q[d]) * static_cast<double>(keys[drop * HS + d]);
+          CHECK(std::fabs(static_cast<double>(s[0]) - ref * static_cast<double>(scale)) < (sizeof(T) == 4 ? 1e-4 : 1e-12));
+          for (int64_t k : {1, 4})
+            CHECK(ix.top_k(q.data(), scale, ix.size(), k, {}) == sorted_top_k(ix, q.data(), scale, ix.size(), k, {}));
+        }
+      }
+}
+
+}  // namespace
+
+TEST_CASE("landmark key index: the bounded top k equals every key scored and sorted (f32, f64)", "[retrieval][key-index]") {
+  random_index_cases<float>();
+  random_index_cases<double>();
+}
+
+TEST_CASE("landmark key index: tiles of near-identical keys (filler) are skipped when k needles outscore them",
+          "[retrieval][key-index]") {
+  // 20,000 blocks of filler: one key plus noise 1e-3, as repeated text gives; 4 needle blocks whose
+  // keys point elsewhere. A query that looks for the needles must find all 4 with k = 4, and then
+  // every filler tile's bound is below the 4th needle's score: only the needles' tiles (and the
+  // one with the highest bound) are scored. With k = 5 the 5th place is a near-tie among 20,000
+  // filler blocks: an exact search must score them all, and it does (the reason the scan stays
+  // the default: docs/infer.md section 9).
+  const int64_t HS = 32, nb = 20000;
+  const std::vector<int64_t> needles{123, 4567, 12345, 19999};
+  std::mt19937_64 gen(3);
+  std::normal_distribution<double> nd;
+  std::vector<float> base(HS), target(HS), key(HS);
+  for (int64_t d = 0; d < HS; ++d) {
+    base[d] = static_cast<float>(nd(gen));
+    target[d] = static_cast<float>(nd(gen));
+  }
+  LandmarkKeyIndex<float> ix(HS);
+  for (int64_t b = 0; b < nb; ++b) {
+    const bool needle = std::find(needles.begin(), needles.end(), b) != needles.end();
+    for (int64_t d = 0; d < HS; ++d) key[d] = needle ? target[d] + static_cast<float>(0.1 * nd(gen)) : base[d] + static_cast<float>(1e-3 * nd(gen));
+    ix.append(key.data(), key.data());
+  }
+  std::vector<float> q(target);
+  for (float& v : q) v *= 2;
+  const float scale = 1.0f / std::sqrt(32.0f);
+  KeySearchStats st;
+  const std::vector<int32_t> got = ix.top_k(q.data(), scale, nb, 4, {}, &st);
+  CHECK(got == std::vector<int32_t>(needles.begin(), needles.end()));
+  CHECK(got == sorted_top_k(ix, q.data(), scale, nb, 4, {}));
+  INFO("k 4: keys scored " << st.keys_scored << " of " << nb << ", tiles visited " << st.tiles_visited << " of " << st.tiles_bounded);
+  CHECK(st.tiles_bounded == (nb + 63) / 64);
+  CHECK(st.tiles_visited <= 5);  // the 4 needles' tiles, at most one more
+  KeySearchStats st5;
+  CHECK(ix.top_k(q.data(), scale, nb, 5, {}, &st5) == sorted_top_k(ix, q.data(), scale, nb, 5, {}));
+  CHECK(st5.keys_scored == nb);
+}
+
+TEST_CASE("landmark key index: ties go to the older block, extras included (a hand-worked case)", "[retrieval][key-index]") {
+  // Ten identical keys in tiles of 3: every score ties, so the top 4 are blocks 0..3; an extra
+  // (block 10) with the same score loses to all of them, one with a higher score wins a place.
+  const int64_t HS = 4;
+  LandmarkKeyIndex<double> ix(HS, 3);
+  const std::vector<double> key{1, -2, 0.5, 3}, q{0.3, 0.1, -1, 2};
+  for (int b = 0; b < 10; ++b) ix.append(key.data(), key.data());
+  const double s = (0.3 - 0.2 - 0.5 + 6) * 0.5;  // q . key * scale 0.5 = 2.8 (exact in binary? no; equal for all)
+  std::vector<double> sc(10);
+  ix.scan_scores(q.data(), 0.5, 10, sc.data());
+  for (double v : sc) REQUIRE(v == sc[0]);
+  CHECK(std::fabs(sc[0] - s) < 1e-12);
+  CHECK(ix.top_k(q.data(), 0.5, 10, 4, {}) == std::vector<int32_t>{0, 1, 2, 3});
+  CHECK(ix.top_k(q.data(), 0.5, 10, 4, {{10, sc[0]}}) == std::vector<int32_t>{0, 1, 2, 3});
+  CHECK(ix.top_k(q.data(), 0.5, 10, 4, {{10, sc[0] + 1}}) == std::vector<int32_t>{0, 1, 2, 10});
+  CHECK(ix.top_k(q.data(), 0.5, 0, 4, {{10, 1.0}, {11, 2.0}}) == std::vector<int32_t>{10, 11});  // fewer than k in all
+  CHECK(ix.top_k(q.data(), 0.5, 10, 0, {}).empty());
+  CHECK_THROWS_AS(ix.top_k(q.data(), 0.5, 10, 4, {{5, 1.0}}), Error);  // an extra inside the searched range
+  CHECK_THROWS_AS(ix.drop_oldest(11), Error);
+  CHECK_THROWS_AS(ix.raw_key(10), Error);
+}
+
+TEST_CASE("inference: the bounded search retrieves the same blocks as the scan, so the logits are equal",
+          "[infer][retrieval][key-index]") {
+  // The test model (tests/infer_fixtures.h, F 5) over 400 tokens in chunks of 37: 80 blocks, tiles
+  // of 64, so the bound skips or visits whole tiles. Stingy and exact, f64 and f32, with and
+  // without a capacity; the two searches must choose the same blocks for every row of every
+  // chunk, and then the logits are the same bits.
+  for (DType dt : {DType::F64, DType::F32}) {
+    auto model = infer_test::make_model(dt);
+    const std::vector<int32_t> raw = infer_test::random_raw(400, 17);
+    for (PositionMode pm : {PositionMode::Stingy, PositionMode::Exact})
+      for (int64_t capacity : {0, 30}) {
+        InferConfig c;
+        c.chunk_len = 37;
+        c.k = 3;
+        c.positions = pm;
+        c.capacity = capacity;
+        auto run = [&](KeySearch search, RetrievalTrace& trace) {
+          c.search = search;
+          InferenceSession s(*model, c, infer_test::kLandmarkId);
+          s.set_trace(&trace);
+          Tensor out = s.feed(raw);
+          int64_t scored = 0;
+          for (const RetrievalRecord& r : s.retrieval_log()) scored += r.keys_scored;
+          return std::make_pair(values(out), scored);
+        };
+        RetrievalTrace tb, ts;
+        const auto bounded = run(KeySearch::Bounded, tb), scan = run(KeySearch::Scan, ts);
+        INFO(dtype_name(dt) << " " << position_mode_name(pm) << " capacity " << capacity);
+        REQUIRE(tb.steps.size() == ts.steps.size());
+        for (size_t i = 0; i < tb.steps.size(); ++i) REQUIRE(tb.steps[i].sel == ts.steps[i].sel);
+        CHECK(bounded.first == scan.first);
+        CHECK(bounded.second <= scan.second);
+      }
+  }
+}
