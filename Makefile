@@ -4,6 +4,7 @@
 #   make test     build + run the whole test suite through CTest
 #   make demo     build the program + the main job (scripts/demo.sh): pass-key retrieval up to 32k tokens
 #   make demo-finetune  after make demo: its standard model fine-tuned with landmarks (scripts/demo_finetune.sh)
+#   make demo-long  after make demo: its landmark model on pass-key prompts of a million tokens (scripts/demo_long.sh)
 #   make demo-corpus  build the program + language modelling on Austen + KJV (scripts/demo_corpus.sh)
 #   make bench    build + run the benchmarks (prints ratios measured in one run)
 #   make fuzz     the libFuzzer harnesses of fuzz/, 60 s each (scripts/fuzz.sh; FUZZ_SECONDS=N for longer)
@@ -13,7 +14,7 @@ BUILD      ?= build
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps configure build test bench fuzz demo demo-finetune demo-corpus clean
+.PHONY: all deps configure build test bench fuzz demo demo-finetune demo-long demo-corpus clean
 
 all: build
 
@@ -34,6 +35,7 @@ bench: build
 	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_train
 	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_landmark
 	@GOMP_SPINCOUNT=10000 ./$(BUILD)/bench/bench_decode  # a short spin, as the landmark program uses
+	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_topk --out $(BUILD)/bench_topk
 
 demo: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark  # the program only: tests and benches wait for make test
@@ -46,6 +48,10 @@ fuzz:
 demo-finetune: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark
 	@bash scripts/demo_finetune.sh
+
+demo-long: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target landmark
+	@bash scripts/demo_long.sh
 
 demo-corpus: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
+
 #include "apps/commands.h"
 #include "apps/infer_flags.h"
 #include "apps/progress.h"
@@ -209,6 +211,9 @@ Command passkey_command(CLI::App& app) {
       plot::heatmap(*recall_png, static_cast<int>(mc.n_layer), static_cast<int>(mc.n_head), v, ho);
       std::printf("wrote %s (grey: no query with the key's block in the cache)\n", recall_png->c_str());
     }
+    // The most resident memory this process held at any point (Linux reports kilobytes).
+    struct rusage ru {};
+    if (getrusage(RUSAGE_SELF, &ru) == 0) std::printf("peak resident memory: %.0f MB\n", static_cast<double>(ru.ru_maxrss) / 1024.0);
     return 0;
   };
   return {sub, run};

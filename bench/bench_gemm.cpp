@@ -76,6 +76,7 @@ int bench_main(int argc, char** argv) {
   openblas_set_num_threads(threads);
 #endif
   cpu::GemmTiling tl = cpu::gemm_tiling<float>();
+  std::printf("CPU: %s\n", bench::cpu_model().c_str());
   std::printf("gemm benchmark: f32, %d thread(s); tile MR=%d NR=%d, blocks KC=%d MC=%d NC=%d\n", threads, tl.mr, tl.nr,
               tl.kc, tl.mc, tl.nc);
   std::printf("layouts: NT = x W^T (forward), NN = g W (input grad), TN = g^T x (weight grad)\n\n");

@@ -80,6 +80,7 @@ int bench_main(int argc, char** argv) {
       throw lm::bench::UsageError{"unknown flag '" + a + "'"};
     }
   }
+  std::printf("CPU: %s\n", bench::cpu_model().c_str());
   std::printf("landmark attention benchmark: f32, %d thread(s), forward + backward, best of %d\n", cpu::num_threads(), reps);
   const int64_t B = 8, NH = 4, T = 512, HS = 64, F = 50;
   double causal = run("causal", B, NH, T, HS, F, reps), landmark = run("landmark", B, NH, T, HS, F, reps);

@@ -9,10 +9,24 @@
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <fstream>
 #include <string>
 
 namespace lm {
 namespace bench {
+
+// The CPU's model name from /proc/cpuinfo ("unknown CPU" where there is none), printed beside every
+// figure: the development machines change from day to day.
+inline std::string cpu_model() {
+  std::ifstream in("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("model name", 0) == 0) {
+      const size_t colon = line.find(':');
+      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  return "unknown CPU";
+}
 
 // A bad command line: the message is printed with the usage, exit status 2.
 struct UsageError {

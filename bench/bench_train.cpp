@@ -84,6 +84,7 @@ int bench_main(int argc, char** argv) {
       throw lm::bench::UsageError{"unknown or incomplete flag '" + a + "'"};
     }
   }
+  std::printf("CPU: %s\n", bench::cpu_model().c_str());
   std::printf("training-step benchmark: f32, %d thread(s), vocab %lld, best of %d steps after a warm-up\n",
               cpu::num_threads(), (long long)vocab, quick ? 1 : 3);
   std::printf("%-6s %3s %4s %3s %4s %2s %9s %9s %9s %9s %10s\n", "preset", "L", "C", "NH", "T", "B", "fwd s", "bwd s",

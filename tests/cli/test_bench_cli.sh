@@ -3,9 +3,9 @@
 # clear line and an exit status (2 for a usage error, 1 for a failure), never an abort from an
 # uncaught exception (exit 134) as they once did. Nothing is benchmarked: every run here stops
 # at its flags, or at the first thing it builds.
-# Usage: test_bench_cli.sh bench_train bench_decode bench_gemm bench_landmark
+# Usage: test_bench_cli.sh bench_train bench_decode bench_gemm bench_landmark bench_topk
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"  # LANDMARK (unused here), WORK, fail, expect
-TRAIN="$1" DECODE="$2" GEMM="$3" LANDMARK_BENCH="$4"
+TRAIN="$1" DECODE="$2" GEMM="$3" LANDMARK_BENCH="$4" TOPK="$5"
 
 run() {  # expected status, output file, command...
   local want=$1 out=$2
@@ -28,4 +28,8 @@ run 1 "$WORK/5" "$DECODE" --quick --block-dir "$WORK/missing"
 expect "$WORK/5" "bench_decode: error: block store: $WORK/missing is not a directory"
 run 0 "$WORK/6" "$DECODE" --help
 expect "$WORK/6" "usage: bench_decode"
+run 2 "$WORK/7" "$TOPK" --max-blocks 10
+expect "$WORK/7" "--max-blocks needs an integer in [1000, 10000000], got '10'"
+run 2 "$WORK/8" "$TOPK" --out
+expect "$WORK/8" "unknown or incomplete flag '--out'"
 echo "bench CLI: all checks passed"

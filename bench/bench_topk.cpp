@@ -1,0 +1,170 @@
+// bench_topk.cpp: the time one query takes to find its top k landmarks among N cached blocks, for
+// N from 10^3 up, with the two exact searches of inference (docs/infer.md section 2):
+//   scan     what `--search scan` runs: a chunk's queries against every landmark key in one GEMM
+//            (retrieval_scores), then select_blocks; the time is per query (the GEMM's share);
+//   bounded  LandmarkKeyIndex::top_k (landmark/key_index.h): tiles of 64 keys with bounds.
+// Two kinds of keys, one head of 32 features (the demo model's): "passkey", 4 needle blocks among
+// near-identical filler keys (noise 1e-3), the query looking for the needles, with k 4 (the k-th
+// place is clear of the filler) and k 5 (it is a near-tie among the filler); "random", keys and
+// queries all N(0, 1). Every search is checked to choose the same blocks as the scan. Prints the
+// CPU and thread count first, a table, and writes a TSV and a PNG when --out is given. Last line:
+// "topk bounded_speedup_passkey_k4_at_max=X".
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "bench/bench_main.h"
+#include "landmark/key_index.h"
+#include "landmark/retrieval.h"
+#include "plot/plot.h"
+#include "tensor/cpu/parallel.h"
+#include "tensor/create.h"
+#include "tensor/ops.h"
+
+namespace {
+
+const char* kUsage =
+    "usage: bench_topk [--max-blocks N] [--out PREFIX]\n"
+    "  --max-blocks N  largest number of cached blocks (default 1000000; sizes 10^3, 10^4, ... up to N)\n"
+    "  --out PREFIX    also write PREFIX.tsv and PREFIX.png (time per query against blocks)\n";
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct Row {
+  std::string keys;
+  int64_t k = 0, blocks = 0;
+  double scan_us = 0, bounded_us = 0, scored_pct = 0;
+};
+
+Row measure(const std::string& kind, int64_t nb, int64_t k, std::mt19937_64& gen) {
+  using namespace lm;
+  constexpr int64_t HS = 32, n = 64;  // features; queries per measurement (a chunk's worth)
+  std::normal_distribution<double> nd;
+  std::vector<float> base(HS), target(HS), keys(static_cast<size_t>(nb * HS));
+  for (int64_t d = 0; d < HS; ++d) {
+    base[d] = static_cast<float>(nd(gen));
+    target[d] = static_cast<float>(nd(gen));
+  }
+  const bool passkey = kind == "passkey";
+  const std::vector<int64_t> needles{nb / 7, nb / 3, nb / 2, nb - 1};
+  for (int64_t b = 0; b < nb; ++b) {
+    const bool needle = passkey && std::find(needles.begin(), needles.end(), b) != needles.end();
+    for (int64_t d = 0; d < HS; ++d)
+      keys[b * HS + d] = !passkey ? static_cast<float>(nd(gen))
+                         : needle ? target[d] + static_cast<float>(0.1 * nd(gen))
+                                  : base[d] + static_cast<float>(1e-3 * nd(gen));
+  }
+  LandmarkKeyIndex<float> index(HS);
+  for (int64_t b = 0; b < nb; ++b) index.append(keys.data() + b * HS, keys.data() + b * HS);
+  Tensor q = zeros({n, HS}, DType::F32), kt = zeros({HS, nb}, DType::F32);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t d = 0; d < HS; ++d)
+      q.data<float>()[i * HS + d] = passkey ? 2 * target[d] + static_cast<float>(0.1 * nd(gen)) : static_cast<float>(nd(gen));
+  for (int64_t b = 0; b < nb; ++b)
+    for (int64_t d = 0; d < HS; ++d) kt.data<float>()[d * nb + b] = keys[b * HS + d];
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+
+  Row row{kind, k, nb};
+  // Best of 3 for each (the 2 vCPUs are shared): the scan, then the bounded search.
+  std::vector<std::vector<int32_t>> by_scan, by_bound(static_cast<size_t>(n));
+  row.scan_us = row.bounded_us = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const Clock::time_point t0 = Clock::now();
+    const Tensor s = mul(matmul(q, kt), static_cast<double>(scale));
+    by_scan = select_blocks<float>(s.data<float>(), 1, n, nb, k, Granularity::TokenHead);
+    row.scan_us = std::min(row.scan_us, seconds_since(t0) * 1e6 / n);
+    KeySearchStats st;
+    const Clock::time_point t1 = Clock::now();
+    cpu::parallel_for(n, nb * HS, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) by_bound[i] = index.top_k(q.data<float>() + i * HS, scale, nb, k, {});
+    });
+    row.bounded_us = std::min(row.bounded_us, seconds_since(t1) * 1e6 / n);
+    for (int64_t i = 0; i < n; ++i) index.top_k(q.data<float>() + i * HS, scale, nb, k, {}, &st);
+    row.scored_pct = 100.0 * static_cast<double>(st.keys_scored) / static_cast<double>(n * nb);
+  }
+  // The scan scores with a GEMM, the index with its own loop: the same blocks unless two scores
+  // differ in their last bits, which these keys (no exact ties, needles far apart) do not produce.
+  for (int64_t i = 0; i < n; ++i)
+    if (by_scan[i] != by_bound[i]) throw std::runtime_error("bench_topk: the bounded search chose other blocks than the scan");
+  return row;
+}
+
+int bench_main(int argc, char** argv) {
+  using namespace lm;
+  int64_t max_blocks = 1000000;
+  std::string out;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--help" || a == "-h") {
+      std::printf("%s", kUsage);
+      return 0;
+    } else if (a == "--max-blocks" && i + 1 < argc) {
+      max_blocks = bench::parse_int_flag("--max-blocks", argv[++i], 1000, 10000000);
+    } else if (a == "--out" && i + 1 < argc) {
+      out = argv[++i];
+    } else {
+      throw bench::UsageError{"unknown or incomplete flag '" + a + "'"};
+    }
+  }
+  std::printf("top-k benchmark: %s, %d thread(s); one head of 32 features, f32, time per query (best of 3)\n",
+              bench::cpu_model().c_str(), cpu::num_threads());
+  std::printf("%-8s %2s %9s | %12s %12s %9s | %8s\n", "keys", "k", "blocks", "scan us", "bounded us", "scored", "speedup");
+  std::mt19937_64 gen(11);
+  std::vector<Row> rows;
+  for (const char* kind : {"passkey", "random"})
+    for (int64_t k : {4, 5}) {
+      if (std::string(kind) == "random" && k == 5) continue;
+      for (int64_t nb = 1000; nb <= max_blocks; nb *= 10) {
+        rows.push_back(measure(kind, nb, k, gen));
+        const Row& r = rows.back();
+        std::printf("%-8s %2lld %9lld | %12.2f %12.2f %8.1f%% | %7.2fx\n", kind, (long long)k, (long long)nb, r.scan_us,
+                    r.bounded_us, r.scored_pct, r.scan_us / r.bounded_us);
+        std::fflush(stdout);
+      }
+    }
+  if (!out.empty()) {
+    const std::string tsv = out + ".tsv", tmp = tsv + ".tmp";
+    FILE* f = std::fopen(tmp.c_str(), "w");
+    if (!f) throw std::runtime_error("cannot write " + tmp);
+    std::fprintf(f, "keys\tk\tblocks\tscan_us\tbounded_us\tscored_pct\n");
+    for (const Row& r : rows)
+      std::fprintf(f, "%s\t%lld\t%lld\t%.3f\t%.3f\t%.2f\n", r.keys.c_str(), (long long)r.k, (long long)r.blocks, r.scan_us,
+                   r.bounded_us, r.scored_pct);
+    if (std::fclose(f) != 0 || std::rename(tmp.c_str(), tsv.c_str()) != 0) throw std::runtime_error("cannot write " + tsv);
+    std::vector<plot::Series> series;
+    for (const char* kind : {"passkey", "random"})
+      for (int64_t k : {4, 5})
+        for (int method = 0; method < 2; ++method) {
+          plot::Series s;
+          s.label = std::string(method ? "bounded, " : "scan, ") + kind + " k " + std::to_string(k);
+          for (const Row& r : rows)
+            if (r.keys == kind && r.k == k) {
+              s.x.push_back(static_cast<double>(r.blocks));
+              s.y.push_back(method ? r.bounded_us : r.scan_us);
+            }
+          if (!s.x.empty()) series.push_back(s);
+        }
+    plot::LineChartOptions o;
+    o.title = "top-k time per query (" + bench::cpu_model() + ", " + std::to_string(cpu::num_threads()) + " threads)";
+    o.x_label = "cached blocks";
+    o.y_label = "microseconds per query";
+    o.log_x = o.log_y = true;
+    o.markers = true;
+    plot::line_chart(out + ".png", series, o);
+    std::printf("wrote %s and %s.png\n", tsv.c_str(), out.c_str());
+  }
+  double last = 0;
+  for (const Row& r : rows)
+    if (r.keys == "passkey" && r.k == 4) last = r.scan_us / r.bounded_us;
+  std::printf("topk bounded_speedup_passkey_k4_at_max=%.2f\n", last);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) { return lm::bench::run_bench_main("bench_topk", kUsage, argc, argv, bench_main); }
