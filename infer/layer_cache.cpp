@@ -1,6 +1,8 @@
 // layer_cache.cpp: LayerCache (layer_cache.h): blocks into the store, landmark keys, the tail.
 #include "infer/layer_cache.h"
 
+#include <algorithm>
+
 #include "landmark/tokens.h"
 #include "tensor/create.h"
 #include "tensor/ops.h"
@@ -16,8 +18,8 @@ LayerCache::LayerCache(int64_t nh, int64_t f, int64_t hs, DType dt, int64_t capa
       HS(hs),
       dtype(dt),
       device(dev) {
-  landmark_keys = zeros({nh, 0, hs}, dt, dev);
-  landmark_keys_rot_t = zeros({nh, hs, 0}, dt, dev);
+  keys_buf = zeros({nh, 0, hs}, dt, dev);
+  keys_rot_t_buf = zeros({nh, hs, 0}, dt, dev);
   tail_k = zeros({nh, 0, hs}, dt, dev);
   tail_v = zeros({nh, 0, hs}, dt, dev);
   if (indexed) {
@@ -30,6 +32,9 @@ LayerCache::LayerCache(int64_t nh, int64_t f, int64_t hs, DType dt, int64_t capa
     }
   }
 }
+
+Tensor LayerCache::landmark_keys() const { return keys_buf.narrow(1, key_begin, key_count); }
+Tensor LayerCache::landmark_keys_rot_t() const { return keys_rot_t_buf.narrow(2, key_begin, key_count); }
 
 namespace {
 // Appends each head's landmark key of one block to the index: rot and raw are (NH, 1, HS).
@@ -56,7 +61,20 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
   // The store is host memory: from a device, the completed blocks cross in one copy each for K
   // and V (on the CPU these are views, no copy).
   const Tensor k_host = k_loc.narrow(1, 0, end).to(Device::CPU), v_host = v_loc.narrow(1, 0, end).to(Device::CPU);
-  std::vector<Tensor> keys{landmark_keys}, keys_rot{landmark_keys_rot_t};  // held keys, then the new ones
+  // Room for the new keys first (at most one per landmark in the chunk): when the buffers are
+  // full, new ones of twice the size take the keys held, moved to the front.
+  int64_t landmarks = 0;
+  for (int64_t j = 0; j < end; ++j) landmarks += kinds[j] == kLandmark;
+  if (!indexed && key_begin + key_count + landmarks > key_capacity) {
+    const int64_t cap = std::max<int64_t>(64, 2 * (key_count + landmarks));
+    Tensor kb = zeros({NH, cap, HS}, dtype, device), kr = zeros({NH, HS, cap}, dtype, device);
+    kb.narrow(1, 0, key_count).copy_(landmark_keys());
+    kr.narrow(2, 0, key_count).copy_(landmark_keys_rot_t());
+    keys_buf = kb;
+    keys_rot_t_buf = kr;
+    key_begin = 0;
+    key_capacity = cap;
+  }
   int64_t begin = 0, completed = 0;
   for (int64_t j = 0; j < end; ++j) {
     if (kinds[j] != kLandmark) continue;
@@ -72,20 +90,22 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
       if (dtype == DType::F32) index_append(index_f32, key_rot, key);
       else index_append(index_f64, key_rot, key);
     } else {
-      keys.push_back(key);
-      keys_rot.push_back(key_rot.transpose(1, 2));
+      const int64_t col = key_begin + key_count;
+      keys_buf.narrow(1, col, 1).copy_(key);
+      keys_rot_t_buf.narrow(2, col, 1).copy_(key_rot.transpose(1, 2));
+      ++key_count;
     }
     begin = j + 1;
     ++completed;
   }
-  if (completed > 0 && indexed) {  // as many keys as the store keeps blocks (capacity): the newest
-    if (dtype == DType::F32) index_keep_newest(index_f32, store->size());
-    else index_keep_newest(index_f64, store->size());
-  } else if (completed > 0) {  // keep as many landmark keys as the store keeps blocks (capacity): the newest
-    const int64_t held = store->size();
-    Tensor all = concat(keys, 1), all_rot = concat(keys_rot, 2);
-    landmark_keys = all.narrow(1, all.size(1) - held, held).contiguous();
-    landmark_keys_rot_t = all_rot.narrow(2, all_rot.size(2) - held, held).contiguous();
+  // Keep as many landmark keys as the store keeps blocks (its capacity): the newest.
+  const int64_t held = store->size();
+  if (completed > 0 && indexed) {
+    if (dtype == DType::F32) index_keep_newest(index_f32, held);
+    else index_keep_newest(index_f64, held);
+  } else if (key_count > held) {
+    key_begin += key_count - held;
+    key_count = held;
   }
   tail_len = L - begin;
   tail_k = k_loc.narrow(1, begin, tail_len).contiguous();

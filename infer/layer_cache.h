@@ -34,13 +34,18 @@ struct LayerCache {
   std::vector<LandmarkKeyIndex<double>> index_f64;
   template <class T> const std::vector<LandmarkKeyIndex<T>>& index() const;
   int64_t blocks() const { return store->size(); }
-  Tensor landmark_keys;      // (NH, nb, HS), one column per cached block, oldest first, un-rotated
-  // The same keys rotated once, when they were cached, at the position retrieval scores most of
-  // them at: their true position (exact mode) or slot 0 (stingy mode). Scoring is then one
-  // product; only the k newest blocks (stingy slots 1..k) are rotated again at use. Stored
-  // transposed, (NH, HS, nb), so that product streams along the blocks (one query: an axpy per
-  // feature instead of a short dot product per block).
-  Tensor landmark_keys_rot_t;
+  // Without an index: the landmark keys of the cached blocks, oldest first, in two forms on
+  // `device`: as they were (un-rotated), (NH, nb, HS), and rotated once, when they were cached,
+  // at the position retrieval scores most of them at (their true position in exact mode, slot 0
+  // in stingy mode; only the k newest are rotated again at use), transposed, (NH, HS, nb), so
+  // that scoring a chunk is one product per head. Both are views into buffers with room for more
+  // blocks (`key_capacity`), which double when full: adding a block costs O(1) on average instead
+  // of a copy of every key held (at a million tokens, 20,000 blocks, that copy was per chunk).
+  // Column b of a head is at buffer column key_begin + b.
+  Tensor landmark_keys() const;        // (NH, nb, HS) view, not contiguous across heads
+  Tensor landmark_keys_rot_t() const;  // (NH, HS, nb) view
+  int64_t key_count = 0, key_begin = 0, key_capacity = 0;
+  Tensor keys_buf, keys_rot_t_buf;  // (NH, key_capacity, HS), (NH, HS, key_capacity)
   Tensor tail_k, tail_v;  // (NH, tail_len, HS)
   int64_t tail_len = 0;
   // The context-miss token's key in this layer, rotated at position -1 (where training puts the

@@ -6,6 +6,7 @@
 
 #include "landmark/retrieval.h"
 #include "nn/nn_math.h"
+#include "tensor/cpu/gemm.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/cpu/vec_dot.h"
 #include "tensor/dtype.h"
@@ -13,60 +14,76 @@
 
 namespace lm {
 
-Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, bool cpu_loop) {
-  LM_CHECK(q_rot.dim() == 3 && q_rot.size(0) == cache.NH && q_rot.size(2) == cache.HS && q_rot.device() == cache.device &&
-               q_rot.dtype() == cache.dtype,
-           "retrieval_scores: queries " << describe(q_rot) << " do not fit the cache (NH " << cache.NH << ", HS " << cache.HS
-                                        << ", " << device_name(cache.device) << ")");
-  LM_CHECK(ctx.rope != nullptr || ctx.positions != PositionMode::Stingy, "retrieval_scores: stingy scoring needs ctx.rope");
-  LM_CHECK(!cache.indexed, "retrieval_scores: this cache keeps its landmark keys in an index (KeySearch::Bounded); "
-                           "make it with indexed = false to score every key");
-  const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), nb = cache.landmark_keys.size(1);
-  const int64_t F = ctx.F, B1 = F + 1;
-  // 1/sqrt(HS) rounded to the element type first, as the attention rows use it.
+namespace {
+double score_scale(DType dt, int64_t HS) {  // 1/sqrt(HS) rounded to the element type first, as the attention rows use it
   const double exact = 1.0 / std::sqrt(static_cast<double>(HS));
-  const double scale = q_rot.dtype() == DType::F32 ? static_cast<double>(static_cast<float>(exact)) : exact;
-  // Every key was rotated at its usual scoring place when it was cached (LayerCache::absorb): one
-  // product scores them all. In stingy mode the k newest sit in slots k..1 instead of 0: rescore
-  // just those.
-  Tensor scores = matmul(q_rot, cache.landmark_keys_rot_t);  // (NH, n, HS) x (NH, HS, nb) -> (NH, n, nb)
-  if (nb == 0) return scores;
-  if (!(cpu_loop && scores.device() == Device::CPU)) {  // tensor ops, on any device
-    if (ctx.positions == PositionMode::Stingy) {
-      const int64_t recent = std::min(nb, ctx.k);
-      std::vector<int32_t> pos;
-      for (int64_t b = nb - recent; b < nb; ++b) pos.push_back(static_cast<int32_t>(stingy_score_slot(b, nb, ctx.k) * B1 + F));
-      Tensor recent_rot = rotary(cache.landmark_keys.narrow(1, nb - recent, recent).unsqueeze(0), ctx.rope->tables(pos)).squeeze(0);
-      scores.narrow(2, nb - recent, recent).copy_(matmul(q_rot, recent_rot, false, true));
-    }
-    return mul(scores, scale);
-  }
-  // The same on the CPU without a tensor op per step (decoding runs this once per layer and
-  // token): the k newest rescored in place (rotate_pair, as the rotary op; a dot product per
-  // query), then scaled in place.
-  LM_DISPATCH_FLOAT(scores.dtype(), "retrieval_scores", {
-    scalar_t* ps = scores.data<scalar_t>();
-    if (ctx.positions == PositionMode::Stingy) {
-      const Tensor q_c = q_rot.contiguous();
-      const scalar_t* q = q_c.data<scalar_t>();
-      const scalar_t* lk = cache.landmark_keys.data<scalar_t>();  // (NH, nb, HS), contiguous
-      std::vector<scalar_t> rk(static_cast<size_t>(HS));
-      for (int64_t b = std::max<int64_t>(0, nb - ctx.k); b < nb; ++b) {
-        const int64_t slot = stingy_score_slot(b, nb, ctx.k);
-        const scalar_t* cs = ctx.rope->cos_rows<scalar_t>(slot * B1 + F, 1);
-        const scalar_t* sn = ctx.rope->sin_rows<scalar_t>(slot * B1 + F, 1);
-        for (int64_t h = 0; h < NH; ++h) {
-          const scalar_t* key = lk + (h * nb + b) * HS;
-          for (int64_t i = 0; i < HS / 2; ++i)
-            nnmath::rotate_pair(key[2 * i], key[2 * i + 1], cs[i], sn[i], rk[2 * i], rk[2 * i + 1]);
-          for (int64_t i = 0; i < n; ++i) ps[(h * n + i) * nb + b] = cpu::dot_vectors(q + (h * n + i) * HS, rk.data(), HS);
-        }
+  return dt == DType::F32 ? static_cast<double>(static_cast<float>(exact)) : exact;
+}
+
+// The CPU scores of retrieval_scores, into out (NH, n, nb), without a tensor op per step
+// (decoding runs this once per layer and token): per head one GEMM against the rotated keys
+// where they lie in the cache's buffer (LayerCache::keys_rot_t_buf, leading dimension its
+// capacity), then the k newest rescored in place (rotate_pair, as the rotary op; a dot product
+// per query), then the scale.
+template <class T> void cpu_scores(const LayerCache& cache, const ChunkContext& ctx, const T* q, int64_t n, T* out) {
+  const int64_t NH = cache.NH, HS = cache.HS, nb = cache.key_count, cap = cache.key_capacity, F = ctx.F, B1 = F + 1;
+  if (nb == 0 || n == 0) return;
+  const T* rot_t = cache.keys_rot_t_buf.data<T>() + cache.key_begin;  // head h: (HS, nb) at + h * HS * cap, ld cap
+  const T* keys = cache.keys_buf.data<T>() + cache.key_begin * HS;     // head h: (nb, HS) at + h * cap * HS
+  for (int64_t h = 0; h < NH; ++h)
+    cpu::gemm_single<T>(false, false, n, nb, HS, 1.0, q + h * n * HS, HS, rot_t + h * HS * cap, cap, 0.0, out + h * n * nb, nb);
+  if (ctx.positions == PositionMode::Stingy) {
+    std::vector<T> rk(static_cast<size_t>(HS));
+    for (int64_t b = std::max<int64_t>(0, nb - ctx.k); b < nb; ++b) {
+      const int64_t slot = stingy_score_slot(b, nb, ctx.k);
+      const T* cs = ctx.rope->cos_rows<T>(slot * B1 + F, 1);
+      const T* sn = ctx.rope->sin_rows<T>(slot * B1 + F, 1);
+      for (int64_t h = 0; h < NH; ++h) {
+        const T* key = keys + (h * cap + b) * HS;
+        for (int64_t i = 0; i < HS / 2; ++i) nnmath::rotate_pair(key[2 * i], key[2 * i + 1], cs[i], sn[i], rk[2 * i], rk[2 * i + 1]);
+        for (int64_t i = 0; i < n; ++i) out[(h * n + i) * nb + b] = cpu::dot_vectors(q + (h * n + i) * HS, rk.data(), HS);
       }
     }
-    const scalar_t sc = static_cast<scalar_t>(scale);
-    for (int64_t j = 0; j < NH * n * nb; ++j) ps[j] *= sc;
-  });
-  return scores;
+  }
+  const T sc = static_cast<T>(score_scale(cache.dtype, HS));
+  for (int64_t j = 0; j < NH * n * nb; ++j) out[j] *= sc;
+}
+
+void check_scoring(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, const char* who) {
+  LM_CHECK(q_rot.dim() == 3 && q_rot.size(0) == cache.NH && q_rot.size(2) == cache.HS && q_rot.device() == cache.device &&
+               q_rot.dtype() == cache.dtype,
+           who << ": queries " << describe(q_rot) << " do not fit the cache (NH " << cache.NH << ", HS " << cache.HS << ", "
+               << device_name(cache.device) << ")");
+  LM_CHECK(ctx.rope != nullptr || ctx.positions != PositionMode::Stingy, who << ": stingy scoring needs ctx.rope");
+}
+}  // namespace
+
+Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, bool cpu_loop) {
+  check_scoring(cache, ctx, q_rot, "retrieval_scores");
+  LM_CHECK(!cache.indexed, "retrieval_scores: this cache keeps its landmark keys in an index (KeySearch::Bounded); "
+                           "make it with indexed = false to score every key");
+  const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), nb = cache.key_count;
+  const int64_t F = ctx.F, B1 = F + 1;
+  const double scale = score_scale(q_rot.dtype(), HS);
+  if (cpu_loop && q_rot.device() == Device::CPU) {
+    Tensor scores({NH, n, nb}, q_rot.dtype(), Device::CPU);
+    const Tensor q = q_rot.contiguous();
+    LM_DISPATCH_FLOAT(q.dtype(), "retrieval_scores", { cpu_scores<scalar_t>(cache, ctx, q.data<scalar_t>(), n, scores.data<scalar_t>()); });
+    return scores;
+  }
+  // Tensor ops, on any device. Every key was rotated at its usual scoring place when it was
+  // cached (LayerCache::absorb): one product scores them all. In stingy mode the k newest sit in
+  // slots k..1 instead of 0: rescore just those.
+  Tensor scores = matmul(q_rot, cache.landmark_keys_rot_t());  // (NH, n, HS) x (NH, HS, nb) -> (NH, n, nb)
+  if (nb == 0) return scores;
+  if (ctx.positions == PositionMode::Stingy) {
+    const int64_t recent = std::min(nb, ctx.k);
+    std::vector<int32_t> pos;
+    for (int64_t b = nb - recent; b < nb; ++b) pos.push_back(static_cast<int32_t>(stingy_score_slot(b, nb, ctx.k) * B1 + F));
+    Tensor recent_rot = rotary(cache.landmark_keys().narrow(1, nb - recent, recent).unsqueeze(0), ctx.rope->tables(pos)).squeeze(0);
+    scores.narrow(2, nb - recent, recent).copy_(matmul(q_rot, recent_rot, false, true));
+  }
+  return mul(scores, scale);
 }
 
 namespace {
@@ -83,8 +100,7 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
   LM_CHECK(static_cast<int64_t>(index.size()) == NH && index[0].size() == nb,
            "plan_retrieval: an index of " << index.size() << " heads with " << index[0].size() << " keys for " << NH
                                           << " heads and " << nb << " cached blocks");
-  const double exact = 1.0 / std::sqrt(static_cast<double>(HS));  // as retrieval_scores rounds it
-  const T scale = static_cast<T>(std::is_same<T, float>::value ? static_cast<double>(static_cast<float>(exact)) : exact);
+  const T scale = static_cast<T>(score_scale(cache.dtype, HS));  // as the scan rounds it
   // The newest blocks at their stingy slots, rotated once per chunk: (NH, recent, HS).
   const int64_t recent = ctx.positions == PositionMode::Stingy ? std::min(nb, ctx.k) : 0, count = nb - recent;
   std::vector<T> rk(static_cast<size_t>(NH * recent * HS));
@@ -130,8 +146,8 @@ template <class T> RetrievalPlan plan_for(const LayerCache& cache, const ChunkCo
   plan.nb = nb;
   plan.first_gid = ctx.blocks_done - nb;
   const int64_t first_gid = plan.first_gid;
-  LM_CHECK(cache.indexed || cache.landmark_keys.size(1) == nb,
-           "plan_retrieval: " << cache.landmark_keys.size(1) << " landmark keys for " << nb << " cached blocks");
+  LM_CHECK(cache.indexed || cache.key_count == nb,
+           "plan_retrieval: " << cache.key_count << " landmark keys for " << nb << " cached blocks");
 
   // --- 1. retrieval: every query takes the top k of its scores against every cached landmark key ---
   plan.sel.resize(static_cast<size_t>(NH * n));
@@ -139,6 +155,16 @@ template <class T> RetrievalPlan plan_for(const LayerCache& cache, const ChunkCo
     LM_CHECK(ctx.granularity == Granularity::TokenHead,
              "plan_retrieval: the landmark key index serves token-head granularity, not " << granularity_name(ctx.granularity));
     plan.sel = select_indexed<T>(cache, ctx, q_rot, &plan.keys_scored);
+  } else if (nb > 0 && ctx.k > 0 && q_rot.device() == Device::CPU) {
+    // The scores go to a buffer this thread keeps between calls: at a million tokens a chunk's
+    // scores are tens of MB, and a fresh allocation each time paid for its pages every time.
+    check_scoring(cache, ctx, q_rot, "plan_retrieval");
+    plan.keys_scored = NH * n * nb;
+    static thread_local std::vector<T> scores;
+    if (scores.size() < static_cast<size_t>(NH * n * nb)) scores.resize(static_cast<size_t>(NH * n * nb));
+    const Tensor q = q_rot.contiguous();
+    cpu_scores<T>(cache, ctx, q.data<T>(), n, scores.data());
+    plan.sel = select_blocks<T>(scores.data(), NH, n, nb, ctx.k, ctx.granularity);
   } else if (nb > 0 && ctx.k > 0) {
     plan.keys_scored = NH * n * nb;
     const Tensor scores = retrieval_scores(cache, ctx, q_rot).to(Device::CPU);  // (NH, n, nb)

@@ -396,6 +396,42 @@ TEST_CASE("retrieval scores: the CPU loop equals the tensor ops (stingy and exac
   }
 }
 
+TEST_CASE("layer cache: landmark keys kept through buffer growth and a capacity; CPU scores equal the tensor ops",
+          "[infer][retrieval]") {
+  // 30 chunks of 3 blocks each (NH 2, F 3, HS 8) into a cache that keeps 7 blocks: the key buffers
+  // grow and drop their oldest columns many times. The keys held must be the newest 7 landmark
+  // keys fed, in order (the independent answer: our own list of every landmark key), and the
+  // CPU scores (one GEMM per head into the buffers) must equal the tensor ops on the views.
+  const int64_t NH = 2, F = 3, HS = 8, per = 3, L = per * (F + 1), keep = 7;
+  for (DType dt : {DType::F64, DType::F32}) {
+    manual_seed(41);
+    RotaryCache rope(HS, 10000.0, dt, Device::CPU);
+    LayerCache cache(NH, F, HS, dt, keep, "");
+    std::vector<int32_t> kinds(static_cast<size_t>(L), kRegular);
+    for (int64_t j = F; j < L; j += F + 1) kinds[j] = kLandmark;
+    std::vector<Tensor> fed;  // every landmark key, (NH, 1, HS)
+    for (int c = 0; c < 30; ++c) {
+      Tensor k = randn({NH, L, HS}, dt), v = randn({NH, L, HS}, dt);
+      for (int64_t j = F; j < L; j += F + 1) fed.push_back(k.narrow(1, j, 1).contiguous());
+      REQUIRE(cache.absorb(k, v, kinds, rope, PositionMode::Stingy, c * per) == per);
+      const int64_t held = std::min<int64_t>(keep, static_cast<int64_t>(fed.size()));
+      REQUIRE(cache.key_count == held);
+      std::vector<Tensor> newest(fed.end() - held, fed.end());
+      CHECK(max_abs_diff(cache.landmark_keys(), concat(newest, 1)) == 0);
+    }
+    CHECK(cache.key_capacity >= keep);
+    ChunkContext ctx;
+    ctx.F = F;
+    ctx.k = 2;
+    ctx.blocks_done = 30 * per;
+    ctx.rope = &rope;
+    Tensor q = randn({NH, 5, HS}, dt);
+    Tensor loop = retrieval_scores(cache, ctx, q, true), ops = retrieval_scores(cache, ctx, q, false);
+    REQUIRE(loop.shape() == Shape{NH, 5, keep});
+    CHECK(max_abs_diff(loop, ops) < (dt == DType::F64 ? 1e-13 : 1e-5));  // as in the test above
+  }
+}
+
 TEST_CASE("retrieval log: the unique-block count (Appendix F) on cases with a known answer", "[infer][retrieval]") {
   auto model = make_model(DType::F64);
   std::vector<int32_t> raw = random_raw(80, 41);
