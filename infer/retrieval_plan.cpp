@@ -24,14 +24,18 @@ double score_scale(DType dt, int64_t HS) {  // 1/sqrt(HS) rounded to the element
 // (decoding runs this once per layer and token): per head one GEMM against the rotated keys
 // where they lie in the cache's buffer (LayerCache::keys_rot_t_buf, leading dimension its
 // capacity), then the k newest rescored in place (rotate_pair, as the rotary op; a dot product
-// per query), then the scale.
+// per query); the scale is applied as each score is written.
 template <class T> void cpu_scores(const LayerCache& cache, const ChunkContext& ctx, const T* q, int64_t n, T* out) {
   const int64_t NH = cache.NH, HS = cache.HS, nb = cache.key_count, cap = cache.key_capacity, F = ctx.F, B1 = F + 1;
   if (nb == 0 || n == 0) return;
   const T* rot_t = cache.keys_rot_t_buf.data<T>() + cache.key_begin;  // head h: (HS, nb) at + h * HS * cap, ld cap
   const T* keys = cache.keys_buf.data<T>() + cache.key_begin * HS;     // head h: (nb, HS) at + h * cap * HS
+  // The scale rides on the GEMM's alpha: each score is rounded once, from the same sum, as
+  // scaling afterwards would give, without another pass over the scores.
+  const T sc = static_cast<T>(score_scale(cache.dtype, HS));
   for (int64_t h = 0; h < NH; ++h)
-    cpu::gemm_single<T>(false, false, n, nb, HS, 1.0, q + h * n * HS, HS, rot_t + h * HS * cap, cap, 0.0, out + h * n * nb, nb);
+    cpu::gemm_single<T>(false, false, n, nb, HS, static_cast<double>(sc), q + h * n * HS, HS, rot_t + h * HS * cap, cap, 0.0,
+                        out + h * n * nb, nb);
   if (ctx.positions == PositionMode::Stingy) {
     std::vector<T> rk(static_cast<size_t>(HS));
     for (int64_t b = std::max<int64_t>(0, nb - ctx.k); b < nb; ++b) {
@@ -41,12 +45,10 @@ template <class T> void cpu_scores(const LayerCache& cache, const ChunkContext& 
       for (int64_t h = 0; h < NH; ++h) {
         const T* key = keys + (h * cap + b) * HS;
         for (int64_t i = 0; i < HS / 2; ++i) nnmath::rotate_pair(key[2 * i], key[2 * i + 1], cs[i], sn[i], rk[2 * i], rk[2 * i + 1]);
-        for (int64_t i = 0; i < n; ++i) out[(h * n + i) * nb + b] = cpu::dot_vectors(q + (h * n + i) * HS, rk.data(), HS);
+        for (int64_t i = 0; i < n; ++i) out[(h * n + i) * nb + b] = cpu::dot_vectors(q + (h * n + i) * HS, rk.data(), HS) * sc;
       }
     }
   }
-  const T sc = static_cast<T>(score_scale(cache.dtype, HS));
-  for (int64_t j = 0; j < NH * n * nb; ++j) out[j] *= sc;
 }
 
 void check_scoring(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, const char* who) {

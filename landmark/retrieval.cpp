@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "tensor/check.h"
+#include "tensor/cpu/parallel.h"
 
 namespace lm {
 
@@ -73,8 +74,10 @@ std::vector<std::vector<int32_t>> select_blocks(const T* scores, int64_t NH, int
   LM_CHECK(NH > 0 && n >= 0 && nb >= 0 && k >= 0, "select_blocks: bad sizes NH=" << NH << " n=" << n << " nb=" << nb << " k=" << k);
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(NH * n));
   if (nb == 0 || k == 0 || n == 0) return out;
-  if (g == Granularity::TokenHead) {
-    for (int64_t r = 0; r < NH * n; ++r) out[r] = top_k(scores + r * nb, nb, k);
+  if (g == Granularity::TokenHead) {  // rows apart, split across threads (each row's answer is its own)
+    cpu::parallel_for(NH * n, nb, [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) out[r] = top_k(scores + r * nb, nb, k);
+    });
     return out;
   }
   // Shared sets compare blocks by their softmax probability, so heads (or tokens) with different
