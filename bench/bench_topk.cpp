@@ -1,14 +1,18 @@
 // bench_topk.cpp: the time one query takes to find its top k landmarks among N cached blocks, for
 // N from 10^3 up, with the two exact searches of inference (docs/infer.md section 2):
-//   scan     what `--search scan` runs: a chunk's queries against every landmark key in one GEMM
-//            (retrieval_scores), then select_blocks; the time is per query (the GEMM's share);
+//   scan     what `--search scan` runs on the CPU: a chunk's queries against every landmark key in
+//            one GEMM (cpu::gemm_single, the scale as its alpha) into a score buffer kept between
+//            calls, then select_blocks; the time is per query (its share of the batch);
 //   bounded  LandmarkKeyIndex::top_k (landmark/key_index.h): tiles of 64 keys with bounds.
 // Two kinds of keys, one head of 32 features (the demo model's): "passkey", 4 needle blocks among
 // near-identical filler keys (noise 1e-3), the query looking for the needles, with k 4 (the k-th
 // place is clear of the filler) and k 5 (it is a near-tie among the filler); "random", keys and
-// queries all N(0, 1). Every search is checked to choose the same blocks as the scan. Prints the
-// CPU and thread count first, a table, and writes a TSV and a PNG when --out is given. Last line:
-// "topk bounded_speedup_passkey_k4_at_max=X".
+// queries all N(0, 1). The bounded search is checked to choose the same blocks as the scan.
+// Built with -DLANDMARK_FAISS=ON (Debian libfaiss-dev), a third column: an approximate top k from
+// a FAISS HNSW index over the same keys (inner product, 16 links per node, efSearch 64), its
+// time per query, the time to add a key, and its recall@k against the scan (the share of the
+// scan's blocks it also found). Prints the CPU and thread count first, a table, and writes a TSV
+// and a PNG when --out is given. Last line: "topk bounded_speedup_passkey_k4_at_max=X".
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -18,9 +22,13 @@
 #include <vector>
 
 #include "bench/bench_main.h"
+#ifdef LANDMARK_HAVE_FAISS
+#include <faiss/IndexHNSW.h>
+#endif
 #include "landmark/key_index.h"
 #include "landmark/retrieval.h"
 #include "plot/plot.h"
+#include "tensor/cpu/gemm.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/create.h"
 #include "tensor/ops.h"
@@ -39,6 +47,7 @@ struct Row {
   std::string keys;
   int64_t k = 0, blocks = 0;
   double scan_us = 0, bounded_us = 0, scored_pct = 0;
+  double faiss_us = -1, faiss_add_us = -1, faiss_recall = -1;  // -1: built without FAISS
 };
 
 Row measure(const std::string& kind, int64_t nb, int64_t k, std::mt19937_64& gen) {
@@ -73,10 +82,12 @@ Row measure(const std::string& kind, int64_t nb, int64_t k, std::mt19937_64& gen
   // Best of 3 for each (the 2 vCPUs are shared): the scan, then the bounded search.
   std::vector<std::vector<int32_t>> by_scan, by_bound(static_cast<size_t>(n));
   row.scan_us = row.bounded_us = 1e30;
+  std::vector<float> scores(static_cast<size_t>(n * nb));  // kept between calls, as inference keeps it
   for (int rep = 0; rep < 3; ++rep) {
     const Clock::time_point t0 = Clock::now();
-    const Tensor s = mul(matmul(q, kt), static_cast<double>(scale));
-    by_scan = select_blocks<float>(s.data<float>(), 1, n, nb, k, Granularity::TokenHead);
+    cpu::gemm_single<float>(false, false, n, nb, HS, static_cast<double>(scale), q.data<float>(), HS, kt.data<float>(), nb, 0.0,
+                            scores.data(), nb);
+    by_scan = select_blocks<float>(scores.data(), 1, n, nb, k, Granularity::TokenHead);
     row.scan_us = std::min(row.scan_us, seconds_since(t0) * 1e6 / n);
     KeySearchStats st;
     const Clock::time_point t1 = Clock::now();
@@ -91,6 +102,30 @@ Row measure(const std::string& kind, int64_t nb, int64_t k, std::mt19937_64& gen
   // differ in their last bits, which these keys (no exact ties, needles far apart) do not produce.
   for (int64_t i = 0; i < n; ++i)
     if (by_scan[i] != by_bound[i]) throw std::runtime_error("bench_topk: the bounded search chose other blocks than the scan");
+#ifdef LANDMARK_HAVE_FAISS
+  // FAISS scores by the raw inner product: the scale changes no order. Keys are added 50 at a
+  // time (inference would add a chunk's 4 blocks at a time; the batch size changes little here).
+  faiss::IndexHNSWFlat hnsw(static_cast<int>(HS), 16, faiss::METRIC_INNER_PRODUCT);
+  hnsw.hnsw.efSearch = 64;
+  const Clock::time_point ta = Clock::now();
+  for (int64_t b = 0; b < nb; b += 50) hnsw.add(std::min<int64_t>(50, nb - b), keys.data() + b * HS);
+  row.faiss_add_us = seconds_since(ta) * 1e6 / static_cast<double>(nb);
+  std::vector<float> dist(static_cast<size_t>(n * k));
+  std::vector<faiss::Index::idx_t> ids(static_cast<size_t>(n * k));
+  row.faiss_us = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const Clock::time_point t0 = Clock::now();
+    hnsw.search(n, q.data<float>(), k, dist.data(), ids.data());
+    row.faiss_us = std::min(row.faiss_us, seconds_since(t0) * 1e6 / n);
+  }
+  int64_t found = 0, wanted = 0;
+  for (int64_t i = 0; i < n; ++i)
+    for (int32_t b : by_scan[i]) {
+      ++wanted;
+      found += std::find(ids.begin() + i * k, ids.begin() + (i + 1) * k, static_cast<faiss::Index::idx_t>(b)) != ids.begin() + (i + 1) * k;
+    }
+  row.faiss_recall = static_cast<double>(found) / static_cast<double>(wanted);
+#endif
   return row;
 }
 
@@ -113,7 +148,8 @@ int bench_main(int argc, char** argv) {
   }
   std::printf("top-k benchmark: %s, %d thread(s); one head of 32 features, f32, time per query (best of 3)\n",
               bench::cpu_model().c_str(), cpu::num_threads());
-  std::printf("%-8s %2s %9s | %12s %12s %9s | %8s\n", "keys", "k", "blocks", "scan us", "bounded us", "scored", "speedup");
+  std::printf("%-8s %2s %9s | %12s %12s %9s | %8s | %10s %10s %7s\n", "keys", "k", "blocks", "scan us", "bounded us", "scored",
+              "speedup", "faiss us", "add us", "recall");
   std::mt19937_64 gen(11);
   std::vector<Row> rows;
   for (const char* kind : {"passkey", "random"})
@@ -122,8 +158,10 @@ int bench_main(int argc, char** argv) {
       for (int64_t nb = 1000; nb <= max_blocks; nb *= 10) {
         rows.push_back(measure(kind, nb, k, gen));
         const Row& r = rows.back();
-        std::printf("%-8s %2lld %9lld | %12.2f %12.2f %8.1f%% | %7.2fx\n", kind, (long long)k, (long long)nb, r.scan_us,
+        std::printf("%-8s %2lld %9lld | %12.2f %12.2f %8.1f%% | %7.2fx", kind, (long long)k, (long long)nb, r.scan_us,
                     r.bounded_us, r.scored_pct, r.scan_us / r.bounded_us);
+        if (r.faiss_us >= 0) std::printf(" | %10.2f %10.2f %6.1f%%\n", r.faiss_us, r.faiss_add_us, 100 * r.faiss_recall);
+        else std::printf(" | %10s %10s %7s\n", "-", "-", "-");
         std::fflush(stdout);
       }
     }
@@ -131,21 +169,21 @@ int bench_main(int argc, char** argv) {
     const std::string tsv = out + ".tsv", tmp = tsv + ".tmp";
     FILE* f = std::fopen(tmp.c_str(), "w");
     if (!f) throw std::runtime_error("cannot write " + tmp);
-    std::fprintf(f, "keys\tk\tblocks\tscan_us\tbounded_us\tscored_pct\n");
+    std::fprintf(f, "keys\tk\tblocks\tscan_us\tbounded_us\tscored_pct\tfaiss_us\tfaiss_add_us\tfaiss_recall\n");
     for (const Row& r : rows)
-      std::fprintf(f, "%s\t%lld\t%lld\t%.3f\t%.3f\t%.2f\n", r.keys.c_str(), (long long)r.k, (long long)r.blocks, r.scan_us,
-                   r.bounded_us, r.scored_pct);
+      std::fprintf(f, "%s\t%lld\t%lld\t%.3f\t%.3f\t%.2f\t%.3f\t%.3f\t%.4f\n", r.keys.c_str(), (long long)r.k, (long long)r.blocks,
+                   r.scan_us, r.bounded_us, r.scored_pct, r.faiss_us, r.faiss_add_us, r.faiss_recall);
     if (std::fclose(f) != 0 || std::rename(tmp.c_str(), tsv.c_str()) != 0) throw std::runtime_error("cannot write " + tsv);
     std::vector<plot::Series> series;
     for (const char* kind : {"passkey", "random"})
       for (int64_t k : {4, 5})
-        for (int method = 0; method < 2; ++method) {
+        for (int method = 0; method < 3; ++method) {
           plot::Series s;
-          s.label = std::string(method ? "bounded, " : "scan, ") + kind + " k " + std::to_string(k);
+          s.label = std::string(method == 0 ? "scan, " : method == 1 ? "bounded, " : "faiss hnsw, ") + kind + " k " + std::to_string(k);
           for (const Row& r : rows)
-            if (r.keys == kind && r.k == k) {
+            if (r.keys == kind && r.k == k && (method < 2 || r.faiss_us >= 0)) {
               s.x.push_back(static_cast<double>(r.blocks));
-              s.y.push_back(method ? r.bounded_us : r.scan_us);
+              s.y.push_back(method == 0 ? r.scan_us : method == 1 ? r.bounded_us : r.faiss_us);
             }
           if (!s.x.empty()) series.push_back(s);
         }
