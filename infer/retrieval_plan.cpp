@@ -20,13 +20,22 @@ double score_scale(DType dt, int64_t HS) {  // 1/sqrt(HS) rounded to the element
   return dt == DType::F32 ? static_cast<double>(static_cast<float>(exact)) : exact;
 }
 
+// Block b's un-rotated landmark key rotated at its stingy scoring slot (b one of the k newest of
+// nb cached blocks), into out (HS values): rotate_pair, as the rotary op.
+template <class T> void rotate_at_stingy_slot(const ChunkContext& ctx, int64_t b, int64_t nb, const T* key, int64_t HS, T* out) {
+  const int64_t pos = stingy_score_slot(b, nb, ctx.k) * (ctx.F + 1) + ctx.F;
+  const T* cs = ctx.rope->cos_rows<T>(pos, 1);
+  const T* sn = ctx.rope->sin_rows<T>(pos, 1);
+  for (int64_t i = 0; i < HS / 2; ++i) nnmath::rotate_pair(key[2 * i], key[2 * i + 1], cs[i], sn[i], out[2 * i], out[2 * i + 1]);
+}
+
 // The CPU scores of retrieval_scores, into out (NH, n, nb), without a tensor op per step
 // (decoding runs this once per layer and token): per head one GEMM against the rotated keys
 // where they lie in the cache's buffer (LayerCache::keys_rot_t_buf, leading dimension its
 // capacity), then the k newest rescored in place (rotate_pair, as the rotary op; a dot product
 // per query); the scale is applied as each score is written.
 template <class T> void cpu_scores(const LayerCache& cache, const ChunkContext& ctx, const T* q, int64_t n, T* out) {
-  const int64_t NH = cache.NH, HS = cache.HS, nb = cache.key_count, cap = cache.key_capacity, F = ctx.F, B1 = F + 1;
+  const int64_t NH = cache.NH, HS = cache.HS, nb = cache.key_count, cap = cache.key_capacity;
   if (nb == 0 || n == 0) return;
   const T* rot_t = cache.keys_rot_t_buf.data<T>() + cache.key_begin;  // head h: (HS, nb) at + h * HS * cap, ld cap
   const T* keys = cache.keys_buf.data<T>() + cache.key_begin * HS;     // head h: (nb, HS) at + h * cap * HS
@@ -38,16 +47,11 @@ template <class T> void cpu_scores(const LayerCache& cache, const ChunkContext& 
                         out + h * n * nb, nb);
   if (ctx.positions == PositionMode::Stingy) {
     std::vector<T> rk(static_cast<size_t>(HS));
-    for (int64_t b = std::max<int64_t>(0, nb - ctx.k); b < nb; ++b) {
-      const int64_t slot = stingy_score_slot(b, nb, ctx.k);
-      const T* cs = ctx.rope->cos_rows<T>(slot * B1 + F, 1);
-      const T* sn = ctx.rope->sin_rows<T>(slot * B1 + F, 1);
+    for (int64_t b = std::max<int64_t>(0, nb - ctx.k); b < nb; ++b)
       for (int64_t h = 0; h < NH; ++h) {
-        const T* key = keys + (h * cap + b) * HS;
-        for (int64_t i = 0; i < HS / 2; ++i) nnmath::rotate_pair(key[2 * i], key[2 * i + 1], cs[i], sn[i], rk[2 * i], rk[2 * i + 1]);
+        rotate_at_stingy_slot(ctx, b, nb, keys + (h * cap + b) * HS, HS, rk.data());
         for (int64_t i = 0; i < n; ++i) out[(h * n + i) * nb + b] = cpu::dot_vectors(q + (h * n + i) * HS, rk.data(), HS) * sc;
       }
-    }
   }
 }
 
@@ -97,7 +101,7 @@ namespace {
 template <class T>
 std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot,
                                                  int64_t* keys_scored) {
-  const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), nb = cache.blocks(), B1 = ctx.F + 1;
+  const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), nb = cache.blocks();
   const std::vector<LandmarkKeyIndex<T>>& index = cache.index<T>();
   LM_CHECK(static_cast<int64_t>(index.size()) == NH && index[0].size() == nb,
            "plan_retrieval: an index of " << index.size() << " heads with " << index[0].size() << " keys for " << NH
@@ -106,16 +110,8 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
   // The newest blocks at their stingy slots, rotated once per chunk: (NH, recent, HS).
   const int64_t recent = ctx.positions == PositionMode::Stingy ? std::min(nb, ctx.k) : 0, count = nb - recent;
   std::vector<T> rk(static_cast<size_t>(NH * recent * HS));
-  for (int64_t j = 0; j < recent; ++j) {
-    const int64_t b = count + j, slot = stingy_score_slot(b, nb, ctx.k);
-    const T* cs = ctx.rope->cos_rows<T>(slot * B1 + ctx.F, 1);
-    const T* sn = ctx.rope->sin_rows<T>(slot * B1 + ctx.F, 1);
-    for (int64_t h = 0; h < NH; ++h) {
-      const T* key = index[h].raw_key(b);
-      T* out = rk.data() + (h * recent + j) * HS;
-      for (int64_t i = 0; i < HS / 2; ++i) nnmath::rotate_pair(key[2 * i], key[2 * i + 1], cs[i], sn[i], out[2 * i], out[2 * i + 1]);
-    }
-  }
+  for (int64_t j = 0; j < recent; ++j)
+    for (int64_t h = 0; h < NH; ++h) rotate_at_stingy_slot(ctx, count + j, nb, index[h].raw_key(count + j), HS, rk.data() + (h * recent + j) * HS);
   const Tensor q_c = q_rot.contiguous();
   const T* q = q_c.data<T>();
   std::vector<std::vector<int32_t>> sel(static_cast<size_t>(NH * n));
