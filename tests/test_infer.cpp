@@ -33,6 +33,14 @@ using infer_test::exact_all;
 using infer_test::kLandmarkId;
 using infer_test::make_model;
 using infer_test::random_raw;
+
+// An empty directory of this process's own under the system's temp directory (the caller removes it).
+std::string scratch_dir(const std::string& name) {
+  const std::string dir = (std::filesystem::temp_directory_path() / (name + "_" + std::to_string(getpid()))).string();
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
 }  // namespace
 
 TEST_CASE("inference: chunked logits equal the one-shot forward (exact positions, all blocks, f64)", "[infer]") {
@@ -144,9 +152,7 @@ TEST_CASE("inference: stingy positions change the result but keep it finite; cap
 }
 
 TEST_CASE("block store: ring order under a capacity, in RAM and on disk", "[infer]") {
-  const std::string dir = (std::filesystem::temp_directory_path() / ("lm_test_blocks_" + std::to_string(getpid()))).string();
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const std::string dir = scratch_dir("lm_test_blocks");
   for (const std::string& where : {std::string(), dir}) {
     INFO((where.empty() ? "RAM" : "disk"));
     BlockStore ring(4, DType::F32, 3, where);
@@ -250,8 +256,7 @@ TEST_CASE("inference: block K/V on disk give the same logits as in RAM", "[infer
   c.chunk_len = 30;
   c.k = 3;
   Tensor in_ram = InferenceSession(*model, c, kLandmarkId).feed(raw);
-  std::string dir = (std::filesystem::temp_directory_path() / ("lm_test_disk_" + std::to_string(getpid()))).string();
-  std::filesystem::create_directories(dir);
+  const std::string dir = scratch_dir("lm_test_disk");
   c.block_dir = dir;
   InferenceSession on_disk(*model, c, kLandmarkId);
   CHECK(max_abs_diff(on_disk.feed(raw), in_ram) == 0);
@@ -267,8 +272,7 @@ TEST_CASE("inference: block K/V on disk give the same logits as in RAM", "[infer
 TEST_CASE("block store in f16: half the bytes, every value the nearest half, in RAM and on disk", "[infer]") {
   // Independent of the store: each float read back must be the half closest to what went in
   // (relative error at most 2^-11 for normal halves), and the store holds 2 bytes per element.
-  std::string dir = (std::filesystem::temp_directory_path() / ("lm_test_f16_" + std::to_string(getpid()))).string();
-  std::filesystem::create_directories(dir);
+  const std::string dir = scratch_dir("lm_test_f16");
   for (const std::string& where : {std::string(), dir}) {
     INFO((where.empty() ? "RAM" : "disk"));
     BlockStore half(6, DType::F32, 3, where, true), full(6, DType::F32, 3, where);
