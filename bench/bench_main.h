@@ -22,8 +22,8 @@ inline std::string cpu_model() {
   std::string line;
   while (std::getline(in, line))
     if (line.rfind("model name", 0) == 0) {
-      const size_t colon = line.find(':');
-      if (colon != std::string::npos) return line.substr(line.find_first_not_of(" \t", colon + 1));
+      const size_t start = line.find_first_not_of(" \t", line.find(':') == std::string::npos ? line.size() : line.find(':') + 1);
+      if (start != std::string::npos) return line.substr(start);
     }
   return "unknown CPU";
 }
