@@ -106,6 +106,9 @@ Command passkey_command(CLI::App& app) {
     if (mc.context_miss) std::snprintf(cutoff_note, sizeof cutoff_note, ", CMT cutoff %g", cfg.cmt_cutoff);
     if (cfg.kv_f16) std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note),
                                   ", block K/V in f16");
+    if (cfg.search != KeySearch::Scan)
+      std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note), ", %s top-k search",
+                    key_search_name(cfg.search));
     if (standard)
       std::printf("pass-key retrieval: %lld trials per length, a standard model reading the last %lld tokens\n",
                   static_cast<long long>(o.trials), static_cast<long long>(mc.block_size));
