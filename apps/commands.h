@@ -55,6 +55,7 @@ Command passkey_command(CLI::App& app);  // apps/cmd_infer.cpp
 Command eval_command(CLI::App& app);     // apps/cmd_infer.cpp
 Command generate_command(CLI::App& app); // apps/cmd_infer.cpp
 Command attn_map_command(CLI::App& app); // apps/cmd_infer.cpp
+Command explore_command(CLI::App& app);  // apps/cmd_explore.cpp
 
 // Every subcommand above registered on `app`, in the order `--help` lists them (apps/cmd_data.cpp).
 // The program and the command-line fuzz harness (fuzz/fuzz_cli.cpp) build the same parser with it.

@@ -32,7 +32,7 @@ double now() {
 }
 
 // Best time of `reps` timed batches, each running f until at least `min_s` seconds pass.
-template <class F> double time_best(F&& f, double min_s = 0.25, int reps = 3) {
+template <class Fn> double time_best(Fn&& f, double min_s = 0.25, int reps = 3) {
   f();  // warm-up (first-touch, packing buffers)
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {

@@ -39,7 +39,7 @@ Tensor window_kinds(int64_t B, int64_t T, int64_t F) {
   return from_vector(k, {B, T});
 }
 
-template <class F> double best_of(int reps, F&& f) {
+template <class Fn> double best_of(int reps, Fn&& f) {
   f();  // warm-up
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {

@@ -29,9 +29,10 @@ namespace {
 // The captured row of query i (head ctx.capture->head): w holds its weights, `first` entries
 // (the CMT, weight 0, not shown) then kb (F+1) for the retrieved blocks, then tl + i + 1 for the
 // local keys.
-template <class T>
-AttentionCapture::Row capture_row(const ChunkContext& ctx, const RetrievalPlan& plan, const std::vector<int32_t>& chosen,
-                                  int64_t i, int64_t tl, int64_t first, const T* w) {
+template <class Scalar>
+AttentionCapture::Row capture_row(const ChunkContext& ctx, const RetrievalPlan& plan,
+                                  const std::vector<int32_t>& chosen, int64_t i, int64_t tl, int64_t first,
+                                  const Scalar* w) {
   const int64_t B1 = ctx.F + 1, kb = static_cast<int64_t>(chosen.size());
   AttentionCapture::Row row;
   row.query = ctx.aug_start + i;
@@ -52,12 +53,12 @@ AttentionCapture::Row capture_row(const ChunkContext& ctx, const RetrievalPlan& 
 
 // Step 3 on the CPU: per (head, query) the virtual row, its grouped softmax and the weighted
 // values. Each chosen block's keys are rotated at its place while they are scored.
-template <class T>
+template <class Scalar>
 Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
-                  const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt_count) {
+                  const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt_count, RowMass* mass) {
   const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), L = k_rot.size(1), tl = L - n;
   const int64_t F = ctx.F, B1 = F + 1;
-  const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(HS)));
+  const Scalar scale = static_cast<Scalar>(1.0 / std::sqrt(static_cast<double>(HS)));
   const DType dt = q_rot.dtype();
   const std::vector<std::vector<int32_t>>& sel = plan.sel;
   const std::vector<std::vector<int32_t>>& base = plan.base;
@@ -73,29 +74,30 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
     kmax = std::max<int64_t>(kmax, static_cast<int64_t>(sel[r].size()));
     for (int32_t b : base[r]) positions = std::max<int64_t>(positions, b + B1);
   }
-  const T* cos_t = ctx.rope->cos_cols<T>(positions);
-  const T* sin_t = ctx.rope->sin_cols<T>(positions);
+  const Scalar* cos_t = ctx.rope->cos_cols<Scalar>(positions);
+  const Scalar* sin_t = ctx.rope->sin_cols<Scalar>(positions);
   const int64_t cstride = ctx.rope->col_stride();
 
   // --- per (head, query): the virtual row, its grouped softmax, the weighted values ---
   Tensor out = zeros({NH, n, HS}, dt);
-  const T* pq = q_rot.data<T>();
+  const Scalar* pq = q_rot.data<Scalar>();
   const Tensor k_rot_t = k_rot.transpose(1, 2).contiguous();  // (NH, HS, L): scores as row updates too
-  const T* pkt = k_rot_t.data<T>();
-  const T* pv = v_loc.data<T>();
-  const T* pcmt = cmt ? cache.cmt_key_rot.data<T>() : nullptr;  // (NH, HS)
-  T* po = out.data<T>();
+  const Scalar* pkt = k_rot_t.data<Scalar>();
+  const Scalar* pv = v_loc.data<Scalar>();
+  const Scalar* pcmt = cmt ? cache.cmt_key_rot.data<Scalar>() : nullptr;  // (NH, HS)
+  Scalar* po = out.data<Scalar>();
   const int32_t* lkind = ctx.local_kinds->data();
   const int64_t max_row = first + kmax * B1 + L;
   std::vector<AttentionCapture::Row> captured(ctx.capture ? static_cast<size_t>(n) : 0);
   std::vector<uint8_t> dropped(cmt ? static_cast<size_t>(NH * n) : 0, 0);  // per row: S(CMT) < cutoff
+  if (mass) mass->assign(static_cast<size_t>(NH * n), std::vector<double>());  // each thread fills its rows
   cpu::parallel_for(NH * n, max_row * HS * 2, [&](int64_t r0, int64_t r1) {
     // Per-thread scratch for one virtual row, kept between calls: decoding calls this once per
     // layer and token, and fresh allocations showed up in its profile.
     struct Scratch {
-      std::vector<T> s, w;
+      std::vector<Scalar> s, w;
       std::vector<int32_t> kind, block_of, block_start;
-      std::vector<const T*> vrows;
+      std::vector<const Scalar*> vrows;
     };
     static thread_local Scratch scratch;
     const size_t m = static_cast<size_t>(max_row);
@@ -105,12 +107,12 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
       if (v->size() < m) v->resize(m);
     if (scratch.block_start.size() < m + 1) scratch.block_start.resize(m + 1);
     if (scratch.vrows.size() < m) scratch.vrows.resize(m);
-    T* s = scratch.s.data();
-    T* w = scratch.w.data();
-    const T** vrows = scratch.vrows.data();
+    Scalar* s = scratch.s.data();
+    Scalar* w = scratch.w.data();
+    const Scalar** vrows = scratch.vrows.data();
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t h = r / n, i = r % n;
-      const T* q = pq + (h * n + i) * HS;
+      const Scalar* q = pq + (h * n + i) * HS;
       const std::vector<int32_t>& chosen = sel[r];
       const int64_t kb = static_cast<int64_t>(chosen.size()), nloc = tl + i + 1, len = first + kb * B1 + nloc;
       // Scores: s = scale * q . k, for the CMT, each retrieved block, then the local keys. The
@@ -120,10 +122,10 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
         vrows[0] = pv + h * L * HS;
       }
       for (int64_t c = 0; c < kb; ++c) {
-        const T* keys_t = static_cast<const T*>(cache.store->k(chosen[c])) + h * HS * B1;  // (HS, F+1)
-        const T* vals = static_cast<const T*>(cache.store->v(chosen[c])) + h * B1 * HS;
+        const Scalar* keys_t = static_cast<const Scalar*>(cache.store->k(chosen[c])) + h * HS * B1;  // (HS, F+1)
+        const Scalar* vals = static_cast<const Scalar*>(cache.store->v(chosen[c])) + h * B1 * HS;
         const int64_t place = base[r][c];  // the block's first position
-        T* sc = s + first + c * B1;
+        Scalar* sc = s + first + c * B1;
         cpu::rotated_vec_times_rows(q, keys_t, HS, B1, B1, cos_t + place, sin_t + place, cstride, sc);
         for (int64_t t = 0; t < B1; ++t) vrows[first + c * B1 + t] = vals + t * HS;
       }
@@ -132,10 +134,16 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
       for (int64_t j = 0; j < nloc; ++j) vrows[first + kb * B1 + j] = pv + (h * L + j) * HS;
       const RowLayout layout = virtual_row_layout(cmt, ctx.cmt_cutoff, kb, F, lkind, nloc, scratch.kind.data(),
                                                   scratch.block_of.data(), scratch.block_start.data());
-      gsm::row_forward<T>(layout, static_cast<int>(len - 1), s, s, w);  // scores -> P' in place (allowed)
+      gsm::row_forward<Scalar>(layout, static_cast<int>(len - 1), s, s, w);  // scores -> P' in place (allowed)
       if (cmt) dropped[r] = gsm::cmt_dropped(s[0], ctx.cmt_cutoff);    // s[0] = P'(CMT), before the cutoff
       cpu::weighted_row_sum(w, vrows, len, HS, po + (h * n + i) * HS);
       if (ctx.capture && h == ctx.capture->head) captured[i] = capture_row(ctx, plan, chosen, i, tl, first, w);
+      if (mass) {  // w: [CMT | kb blocks of F + 1 | tail (tl) | chunk up to i (i + 1)]
+        std::vector<double>& row_mass = (*mass)[static_cast<size_t>(r)];
+        row_mass.assign(static_cast<size_t>(kb + 2), 0.0);
+        for (int64_t j = 0; j < kb * B1; ++j) row_mass[j / B1] += static_cast<double>(w[first + j]);
+        for (int64_t j = 0; j < nloc; ++j) row_mass[kb + (j < tl ? 0 : 1)] += static_cast<double>(w[first + kb * B1 + j]);
+      }
     }
   });
   if (ctx.capture)
@@ -149,9 +157,11 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
 
 // The CUDA rows (infer/cuda/chunk_attention.cu) and, when capturing, the captured head's weights
 // brought back to build the same rows as the CPU.
-template <class T>
+template <class Scalar>
 Tensor attend_cuda(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
-                   const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt_count) {
+                   const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt_count, RowMass* mass) {
+  LM_CHECK(mass == nullptr, "chunk attention: where each row's attention went (a detailed retrieval trace, the "
+                            "explorer) is recorded by the CPU rows only; run on the CPU");
 #ifdef LANDMARK_WITH_CUDA
   const int64_t NH = q_rot.size(0), n = q_rot.size(1), tl = k_rot.size(1) - n;
   const bool capture = ctx.capture && ctx.capture->head >= 0 && ctx.capture->head < NH;
@@ -160,7 +170,8 @@ Tensor attend_cuda(const LayerCache& cache, const ChunkContext& ctx, const Retri
   if (capture) {
     const int64_t h = ctx.capture->head, max_row = head_w.size(1), first = cache.cmt_key_rot.defined() ? 1 : 0;
     for (int64_t i = 0; i < n; ++i)
-      ctx.capture->rows.push_back(capture_row(ctx, plan, plan.sel[h * n + i], i, tl, first, head_w.data<T>() + i * max_row));
+      ctx.capture->rows.push_back(capture_row(ctx, plan, plan.sel[h * n + i], i, tl, first,
+                                              head_w.data<Scalar>() + i * max_row));
   } else if (ctx.capture) {  // a head outside [0, NH): n empty rows, as the CPU gives
     ctx.capture->rows.resize(ctx.capture->rows.size() + static_cast<size_t>(n));
   }
@@ -180,7 +191,7 @@ Tensor attend_cuda(const LayerCache& cache, const ChunkContext& ctx, const Retri
 }  // namespace
 
 Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
-                   const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt) {
+                   const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt, RowMass* mass) {
   LM_CHECK(q_rot.dim() == 3 && k_rot.dim() == 3 && v_loc.shape() == k_rot.shape() && q_rot.size(0) == k_rot.size(0) &&
                q_rot.size(2) == k_rot.size(2) && k_rot.size(1) >= q_rot.size(1) && q_rot.size(0) == cache.NH &&
                q_rot.size(2) == cache.HS && q_rot.dtype() == cache.dtype,
@@ -200,8 +211,8 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
   Tensor out;
   LM_DISPATCH_FLOAT(q_rot.dtype(), "chunk_attention", {
     const Tensor q = q_rot.contiguous(), k = k_rot.contiguous(), v = v_loc.contiguous();
-    out = q.device() == Device::CPU ? attend_cpu<scalar_t>(cache, ctx, plan, q, k, v, cmt)
-                                    : attend_cuda<scalar_t>(cache, ctx, plan, q, k, v, cmt);
+    out = q.device() == Device::CPU ? attend_cpu<scalar_t>(cache, ctx, plan, q, k, v, cmt, mass)
+                                    : attend_cuda<scalar_t>(cache, ctx, plan, q, k, v, cmt, mass);
   });
   return out;
 }
@@ -211,8 +222,17 @@ Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const T
   const Tensor q = q_rot.contiguous();
   const RetrievalPlan plan = plan_retrieval(cache, ctx, q);
   CmtCount cmt;
-  Tensor out = attend_plan(cache, ctx, plan, q, k_rot, v_loc, &cmt);
-  if (ctx.trace) ctx.trace->steps.push_back({ctx.layer, ctx.aug_start, plan.first_gid, plan.nb, q.size(1), plan.sel});
+  const bool detail = ctx.trace && ctx.trace->detail;
+  RowMass mass;
+  Tensor out = attend_plan(cache, ctx, plan, q, k_rot, v_loc, &cmt, detail ? &mass : nullptr);
+  if (ctx.trace) {
+    RetrievalTrace::Step step{ctx.layer, ctx.aug_start, plan.first_gid, plan.nb, q.size(1), plan.sel, {}, {}};
+    if (detail) {
+      step.score = plan.score;
+      step.mass = std::move(mass);
+    }
+    ctx.trace->steps.push_back(std::move(step));
+  }
   if (rec) {
     // Distinct blocks over all rows: one sorted vector (this runs per layer and token). Fetched:
     // one per member of each distinct set, as the paper's Table 2 counts them (a set shared by

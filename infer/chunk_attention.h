@@ -10,6 +10,8 @@
 // very row function the training kernels use (landmark/grouped_softmax.h).
 #pragma once
 
+#include <vector>
+
 #include "infer/layer_cache.h"
 #include "infer/retrieval_plan.h"
 #include "infer/session.h"
@@ -23,21 +25,28 @@ struct CmtCount {
   int64_t rows = 0, dropped = 0;
 };
 
+// Where one row's attention went: per (head, query) row r = h * n + i, its weight on each
+// retrieved block (the block's F + 1 keys), then on the tail, then on the chunk up to the query.
+using RowMass = std::vector<std::vector<double>>;  // (NH * n) rows of kb + 2 values
+
 // Step 3. q_rot (NH, n, HS) rotated queries of the chunk; k_rot (NH, L, HS) rotated keys and
 // v_loc (NH, L, HS) values of [tail | chunk], L = tail + n, all on the cache's device; `plan` from
 // plan_retrieval (or any plan of ascending cached indices with their places). Returns the
-// attention output (NH, n, HS) on that device; counts the CMT rows into `cmt` when given.
+// attention output (NH, n, HS) on that device; counts the CMT rows into `cmt` when given; fills
+// `mass` when given (CPU rows only: the CUDA rows keep their weights on the device).
 Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
-                   const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt = nullptr);
+                   const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt = nullptr, RowMass* mass = nullptr);
 
 // The naive twin of attend_plan, on the CPU: per (head, query) it gathers the row's keys (each
 // retrieved block's keys rotated at its place by the rotary op), takes the scores, builds the
 // groups of the definition one by one (DESIGN.md section 3 and Appendix D) and sums the values,
 // all in f64; returns q_rot's dtype. For tests: slow on purpose.
 Tensor attend_plan_reference(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan,
-                             const Tensor& q_rot, const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt = nullptr);
+                             const Tensor& q_rot, const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt = nullptr,
+                             RowMass* mass = nullptr);
 
-// All three steps; fills `record` with what retrieval did.
+// All three steps; fills `record` with what retrieval did, and records the plan in ctx.trace when
+// set (with each chosen block's score and each row's mass when the trace asks for detail).
 Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, const Tensor& k_rot,
                        const Tensor& v_loc, RetrievalRecord* record);
 

@@ -83,7 +83,8 @@ std::vector<double> weights_by_definition(const std::vector<Key>& row, const std
 }  // namespace
 
 Tensor attend_plan_reference(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan,
-                             const Tensor& q_rot, const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt_count) {
+                             const Tensor& q_rot, const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt_count,
+                             RowMass* mass) {
   LM_CHECK(q_rot.device() == Device::CPU && cache.device == Device::CPU, "attend_plan_reference: CPU only");
   const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), L = k_rot.size(1), tl = L - n;
   const int64_t F = ctx.F, B1 = F + 1;
@@ -95,6 +96,7 @@ Tensor attend_plan_reference(const LayerCache& cache, const ChunkContext& ctx, c
   const std::vector<double> cmt_key = has_cmt ? cache.cmt_key_rot.to_double_vector() : std::vector<double>();
   const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
   std::vector<double> out(static_cast<size_t>(NH * n * HS), 0.0);
+  if (mass) mass->assign(static_cast<size_t>(NH * n), std::vector<double>());
   for (int64_t h = 0; h < NH; ++h)
     for (int64_t i = 0; i < n; ++i) {
       const int64_t r = h * n + i;
@@ -134,6 +136,17 @@ Tensor attend_plan_reference(const LayerCache& cache, const ChunkContext& ctx, c
       const std::vector<double> w = weights_by_definition(row, s, has_cmt ? ctx.cmt_cutoff : 0.0, &dropped);
       for (size_t j = 0; j < row.size(); ++j)
         for (int64_t e = 0; e < HS; ++e) out[r * HS + e] += w[j] * row[j].v[e];
+      if (mass) {  // the row, key by key: [CMT] | retrieved block c's F + 1 keys | tail | chunk up to i
+        const size_t kb = plan.sel[r].size(), first = has_cmt ? 1 : 0;
+        std::vector<double>& m = (*mass)[static_cast<size_t>(r)];
+        m.assign(kb + 2, 0.0);
+        for (size_t j = first; j < row.size(); ++j) {
+          const int64_t at = static_cast<int64_t>(j - first);  // index after the CMT
+          const size_t part = at < static_cast<int64_t>(kb) * B1 ? static_cast<size_t>(at / B1)
+                              : at - static_cast<int64_t>(kb) * B1 < tl ? kb : kb + 1;
+          m[part] += w[j];
+        }
+      }
       if (has_cmt && cmt_count) {
         ++cmt_count->rows;
         cmt_count->dropped += dropped;

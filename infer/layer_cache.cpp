@@ -38,12 +38,13 @@ Tensor LayerCache::landmark_keys_rot_t() const { return keys_rot_t_buf.narrow(2,
 
 namespace {
 // Appends each head's landmark key of one block to the index: rot and raw are (NH, 1, HS).
-template <class T> void index_append(std::vector<LandmarkKeyIndex<T>>& index, const Tensor& rot, const Tensor& raw) {
+template <class Scalar> void index_append(std::vector<LandmarkKeyIndex<Scalar>>& index, const Tensor& rot,
+                                          const Tensor& raw) {
   const Tensor r = rot.contiguous(), k = raw.contiguous();
   const int64_t HS = r.size(2);
-  for (size_t h = 0; h < index.size(); ++h) index[h].append(r.data<T>() + h * HS, k.data<T>() + h * HS);
+  for (size_t h = 0; h < index.size(); ++h) index[h].append(r.data<Scalar>() + h * HS, k.data<Scalar>() + h * HS);
 }
-template <class T> void index_keep_newest(std::vector<LandmarkKeyIndex<T>>& index, int64_t held) {
+template <class Scalar> void index_keep_newest(std::vector<LandmarkKeyIndex<Scalar>>& index, int64_t held) {
   for (auto& ix : index) ix.drop_oldest(ix.size() - held);
 }
 }  // namespace

@@ -11,8 +11,8 @@
 
 #include "infer/block_store.h"
 #include "infer/config.h"
+#include "infer/rotary_cache.h"
 #include "landmark/key_index.h"
-#include "nn/functional.h"
 #include "tensor/tensor.h"
 
 namespace lm {
@@ -32,7 +32,7 @@ struct LayerCache {
   bool indexed = false;
   std::vector<LandmarkKeyIndex<float>> index_f32;
   std::vector<LandmarkKeyIndex<double>> index_f64;
-  template <class T> const std::vector<LandmarkKeyIndex<T>>& index() const;
+  template <class Scalar> const std::vector<LandmarkKeyIndex<Scalar>>& index() const;
   int64_t blocks() const { return store->size(); }
   // Without an index: the landmark keys of the cached blocks, oldest first, in two forms on
   // `device`: as they were (un-rotated), (NH, nb, HS), and rotated once, when they were cached,

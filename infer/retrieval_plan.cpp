@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "infer/session.h"
 #include "landmark/retrieval.h"
 #include "nn/nn_math.h"
 #include "tensor/cpu/gemm.h"
@@ -22,10 +23,11 @@ double score_scale(DType dt, int64_t HS) {  // 1/sqrt(HS) rounded to the element
 
 // Block b's un-rotated landmark key rotated at its stingy scoring slot (b one of the k newest of
 // nb cached blocks), into out (HS values): rotate_pair, as the rotary op.
-template <class T> void rotate_at_stingy_slot(const ChunkContext& ctx, int64_t b, int64_t nb, const T* key, int64_t HS, T* out) {
+template <class Scalar> void rotate_at_stingy_slot(const ChunkContext& ctx, int64_t b, int64_t nb, const Scalar* key,
+                                                   int64_t HS, Scalar* out) {
   const int64_t pos = stingy_score_slot(b, nb, ctx.k) * (ctx.F + 1) + ctx.F;
-  const T* cs = ctx.rope->cos_rows<T>(pos, 1);
-  const T* sn = ctx.rope->sin_rows<T>(pos, 1);
+  const Scalar* cs = ctx.rope->cos_rows<Scalar>(pos, 1);
+  const Scalar* sn = ctx.rope->sin_rows<Scalar>(pos, 1);
   for (int64_t i = 0; i < HS / 2; ++i) nnmath::rotate_pair(key[2 * i], key[2 * i + 1], cs[i], sn[i], out[2 * i], out[2 * i + 1]);
 }
 
@@ -34,19 +36,20 @@ template <class T> void rotate_at_stingy_slot(const ChunkContext& ctx, int64_t b
 // where they lie in the cache's buffer (LayerCache::keys_rot_t_buf, leading dimension its
 // capacity), then the k newest rescored in place (rotate_pair, as the rotary op; a dot product
 // per query); the scale is applied as each score is written.
-template <class T> void cpu_scores(const LayerCache& cache, const ChunkContext& ctx, const T* q, int64_t n, T* out) {
+template <class Scalar> void cpu_scores(const LayerCache& cache, const ChunkContext& ctx, const Scalar* q, int64_t n,
+                                        Scalar* out) {
   const int64_t NH = cache.NH, HS = cache.HS, nb = cache.key_count, cap = cache.key_capacity;
   if (nb == 0 || n == 0) return;
-  const T* rot_t = cache.keys_rot_t_buf.data<T>() + cache.key_begin;  // head h: (HS, nb) at + h * HS * cap, ld cap
-  const T* keys = cache.keys_buf.data<T>() + cache.key_begin * HS;     // head h: (nb, HS) at + h * cap * HS
+  const Scalar* rot_t = cache.keys_rot_t_buf.data<Scalar>() + cache.key_begin;  // head h: (HS, nb) at + h * HS * cap, ld cap
+  const Scalar* keys = cache.keys_buf.data<Scalar>() + cache.key_begin * HS;     // head h: (nb, HS) at + h * cap * HS
   // The scale rides on the GEMM's alpha: each score is rounded once, from the same sum, as
   // scaling afterwards would give, without another pass over the scores.
-  const T sc = static_cast<T>(score_scale(cache.dtype, HS));
+  const Scalar sc = static_cast<Scalar>(score_scale(cache.dtype, HS));
   for (int64_t h = 0; h < NH; ++h)
-    cpu::gemm_single<T>(false, false, n, nb, HS, static_cast<double>(sc), q + h * n * HS, HS, rot_t + h * HS * cap, cap, 0.0,
-                        out + h * n * nb, nb);
+    cpu::gemm_single<Scalar>(false, false, n, nb, HS, static_cast<double>(sc), q + h * n * HS, HS,
+                             rot_t + h * HS * cap, cap, 0.0, out + h * n * nb, nb);
   if (ctx.positions == PositionMode::Stingy) {
-    std::vector<T> rk(static_cast<size_t>(HS));
+    std::vector<Scalar> rk(static_cast<size_t>(HS));
     for (int64_t b = std::max<int64_t>(0, nb - ctx.k); b < nb; ++b)
       for (int64_t h = 0; h < NH; ++h) {
         rotate_at_stingy_slot(ctx, b, nb, keys + (h * cap + b) * HS, HS, rk.data());
@@ -98,29 +101,29 @@ namespace {
 // newest min(k, nb) blocks are scored at their stingy slots here (in exact mode there is nothing
 // to rescore), and the index finds the top k among them and the older blocks, skipping every tile
 // of older keys whose bound cannot win (landmark/key_index.h). The same blocks as the scan.
-template <class T>
+template <class Scalar>
 std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot,
                                                  int64_t* keys_scored) {
   const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), nb = cache.blocks();
-  const std::vector<LandmarkKeyIndex<T>>& index = cache.index<T>();
+  const std::vector<LandmarkKeyIndex<Scalar>>& index = cache.index<Scalar>();
   LM_CHECK(static_cast<int64_t>(index.size()) == NH && index[0].size() == nb,
            "plan_retrieval: an index of " << index.size() << " heads with " << index[0].size() << " keys for " << NH
                                           << " heads and " << nb << " cached blocks");
-  const T scale = static_cast<T>(score_scale(cache.dtype, HS));  // as the scan rounds it
+  const Scalar scale = static_cast<Scalar>(score_scale(cache.dtype, HS));  // as the scan rounds it
   // The newest blocks at their stingy slots, rotated once per chunk: (NH, recent, HS).
   const int64_t recent = ctx.positions == PositionMode::Stingy ? std::min(nb, ctx.k) : 0, count = nb - recent;
-  std::vector<T> rk(static_cast<size_t>(NH * recent * HS));
+  std::vector<Scalar> rk(static_cast<size_t>(NH * recent * HS));
   for (int64_t j = 0; j < recent; ++j)
     for (int64_t h = 0; h < NH; ++h) rotate_at_stingy_slot(ctx, count + j, nb, index[h].raw_key(count + j), HS, rk.data() + (h * recent + j) * HS);
   const Tensor q_c = q_rot.contiguous();
-  const T* q = q_c.data<T>();
+  const Scalar* q = q_c.data<Scalar>();
   std::vector<std::vector<int32_t>> sel(static_cast<size_t>(NH * n));
   std::vector<int64_t> scored(static_cast<size_t>(NH * n), 0);
-  cpu::parallel_for(NH * n, (nb / LandmarkKeyIndex<T>::kDefaultTile + 1) * HS * 4, [&](int64_t r0, int64_t r1) {
-    std::vector<std::pair<int32_t, T>> extra;
+  cpu::parallel_for(NH * n, (nb / LandmarkKeyIndex<Scalar>::kDefaultTile + 1) * HS * 4, [&](int64_t r0, int64_t r1) {
+    std::vector<std::pair<int32_t, Scalar>> extra;
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t h = r / n;
-      const T* qr = q + r * HS;
+      const Scalar* qr = q + r * HS;
       extra.clear();
       for (int64_t j = 0; j < recent; ++j)  // the scan's arithmetic: a dot product, then the scale
         extra.emplace_back(static_cast<int32_t>(count + j), cpu::dot_vectors(qr, rk.data() + (h * recent + j) * HS, HS) * scale);
@@ -137,7 +140,7 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
 // Every query scores every cached landmark key and keeps its top k; then each chosen block gets
 // its place. The scores are computed on q_rot's device and only the (NH, n, nb) score matrix
 // comes to the host, where the selection runs.
-template <class T> RetrievalPlan plan_for(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot) {
+template <class Scalar> RetrievalPlan plan_for(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot) {
   const int64_t NH = q_rot.size(0), n = q_rot.size(1);
   const int64_t F = ctx.F, B1 = F + 1, nb = cache.store->size();
   RetrievalPlan plan;
@@ -149,25 +152,37 @@ template <class T> RetrievalPlan plan_for(const LayerCache& cache, const ChunkCo
 
   // --- 1. retrieval: every query takes the top k of its scores against every cached landmark key ---
   plan.sel.resize(static_cast<size_t>(NH * n));
+  const bool keep_scores = ctx.trace && ctx.trace->detail;
+  // The score of each chosen block, from the very scores the selection ranked (NH, n, nb).
+  auto keep_chosen_scores = [&](const Scalar* scores) {
+    plan.score.resize(plan.sel.size());
+    for (size_t r = 0; r < plan.sel.size(); ++r)
+      for (int32_t b : plan.sel[r]) plan.score[r].push_back(static_cast<double>(scores[r * nb + b]));
+  };
+  LM_CHECK(!(keep_scores && cache.indexed), "plan_retrieval: a detailed retrieval trace needs the scan (--search scan); "
+                                            "the bounded search does not score every block it could choose");
   if (nb > 0 && ctx.k > 0 && cache.indexed) {
     LM_CHECK(ctx.granularity == Granularity::TokenHead,
              "plan_retrieval: the landmark key index serves token-head granularity, not " << granularity_name(ctx.granularity));
-    plan.sel = select_indexed<T>(cache, ctx, q_rot, &plan.keys_scored);
+    plan.sel = select_indexed<Scalar>(cache, ctx, q_rot, &plan.keys_scored);
   } else if (nb > 0 && ctx.k > 0 && q_rot.device() == Device::CPU) {
     // The scores go to a buffer this thread keeps between calls: at a million tokens a chunk's
     // scores are tens of MB, and a fresh allocation each time paid for its pages every time.
     check_scoring(cache, ctx, q_rot, "plan_retrieval");
     plan.keys_scored = NH * n * nb;
-    static thread_local std::vector<T> scores;
+    static thread_local std::vector<Scalar> scores;
     if (scores.size() < static_cast<size_t>(NH * n * nb)) scores.resize(static_cast<size_t>(NH * n * nb));
     const Tensor q = q_rot.contiguous();
-    cpu_scores<T>(cache, ctx, q.data<T>(), n, scores.data());
-    plan.sel = select_blocks<T>(scores.data(), NH, n, nb, ctx.k, ctx.granularity);
+    cpu_scores<Scalar>(cache, ctx, q.data<Scalar>(), n, scores.data());
+    plan.sel = select_blocks<Scalar>(scores.data(), NH, n, nb, ctx.k, ctx.granularity);
+    if (keep_scores) keep_chosen_scores(scores.data());
   } else if (nb > 0 && ctx.k > 0) {
     plan.keys_scored = NH * n * nb;
     const Tensor scores = retrieval_scores(cache, ctx, q_rot).to(Device::CPU);  // (NH, n, nb)
-    plan.sel = select_blocks<T>(scores.data<T>(), NH, n, nb, ctx.k, ctx.granularity);
+    plan.sel = select_blocks<Scalar>(scores.data<Scalar>(), NH, n, nb, ctx.k, ctx.granularity);
+    if (keep_scores) keep_chosen_scores(scores.data<Scalar>());
   }
+  if (keep_scores && plan.score.empty()) plan.score.resize(plan.sel.size());  // nothing cached: no scores
 
   // --- 2. where each chosen block sits ---
   plan.base.resize(plan.sel.size());  // first position of each chosen block

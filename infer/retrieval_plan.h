@@ -40,6 +40,9 @@ struct RetrievalPlan {
   std::vector<std::vector<int32_t>> sel;   // (NH * n) chosen cached indices per row, ascending
   std::vector<std::vector<int32_t>> base;  // (NH * n) first position of each chosen block
   int64_t keys_scored = 0;  // landmark keys scored exactly, over all rows (a scan: NH * n * nb)
+  // Only when ctx.trace asks for detail (RetrievalTrace::detail): (NH * n) the score each chosen
+  // block was ranked by, as sel. Empty otherwise: the scores are not kept for nothing.
+  std::vector<std::vector<double>> score;
 };
 
 // The distinct blocks a plan uses, ascending: what the store must fetch before attending.
@@ -57,6 +60,7 @@ Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const 
 // blocks, most keys never scored. Block b's place (`base`) is
 // its first position: slot * (F + 1) with the stingy slots, (first_gid + b) * (F + 1) in exact
 // mode, in the coordinates where the reserved slots (stingy) or the stream (exact) start at 0.
+// With ctx.trace->detail the plan also keeps each chosen block's score (scan search only).
 RetrievalPlan plan_retrieval(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot);
 
 }  // namespace lm

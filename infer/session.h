@@ -43,15 +43,25 @@ struct AttentionCapture {
 };
 
 // Optional: every retrieval decision from a given query on, per chunk and layer (to check what
-// retrieval found, e.g. the pass-key block: infer/passkey_eval.h).
+// retrieval found, e.g. the pass-key block: infer/passkey_eval.h; to show it: infer/explorer.h).
 struct RetrievalTrace {
   int64_t from_query = 0;  // record queries at this augmented position and later
+  // Also record each chosen block's landmark score and where each row's attention went (the
+  // explorer). Needs the scan (KeySearch::Scan: the bounded search does not score every block it
+  // could choose) and the CPU rows (the CUDA rows keep their weights on the device).
+  bool detail = false;
   struct Step {
     int64_t layer = 0;
     int64_t aug_start = 0;              // augmented position of the chunk's first query
     int64_t first_gid = 0, cached = 0;  // global index of the oldest cached block; blocks cached
     int64_t n = 0;                      // queries in the chunk
     std::vector<std::vector<int32_t>> sel;  // (NH * n) chosen cached indices, row h * n + i
+    // With `detail`, row by row as sel: score[r][c] is the landmark score of chosen block c as
+    // retrieval ranked it (q . k / sqrt(HS), the key at its scoring place); mass[r] holds the
+    // row's attention weight on each chosen block (its F + 1 keys), then on the tail, then on the
+    // chunk up to the query (kb + 2 values, summing to 1 except where a CMT cutoff dropped the
+    // row's retrieval).
+    std::vector<std::vector<double>> score, mass;
   };
   std::vector<Step> steps;
 };

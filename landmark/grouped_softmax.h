@@ -39,28 +39,28 @@ struct RowLayout {
 
 namespace gsm {
 
-template <class T> LM_HD T neg_inf() { return -INFINITY; }
+template <class Scalar> LM_HD Scalar neg_inf() { return -INFINITY; }
 
 // The CMT cutoff (Appendix D, evaluation only): is a CMT probability p dropped at cutoff c? Below
 // the cutoff, and always at c >= 1: a cutoff of 1 means "never retrieve", also for a row whose
 // CMT probability rounded to exactly 1 (in f32 every other top-group member can underflow).
-template <class T> LM_HD bool cmt_dropped(T p, double cutoff) { return cutoff >= 1.0 || p < T(cutoff); }
+template <class Scalar> LM_HD bool cmt_dropped(Scalar p, double cutoff) { return cutoff >= 1.0 || p < Scalar(cutoff); }
 
 // Forward for row i: s[0..i] are the scaled scores; writes pp[0..i] (P') and w[0..i] (weights).
 // Entries beyond i are not touched. A CMT query attends to nothing: pp = w = 0. pp may alias s
 // (the CPU kernel turns scores into P' in place): every s[j] is read before pp[j] is written.
 // Each group costs three short passes (max, exp + sum, scale), one exp per element; the own
 // block and each earlier block are contiguous runs of regular tokens, so the passes vectorise.
-template <class T> LM_HD void row_forward(const RowLayout& L, int i, const T* s, T* pp, T* w) {
+template <class Scalar> LM_HD void row_forward(const RowLayout& L, int i, const Scalar* s, Scalar* pp, Scalar* w) {
   if (L.kind[i] == kContextMiss) {
-    for (int j = 0; j <= i; ++j) pp[j] = w[j] = T(0);
+    for (int j = 0; j <= i; ++j) pp[j] = w[j] = Scalar(0);
     return;
   }
   const int b = L.block_of[i];
   const int own_begin = L.block_start[b];
   const int own_end = L.kind[i] == kRegular ? i + 1 : i;  // i's own landmark is excluded
   // --- maxima of the top group (own tokens, free landmarks, CMT) and the controlled group ---
-  T m = neg_inf<T>(), mc = neg_inf<T>();
+  Scalar m = neg_inf<Scalar>(), mc = neg_inf<Scalar>();
   for (int j = own_begin; j < own_end; ++j) m = s[j] > m ? s[j] : m;
   for (int g = 0; g < b; ++g) {
     const int lmk = L.block_start[g + 1] - 1;
@@ -69,7 +69,7 @@ template <class T> LM_HD void row_forward(const RowLayout& L, int i, const T* s,
   }
   if (L.cmt >= 0) m = s[L.cmt] > m ? s[L.cmt] : m;
   // --- exponentials (stored unnormalised) and the two normalisers ---
-  T z = 0, zc = 0;
+  Scalar z = 0, zc = 0;
   for (int j = own_begin; j < own_end; ++j) pp[j] = math::exp_softmax(s[j] - m);  // vectorises
   for (int j = own_begin; j < own_end; ++j) z += pp[j];                           // in order
   for (int g = 0; g < b; ++g) {
@@ -82,27 +82,27 @@ template <class T> LM_HD void row_forward(const RowLayout& L, int i, const T* s,
       zc += pp[lmk];
     }
   }
-  T p_cmt = 0;
+  Scalar p_cmt = 0;
   if (L.cmt >= 0) {
     pp[L.cmt] = math::exp_softmax(s[L.cmt] - m);
     z += pp[L.cmt];
   }
-  const T inv_top = T(1) / z, inv_ctrl = zc > T(0) ? T(1) / zc : T(0);
+  const Scalar inv_top = Scalar(1) / z, inv_ctrl = zc > Scalar(0) ? Scalar(1) / zc : Scalar(0);
   for (int j = own_begin; j < own_end; ++j) {
     pp[j] *= inv_top;
     w[j] = pp[j];
   }
-  if (own_end == i) pp[i] = w[i] = T(0);
+  if (own_end == i) pp[i] = w[i] = Scalar(0);
   if (L.cmt >= 0) {
     pp[L.cmt] *= inv_top;
     p_cmt = pp[L.cmt];
-    w[L.cmt] = T(0);
-    if (cmt_dropped(p_cmt, L.cmt_cutoff)) p_cmt = T(0);  // the cutoff: pp keeps the true value
+    w[L.cmt] = Scalar(0);
+    if (cmt_dropped(p_cmt, L.cmt_cutoff)) p_cmt = Scalar(0);  // the cutoff: pp keeps the true value
   }
   // --- each earlier block: its own softmax, gated by its landmark (and the CMT if controlled) ---
   for (int g = 0; g < b; ++g) {
     const int begin = L.block_start[g], lmk = L.block_start[g + 1] - 1;
-    T gate;
+    Scalar gate;
     if (L.kind[lmk] == kLandmark) {
       pp[lmk] *= inv_top;
       gate = pp[lmk];
@@ -110,12 +110,12 @@ template <class T> LM_HD void row_forward(const RowLayout& L, int i, const T* s,
       pp[lmk] *= inv_ctrl;
       gate = p_cmt * pp[lmk];
     }
-    w[lmk] = T(0);
-    T mg = neg_inf<T>(), zg = 0;
+    w[lmk] = Scalar(0);
+    Scalar mg = neg_inf<Scalar>(), zg = 0;
     for (int j = begin; j < lmk; ++j) mg = s[j] > mg ? s[j] : mg;
     for (int j = begin; j < lmk; ++j) pp[j] = math::exp_softmax(s[j] - mg);
     for (int j = begin; j < lmk; ++j) zg += pp[j];
-    const T inv = T(1) / zg, gate_inv = gate * inv;
+    const Scalar inv = Scalar(1) / zg, gate_inv = gate * inv;
     for (int j = begin; j < lmk; ++j) {
       w[j] = pp[j] * gate_inv;
       pp[j] *= inv;
@@ -125,22 +125,22 @@ template <class T> LM_HD void row_forward(const RowLayout& L, int i, const T* s,
 
 // The final weights of row i from its P' row (the forward's second output, recomputed in the
 // backward instead of being stored).
-template <class T> LM_HD void row_weights(const RowLayout& L, int i, const T* pp, T* w) {
+template <class Scalar> LM_HD void row_weights(const RowLayout& L, int i, const Scalar* pp, Scalar* w) {
   if (L.kind[i] == kContextMiss) {
-    for (int j = 0; j <= i; ++j) w[j] = T(0);
+    for (int j = 0; j <= i; ++j) w[j] = Scalar(0);
     return;
   }
   const int b = L.block_of[i];
-  T p_cmt = L.cmt >= 0 ? pp[L.cmt] : T(0);
-  if (cmt_dropped(p_cmt, L.cmt_cutoff)) p_cmt = T(0);
+  Scalar p_cmt = L.cmt >= 0 ? pp[L.cmt] : Scalar(0);
+  if (cmt_dropped(p_cmt, L.cmt_cutoff)) p_cmt = Scalar(0);
   if (L.cmt >= 0) w[L.cmt] = 0;
   for (int g = 0; g < b; ++g) {
     const int begin = L.block_start[g], lmk = L.block_start[g + 1] - 1;
-    const T gate = L.kind[lmk] == kLandmark ? pp[lmk] : p_cmt * pp[lmk];
+    const Scalar gate = L.kind[lmk] == kLandmark ? pp[lmk] : p_cmt * pp[lmk];
     for (int j = begin; j < lmk; ++j) w[j] = gate * pp[j];
     w[lmk] = 0;
   }
-  for (int j = L.block_start[b]; j <= i; ++j) w[j] = L.kind[j] == kRegular ? pp[j] : T(0);
+  for (int j = L.block_start[b]; j <= i; ++j) w[j] = L.kind[j] == kRegular ? pp[j] : Scalar(0);
 }
 
 // Backward for row i, given P' (pp), the weights (w) and G[j] = dL/dw[j]: writes dS[0..i] =
@@ -151,18 +151,19 @@ template <class T> LM_HD void row_weights(const RowLayout& L, int i, const T* pp
 //   controlled lm g   P'[cmt] P'[lm_g] (a_g - a_cmt)
 //   CMT               P'[cmt] (a_cmt - delta)
 //   token j in g      w_j (G_j - a_g)
-template <class T> LM_HD void row_backward(const RowLayout& L, int i, const T* pp, const T* w, const T* G, T* ds) {
+template <class Scalar> LM_HD void row_backward(const RowLayout& L, int i, const Scalar* pp, const Scalar* w,
+                                                const Scalar* G, Scalar* ds) {
   if (L.kind[i] == kContextMiss) {
-    for (int j = 0; j <= i; ++j) ds[j] = T(0);
+    for (int j = 0; j <= i; ++j) ds[j] = Scalar(0);
     return;
   }
   const int b = L.block_of[i];
-  T delta = 0;
+  Scalar delta = 0;
   for (int j = 0; j <= i; ++j) delta += w[j] * G[j];
-  T a_cmt = 0;
+  Scalar a_cmt = 0;
   for (int g = 0; g < b; ++g) {
     const int begin = L.block_start[g], lmk = L.block_start[g + 1] - 1;
-    T a = 0;
+    Scalar a = 0;
     for (int j = begin; j < lmk; ++j) a += pp[j] * G[j];
     for (int j = begin; j < lmk; ++j) ds[j] = w[j] * (G[j] - a);
     if (L.kind[lmk] == kLandmark) {
@@ -172,13 +173,13 @@ template <class T> LM_HD void row_backward(const RowLayout& L, int i, const T* p
       ds[lmk] = a;  // finished below, once a_cmt is known
     }
   }
-  const T p_cmt = L.cmt >= 0 ? pp[L.cmt] : T(0);
+  const Scalar p_cmt = L.cmt >= 0 ? pp[L.cmt] : Scalar(0);
   for (int g = 0; g < b; ++g) {
     const int lmk = L.block_start[g + 1] - 1;
     if (L.kind[lmk] == kControlledLandmark) ds[lmk] = p_cmt * pp[lmk] * (ds[lmk] - a_cmt);
   }
   if (L.cmt >= 0) ds[L.cmt] = p_cmt * (a_cmt - delta);
-  for (int j = L.block_start[b]; j <= i; ++j) ds[j] = L.kind[j] == kRegular ? pp[j] * (G[j] - delta) : T(0);
+  for (int j = L.block_start[b]; j <= i; ++j) ds[j] = L.kind[j] == kRegular ? pp[j] * (G[j] - delta) : Scalar(0);
 }
 
 }  // namespace gsm

@@ -11,34 +11,34 @@
 
 namespace lm {
 
-template <class T>
-LandmarkKeyIndex<T>::LandmarkKeyIndex(int64_t HS, int64_t tile) : HS_(HS), S_(tile), absmax_(static_cast<size_t>(HS), T(0)) {
+template <class Scalar>
+LandmarkKeyIndex<Scalar>::LandmarkKeyIndex(int64_t HS, int64_t tile) : HS_(HS), S_(tile), absmax_(static_cast<size_t>(HS), Scalar(0)) {
   LM_CHECK(HS > 0 && tile > 0, "LandmarkKeyIndex: head size " << HS << " and tile " << tile << " must be positive");
 }
 
-template <class T> void LandmarkKeyIndex<T>::append(const T* rotated, const T* raw) {
+template <class Scalar> void LandmarkKeyIndex<Scalar>::append(const Scalar* rotated, const Scalar* raw) {
   const int64_t at = end_ - base_, col = at % S_, tile = at / S_;
   if (col == 0) {  // a new tile: empty bounds (min +inf, max -inf) until its keys arrive
-    tiles_.resize(static_cast<size_t>((tile + 1) * HS_ * S_), T(0));
-    mins_.resize(static_cast<size_t>((tile + 1) * HS_), std::numeric_limits<T>::infinity());
-    maxs_.resize(static_cast<size_t>((tile + 1) * HS_), -std::numeric_limits<T>::infinity());
+    tiles_.resize(static_cast<size_t>((tile + 1) * HS_ * S_), Scalar(0));
+    mins_.resize(static_cast<size_t>((tile + 1) * HS_), std::numeric_limits<Scalar>::infinity());
+    maxs_.resize(static_cast<size_t>((tile + 1) * HS_), -std::numeric_limits<Scalar>::infinity());
   }
-  T* t = tiles_.data() + tile * HS_ * S_;
-  T* mn = mins_.data() + tile * HS_;
-  T* mx = maxs_.data() + tile * HS_;
+  Scalar* t = tiles_.data() + tile * HS_ * S_;
+  Scalar* mn = mins_.data() + tile * HS_;
+  Scalar* mx = maxs_.data() + tile * HS_;
   for (int64_t d = 0; d < HS_; ++d) {
-    const T v = rotated[d];
+    const Scalar v = rotated[d];
     LM_CHECK(std::isfinite(static_cast<double>(v)), "LandmarkKeyIndex: a landmark key holds " << v << " at feature " << d);
     t[d * S_ + col] = v;
     mn[d] = std::min(mn[d], v);
     mx[d] = std::max(mx[d], v);
-    absmax_[d] = std::max(absmax_[d], static_cast<T>(std::fabs(v)));
+    absmax_[d] = std::max(absmax_[d], static_cast<Scalar>(std::fabs(v)));
   }
   raw_.insert(raw_.end(), raw, raw + HS_);
   ++end_;
 }
 
-template <class T> void LandmarkKeyIndex<T>::drop_oldest(int64_t count) {
+template <class Scalar> void LandmarkKeyIndex<Scalar>::drop_oldest(int64_t count) {
   LM_CHECK(count >= 0 && count <= size(), "LandmarkKeyIndex: cannot drop " << count << " of " << size() << " blocks");
   first_ += count;
   // Free whole tiles in front once they are at least half of what is stored: each block is moved
@@ -53,7 +53,7 @@ template <class T> void LandmarkKeyIndex<T>::drop_oldest(int64_t count) {
   }
 }
 
-template <class T> const T* LandmarkKeyIndex<T>::raw_key(int64_t b) const {
+template <class Scalar> const Scalar* LandmarkKeyIndex<Scalar>::raw_key(int64_t b) const {
   LM_CHECK(b >= 0 && b < size(), "LandmarkKeyIndex: block " << b << " of " << size());
   return raw_.data() + (first_ + b - base_) * HS_;
 }
@@ -62,8 +62,9 @@ namespace {
 
 // scale * q . key for the blocks with absolute numbers [a0, a1), tile by tile, into out: the one
 // scoring routine of both the scan and the search, so the two agree bit for bit.
-template <class T>
-void score_span(const T* q, T scale, const T* tiles, int64_t HS, int64_t S, int64_t base, int64_t a0, int64_t a1, T* out) {
+template <class Scalar>
+void score_span(const Scalar* q, Scalar scale, const Scalar* tiles, int64_t HS, int64_t S, int64_t base, int64_t a0,
+                int64_t a1, Scalar* out) {
   for (int64_t a = a0; a < a1;) {
     const int64_t at = a - base, tile = at / S, col = at % S, cnt = std::min(S - col, a1 - a);
     cpu::vec_times_rows(q, tiles + tile * HS * S + col, HS, S, cnt, out);
@@ -75,15 +76,15 @@ void score_span(const T* q, T scale, const T* tiles, int64_t HS, int64_t S, int6
 
 // The best blocks so far, best first: (score, block). `beats` is top-k's order: a higher score, or
 // the same score and an older block.
-template <class T> struct Best {
+template <class Scalar> struct Best {
   int64_t k;
-  std::vector<std::pair<T, int32_t>> v;
-  static bool beats(const std::pair<T, int32_t>& a, const std::pair<T, int32_t>& b) {
+  std::vector<std::pair<Scalar, int32_t>> v;
+  static bool beats(const std::pair<Scalar, int32_t>& a, const std::pair<Scalar, int32_t>& b) {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   }
   bool full() const { return static_cast<int64_t>(v.size()) == k; }
-  void offer(T score, int32_t block) {
-    const std::pair<T, int32_t> c{score, block};
+  void offer(Scalar score, int32_t block) {
+    const std::pair<Scalar, int32_t> c{score, block};
     if (full() && !beats(c, v.back())) return;
     v.insert(std::upper_bound(v.begin(), v.end(), c, beats), c);
     if (static_cast<int64_t>(v.size()) > k) v.pop_back();
@@ -92,16 +93,18 @@ template <class T> struct Best {
 
 }  // namespace
 
-template <class T> void LandmarkKeyIndex<T>::scan_scores(const T* q, T scale, int64_t count, T* out) const {
+template <class Scalar> void LandmarkKeyIndex<Scalar>::scan_scores(const Scalar* q, Scalar scale, int64_t count,
+                                                                   Scalar* out) const {
   LM_CHECK(count >= 0 && count <= size(), "LandmarkKeyIndex: scores of " << count << " blocks of " << size());
   score_span(q, scale, tiles_.data(), HS_, S_, base_, first_, first_ + count, out);
 }
 
-template <class T>
-std::vector<int32_t> LandmarkKeyIndex<T>::top_k(const T* q, T scale, int64_t count, int64_t k,
-                                                const std::vector<std::pair<int32_t, T>>& extra, KeySearchStats* stats) const {
+template <class Scalar>
+std::vector<int32_t> LandmarkKeyIndex<Scalar>::top_k(const Scalar* q, Scalar scale, int64_t count, int64_t k,
+                                                     const std::vector<std::pair<int32_t, Scalar>>& extra,
+                                                     KeySearchStats* stats) const {
   LM_CHECK(count >= 0 && count <= size() && k >= 0, "LandmarkKeyIndex: top " << k << " of " << count << " blocks of " << size());
-  Best<T> best{std::min<int64_t>(k, count + static_cast<int64_t>(extra.size())), {}};
+  Best<Scalar> best{std::min<int64_t>(k, count + static_cast<int64_t>(extra.size())), {}};
   std::vector<int32_t> out;
   if (best.k == 0) return out;
   best.v.reserve(static_cast<size_t>(best.k) + 1);
@@ -110,28 +113,28 @@ std::vector<int32_t> LandmarkKeyIndex<T>::top_k(const T* q, T scale, int64_t cou
     best.offer(e.second, e.first);
   }
 
-  // The margin, in the units of a score. The bound is computed in T from the tile's min and max;
+  // The margin, in the units of a score. The bound is computed in Scalar from the tile's min and max;
   // a key's score from the key. Each differs from its exact value by at most about HS unit
   // roundoffs times A = sum over d of |q_d| * (largest |key_d| ever appended), and the bound's
   // exact value is at least the key's exact score. Twice that, plus the scale's rounding, is
   // added to the bound before it is compared, in double: a tile is skipped only when even its
   // widest possible score loses.
   const int64_t t0 = (first_ - base_) / S_, t1 = (first_ + count - base_ + S_ - 1) / S_;
-  std::vector<T> qp(static_cast<size_t>(HS_)), qn(static_cast<size_t>(HS_));
+  std::vector<Scalar> qp(static_cast<size_t>(HS_)), qn(static_cast<size_t>(HS_));
   double A = 0;
   for (int64_t d = 0; d < HS_; ++d) {
-    qp[d] = std::max(q[d], T(0));
-    qn[d] = std::min(q[d], T(0));
+    qp[d] = std::max(q[d], Scalar(0));
+    qn[d] = std::min(q[d], Scalar(0));
     A += std::fabs(static_cast<double>(q[d])) * static_cast<double>(absmax_[d]);
   }
-  const double u = std::numeric_limits<T>::epsilon() / 2, sc = static_cast<double>(scale);
+  const double u = std::numeric_limits<Scalar>::epsilon() / 2, sc = static_cast<double>(scale);
   const double margin = sc * A * u * (4.0 * static_cast<double>(HS_) + 8.0);
   std::vector<std::pair<double, int64_t>> order;  // (no score in the tile can exceed this, tile)
   order.reserve(static_cast<size_t>(t1 - t0));
   for (int64_t t = t0; t < t1; ++t) {
-    const T* mn = mins_.data() + t * HS_;
-    const T* mx = maxs_.data() + t * HS_;
-    T b = 0;
+    const Scalar* mn = mins_.data() + t * HS_;
+    const Scalar* mx = maxs_.data() + t * HS_;
+    Scalar b = 0;
     for (int64_t d = 0; d < HS_; ++d) b += qp[d] * mx[d] + qn[d] * mn[d];
     const double bd = static_cast<double>(b);
     order.emplace_back(sc * bd + margin + 2 * u * sc * std::fabs(bd), t);
@@ -140,7 +143,7 @@ std::vector<int32_t> LandmarkKeyIndex<T>::top_k(const T* q, T scale, int64_t cou
   // far, since every later one is lower still (a tile whose bound only equals it is scored: one
   // of its blocks could tie and be older).
   std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
-  std::vector<T> s(static_cast<size_t>(S_));
+  std::vector<Scalar> s(static_cast<size_t>(S_));
   int64_t visited = 0, scored = 0;
   for (const auto& [bound, t] : order) {
     if (best.full() && bound < static_cast<double>(best.v.back().first)) break;

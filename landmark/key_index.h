@@ -36,7 +36,7 @@ struct KeySearchStats {
   int64_t queries = 0, keys_scored = 0, tiles_bounded = 0, tiles_visited = 0;
 };
 
-template <class T> class LandmarkKeyIndex {
+template <class Scalar> class LandmarkKeyIndex {
  public:
   static constexpr int64_t kDefaultTile = 64;
   explicit LandmarkKeyIndex(int64_t HS, int64_t tile = kDefaultTile);
@@ -47,20 +47,21 @@ template <class T> class LandmarkKeyIndex {
 
   // Adds the newest block: `rotated` is its landmark key as retrieval scores it (HS values),
   // `raw` the key before rotation (kept for the caller's rescoring, raw_key).
-  void append(const T* rotated, const T* raw);
+  void append(const Scalar* rotated, const Scalar* raw);
   // Forgets the `count` oldest blocks (0 <= count <= size()).
   void drop_oldest(int64_t count);
   // The un-rotated key of block b (0 = oldest held).
-  const T* raw_key(int64_t b) const;
+  const Scalar* raw_key(int64_t b) const;
 
   // scale * q . key for the oldest `count` blocks (count <= size()), into out[0..count).
-  void scan_scores(const T* q, T scale, int64_t count, T* out) const;
+  void scan_scores(const Scalar* q, Scalar scale, int64_t count, Scalar* out) const;
 
   // The min(k, count + extra.size()) best blocks among the oldest `count` (scored as scan_scores
   // does) and the `extra` candidates (block index, score: blocks the caller scored another way,
   // e.g. the newest ones at their stingy slots; their indices must be >= count). Ties go to the
   // smaller index. Returned in ascending order.
-  std::vector<int32_t> top_k(const T* q, T scale, int64_t count, int64_t k, const std::vector<std::pair<int32_t, T>>& extra,
+  std::vector<int32_t> top_k(const Scalar* q, Scalar scale, int64_t count, int64_t k,
+                             const std::vector<std::pair<int32_t, Scalar>>& extra,
                              KeySearchStats* stats = nullptr) const;
 
  private:
@@ -70,9 +71,9 @@ template <class T> class LandmarkKeyIndex {
   int64_t end_ = 0;    // absolute number one past the newest block
   // Tile j (blocks base_ + j*S .. base_ + (j+1)*S - 1): rotated keys transposed, (HS, S), then
   // the per-feature min and max of those present.
-  std::vector<T> tiles_, mins_, maxs_;
-  std::vector<T> raw_;   // un-rotated keys, (blocks since base_, HS)
-  std::vector<T> absmax_;  // per feature, the largest |value| of any key ever appended (for the margin)
+  std::vector<Scalar> tiles_, mins_, maxs_;
+  std::vector<Scalar> raw_;   // un-rotated keys, (blocks since base_, HS)
+  std::vector<Scalar> absmax_;  // per feature, the largest |value| of any key ever appended (for the margin)
 };
 
 }  // namespace lm

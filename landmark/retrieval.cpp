@@ -25,7 +25,7 @@ namespace {
 // Indices of the k largest values (ties: smaller index first), returned in ascending order.
 // One pass keeping the best k in a small array sorted best-first: most values lose against the
 // current k-th best with one comparison, so this is O(nb) for the small k retrieval uses.
-template <class T> std::vector<int32_t> top_k(const T* v, int64_t nb, int64_t k) {
+template <class Scalar> std::vector<int32_t> top_k(const Scalar* v, int64_t nb, int64_t k) {
   const int64_t kk = std::min(k, nb);
   std::vector<int32_t> best;
   best.reserve(static_cast<size_t>(kk) + 1);
@@ -37,7 +37,7 @@ template <class T> std::vector<int32_t> top_k(const T* v, int64_t nb, int64_t k)
   // compiler turns into vector code): at long contexts almost every run holds no candidate and
   // costs a few instructions instead of kRun branches.
   constexpr int32_t kRun = 16;
-  T worst = T(0);
+  Scalar worst = Scalar(0);
   for (int32_t i = 0; i < static_cast<int32_t>(nb); ++i) {
     if (static_cast<int64_t>(best.size()) == kk) {
       if (i % kRun == 0 && i + kRun <= nb) {
@@ -60,7 +60,7 @@ template <class T> std::vector<int32_t> top_k(const T* v, int64_t nb, int64_t k)
 }
 
 // Softmax over the nb landmark scores of one (head, query), into out.
-template <class T> void softmax_row(const T* s, int64_t nb, double* out) {
+template <class Scalar> void softmax_row(const Scalar* s, int64_t nb, double* out) {
   double m = -INFINITY, z = 0;
   for (int64_t b = 0; b < nb; ++b) m = std::max(m, static_cast<double>(s[b]));
   for (int64_t b = 0; b < nb; ++b) z += out[b] = std::exp(static_cast<double>(s[b]) - m);
@@ -68,8 +68,8 @@ template <class T> void softmax_row(const T* s, int64_t nb, double* out) {
 }
 }  // namespace
 
-template <class T>
-std::vector<std::vector<int32_t>> select_blocks(const T* scores, int64_t NH, int64_t n, int64_t nb, int64_t k,
+template <class Scalar>
+std::vector<std::vector<int32_t>> select_blocks(const Scalar* scores, int64_t NH, int64_t n, int64_t nb, int64_t k,
                                                 Granularity g) {
   LM_CHECK(NH > 0 && n >= 0 && nb >= 0 && k >= 0, "select_blocks: bad sizes NH=" << NH << " n=" << n << " nb=" << nb << " k=" << k);
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(NH * n));

@@ -22,8 +22,8 @@ const char* granularity_name(Granularity g);
 // against nb cached blocks. Returns (NH * n) lists, entry h * n + i = the chosen block indices of
 // (head h, query i), k' = min(k, nb) of them, in chronological (ascending) order. Ties go to the
 // older block, so the choice is deterministic.
-template <class T>
-std::vector<std::vector<int32_t>> select_blocks(const T* scores, int64_t NH, int64_t n, int64_t nb, int64_t k,
+template <class Scalar>
+std::vector<std::vector<int32_t>> select_blocks(const Scalar* scores, int64_t NH, int64_t n, int64_t nb, int64_t k,
                                                 Granularity g);
 
 // Stingy position mapping (Section 3.2.1, Fig. 2) with k retrieved blocks out of n cached ones

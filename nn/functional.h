@@ -20,46 +20,6 @@ struct RotaryTables {
 RotaryTables rotary_tables(const Tensor& positions, int64_t head_size, double base, DType dtype, Device device);
 RotaryTables rotary_tables(int64_t T, int64_t head_size, double base, DType dtype, Device device);  // 0..T-1
 
-// The same tables for many calls without recomputing sines and cosines: rows for positions
-// [0, P) are computed once (exactly as rotary_tables does) and grown on demand; tables for any
-// list of non-negative positions are then row gathers. Inference uses one per session.
-class RotaryCache {
- public:
-  RotaryCache(int64_t head_size, double base, DType dtype, Device device);
-  RotaryTables tables(const std::vector<int32_t>& positions);  // (1, n, HS/2)
-  RotaryTables range(int64_t start, int64_t n);                 // positions start .. start+n-1
-  // Raw rows (HS/2 values each, consecutive positions adjacent) for loops that rotate by hand;
-  // valid until the next call that grows the cache. CPU caches only.
-  template <class T> const T* cos_rows(int64_t start, int64_t n) { return rows<T>(cos_, start, n); }
-  template <class T> const T* sin_rows(int64_t start, int64_t n) { return rows<T>(sin_, start, n); }
-  // The same tables transposed, (HS/2, P): the cos of pair i at position p is
-  // cos_cols()[i * col_stride() + p], so consecutive positions of one pair are adjacent (for
-  // loops that vectorise over positions). Grown to at least `positions` first; valid until the
-  // next call that grows the cache. CPU caches only.
-  template <class T> const T* cos_cols(int64_t positions) { return cols<T>(cos_t_, positions); }
-  template <class T> const T* sin_cols(int64_t positions) { return cols<T>(sin_t_, positions); }
-  int64_t col_stride() const { return cos_.size(0); }
-
- private:
-  void grow(int64_t positions);
-  template <class T> const T* rows(const Tensor& table, int64_t start, int64_t n) {
-    LM_CHECK(device_ == Device::CPU && start >= 0 && n >= 0, "RotaryCache: raw rows need a CPU cache and a valid range");
-    grow(start + n);
-    return table.template data<T>() + start * (head_size_ / 2);
-  }
-  template <class T> const T* cols(const Tensor& table_t, int64_t positions) {
-    LM_CHECK(device_ == Device::CPU && positions >= 0, "RotaryCache: raw columns need a CPU cache and a valid count");
-    grow(positions);  // reassigns the member table_t refers to, so read it after
-    return table_t.template data<T>();
-  }
-  int64_t head_size_;
-  double base_;
-  DType dtype_;
-  Device device_;
-  Tensor cos_, sin_;      // (P, HS/2)
-  Tensor cos_t_, sin_t_;  // (HS/2, P), CPU caches only
-};
-
 // x (B, NH, T, HS) rotated pairwise by the table angles (by minus the angles when inverse).
 Tensor rotary(const Tensor& x, const RotaryTables& tables, bool inverse = false);
 // Differentiable: a rotation's transpose is the inverse rotation, so dx = rotary(g, inverse).

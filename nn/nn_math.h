@@ -61,7 +61,7 @@ LM_HD double sub_rn(double a, double b) {
 // One interleaved pair (x0, x1) = (x[2i], x[2i+1]) rotated by the angle whose cosine and sine are
 // c and s (the caller negates s for the inverse rotation):
 //   y0 = x0 c - x1 s,   y1 = x0 s + x1 c.
-template <class T> LM_HD void rotate_pair(T x0, T x1, T c, T s, T& y0, T& y1) {
+template <class Scalar> LM_HD void rotate_pair(Scalar x0, Scalar x1, Scalar c, Scalar s, Scalar& y0, Scalar& y1) {
   y0 = sub_rn(mul_rn(x0, c), mul_rn(x1, s));
   y1 = add_rn(mul_rn(x0, s), mul_rn(x1, c));
 }
@@ -69,24 +69,24 @@ template <class T> LM_HD void rotate_pair(T x0, T x1, T c, T s, T& y0, T& y1) {
 // ---- AdamW ----
 // The per-step constants of one AdamW update, derived on the host in f64 and rounded once to the
 // parameter dtype (so both devices start from the same values).
-template <class T> struct AdamWCoeffs {
-  T beta1, beta2;    // moment decay rates
-  T decay;           // 1 - lr * weight_decay (decoupled weight decay)
-  T step;            // lr / bc1, bc1 = 1 - beta1^t
-  T inv_sqrt_bc2;    // 1 / sqrt(bc2), bc2 = 1 - beta2^t
-  T eps;
+template <class Scalar> struct AdamWCoeffs {
+  Scalar beta1, beta2;    // moment decay rates
+  Scalar decay;           // 1 - lr * weight_decay (decoupled weight decay)
+  Scalar step;            // lr / bc1, bc1 = 1 - beta1^t
+  Scalar inv_sqrt_bc2;    // 1 / sqrt(bc2), bc2 = 1 - beta2^t
+  Scalar eps;
 };
 
-template <class T>
-inline AdamWCoeffs<T> adamw_coeffs(double lr, double beta1, double beta2, double eps, double weight_decay, double bc1,
-                                   double bc2) {
-  AdamWCoeffs<T> c;
-  c.beta1 = static_cast<T>(beta1);
-  c.beta2 = static_cast<T>(beta2);
-  c.decay = static_cast<T>(1.0 - lr * weight_decay);
-  c.step = static_cast<T>(lr / bc1);
-  c.inv_sqrt_bc2 = static_cast<T>(1.0 / std::sqrt(bc2));
-  c.eps = static_cast<T>(eps);
+template <class Scalar>
+inline AdamWCoeffs<Scalar> adamw_coeffs(double lr, double beta1, double beta2, double eps, double weight_decay,
+                                        double bc1, double bc2) {
+  AdamWCoeffs<Scalar> c;
+  c.beta1 = static_cast<Scalar>(beta1);
+  c.beta2 = static_cast<Scalar>(beta2);
+  c.decay = static_cast<Scalar>(1.0 - lr * weight_decay);
+  c.step = static_cast<Scalar>(lr / bc1);
+  c.inv_sqrt_bc2 = static_cast<Scalar>(1.0 / std::sqrt(bc2));
+  c.eps = static_cast<Scalar>(eps);
   return c;
 }
 
@@ -95,10 +95,10 @@ inline AdamWCoeffs<T> adamw_coeffs(double lr, double beta1, double beta2, double
 //   p = p (1 - lr wd) - (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps).
 // sqrt and / are correctly rounded on both devices (nvcc without --use_fast_math), so with the
 // unfused products and sums above the result is bit-identical on CPU and CUDA.
-template <class T> LM_HD void adamw_element(T& p, T& m, T& v, T g, const AdamWCoeffs<T>& c) {
-  m = add_rn(mul_rn(c.beta1, m), mul_rn(sub_rn(T(1), c.beta1), g));
-  v = add_rn(mul_rn(c.beta2, v), mul_rn(mul_rn(sub_rn(T(1), c.beta2), g), g));
-  const T denom = add_rn(mul_rn(std::sqrt(v), c.inv_sqrt_bc2), c.eps);
+template <class Scalar> LM_HD void adamw_element(Scalar& p, Scalar& m, Scalar& v, Scalar g, const AdamWCoeffs<Scalar>& c) {
+  m = add_rn(mul_rn(c.beta1, m), mul_rn(sub_rn(Scalar(1), c.beta1), g));
+  v = add_rn(mul_rn(c.beta2, v), mul_rn(mul_rn(sub_rn(Scalar(1), c.beta2), g), g));
+  const Scalar denom = add_rn(mul_rn(std::sqrt(v), c.inv_sqrt_bc2), c.eps);
   p = sub_rn(mul_rn(p, c.decay), mul_rn(c.step, m) / denom);
 }
 

@@ -9,12 +9,15 @@
 #   zlib1g-dev           reading the R data files that hold the Austen corpus
 #   libopenblas-dev      the comparison baseline in bench/ only (never linked into the library)
 #   libreadline8         runtime library of the `bible` program that prints the KJV corpus
+#   chromium             a headless browser for the explorer page's test (tests/cli/test_explore_cli.sh,
+#                        skipped without it)
 #   cmake g++ make       the toolchain
 # With the argument `fuzz` (scripts/fuzz.sh, CI), also:
 #   clang-16 libclang-rt-16-dev libfuzzer-16-dev   libFuzzer and the sanitizer runtimes for Clang
 set -euo pipefail
 
-packages=(cmake g++ make catch2 libstb-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libopenblas-dev libreadline8)
+packages=(cmake g++ make catch2 libstb-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libopenblas-dev libreadline8
+          chromium)
 for group in "$@"; do
   case "$group" in
     fuzz) packages+=(clang-16 libclang-rt-16-dev libfuzzer-16-dev) ;;

@@ -39,12 +39,12 @@ Tensor arange(int64_t n, DType dtype, Device device) {
 }
 
 namespace {
-template <class T> Tensor from_host(const std::vector<T>& values, const Shape& shape, Device device) {
+template <class Scalar> Tensor from_host(const std::vector<Scalar>& values, const Shape& shape, Device device) {
   LM_CHECK(static_cast<int64_t>(values.size()) == numel(shape),
            "from_vector: " << values.size() << " values do not fill shape " << shape_str(shape) << " ("
                            << numel(shape) << " elements)");
-  Tensor t(shape, dtype_of<T>(), Device::CPU);
-  if (!values.empty()) std::memcpy(t.data<T>(), values.data(), values.size() * sizeof(T));
+  Tensor t(shape, dtype_of<Scalar>(), Device::CPU);
+  if (!values.empty()) std::memcpy(t.data<Scalar>(), values.data(), values.size() * sizeof(Scalar));
   return t.to(device);
 }
 }  // namespace

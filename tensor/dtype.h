@@ -18,7 +18,7 @@ const char* device_name(Device d);  // "cpu", "cuda"
 DType parse_dtype(const std::string& s);    // inverse of dtype_name; throws on unknown names
 Device parse_device(const std::string& s);  // inverse of device_name; throws on unknown names
 
-template <class T> constexpr DType dtype_of();
+template <class Scalar> constexpr DType dtype_of();
 template <> constexpr DType dtype_of<float>() { return DType::F32; }
 template <> constexpr DType dtype_of<double>() { return DType::F64; }
 template <> constexpr DType dtype_of<int32_t>() { return DType::I32; }

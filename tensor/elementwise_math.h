@@ -47,16 +47,16 @@ namespace math {
 
 // Exact (erf-based) GELU, as in GPT-2's reference implementation variant used by PyTorch's
 // nn.GELU(approximate='none'): gelu(x) = x * Phi(x), Phi the standard normal CDF.
-template <class T> LM_HD T gelu(T x) {
-  const T inv_sqrt2 = T(0.70710678118654752440);
-  return T(0.5) * x * (T(1) + std::erf(x * inv_sqrt2));
+template <class Scalar> LM_HD Scalar gelu(Scalar x) {
+  const Scalar inv_sqrt2 = Scalar(0.70710678118654752440);
+  return Scalar(0.5) * x * (Scalar(1) + std::erf(x * inv_sqrt2));
 }
 // d/dx [x Phi(x)] = Phi(x) + x phi(x), phi the standard normal density.
-template <class T> LM_HD T gelu_grad(T x) {
-  const T inv_sqrt2 = T(0.70710678118654752440);
-  const T inv_sqrt2pi = T(0.39894228040143267794);
-  T cdf = T(0.5) * (T(1) + std::erf(x * inv_sqrt2));
-  T pdf = inv_sqrt2pi * std::exp(T(-0.5) * x * x);
+template <class Scalar> LM_HD Scalar gelu_grad(Scalar x) {
+  const Scalar inv_sqrt2 = Scalar(0.70710678118654752440);
+  const Scalar inv_sqrt2pi = Scalar(0.39894228040143267794);
+  Scalar cdf = Scalar(0.5) * (Scalar(1) + std::erf(x * inv_sqrt2));
+  Scalar pdf = inv_sqrt2pi * std::exp(Scalar(-0.5) * x * x);
   return cdf + x * pdf;
 }
 
@@ -105,9 +105,9 @@ LM_HD float exp_softmax(float x) {
 }
 LM_HD double exp_softmax(double x) { return std::exp(x); }
 
-template <UnaryOp OP, class T> LM_HD T unary(T x) {
+template <UnaryOp OP, class Scalar> LM_HD Scalar unary(Scalar x) {
   if constexpr (OP == UnaryOp::Neg) return -x;
-  else if constexpr (OP == UnaryOp::Relu) return x > T(0) ? x : T(0);
+  else if constexpr (OP == UnaryOp::Relu) return x > Scalar(0) ? x : Scalar(0);
   else if constexpr (OP == UnaryOp::Exp) return std::exp(x);
   else if constexpr (OP == UnaryOp::Log) return std::log(x);
   else if constexpr (OP == UnaryOp::Sqrt) return std::sqrt(x);
@@ -115,20 +115,20 @@ template <UnaryOp OP, class T> LM_HD T unary(T x) {
   else return gelu(x);
 }
 
-template <BinaryOp OP, class T> LM_HD T binary(T a, T b) {
+template <BinaryOp OP, class Scalar> LM_HD Scalar binary(Scalar a, Scalar b) {
   if constexpr (OP == BinaryOp::Add) return a + b;
   else if constexpr (OP == BinaryOp::Sub) return a - b;
   else if constexpr (OP == BinaryOp::Mul) return a * b;
   else if constexpr (OP == BinaryOp::Div) return a / b;
-  else if constexpr (OP == BinaryOp::Eq) return T(a == b);
-  else if constexpr (OP == BinaryOp::Ne) return T(a != b);
-  else if constexpr (OP == BinaryOp::Lt) return T(a < b);
-  else if constexpr (OP == BinaryOp::Le) return T(a <= b);
-  else if constexpr (OP == BinaryOp::Gt) return T(a > b);
-  else if constexpr (OP == BinaryOp::Ge) return T(a >= b);
+  else if constexpr (OP == BinaryOp::Eq) return Scalar(a == b);
+  else if constexpr (OP == BinaryOp::Ne) return Scalar(a != b);
+  else if constexpr (OP == BinaryOp::Lt) return Scalar(a < b);
+  else if constexpr (OP == BinaryOp::Le) return Scalar(a <= b);
+  else if constexpr (OP == BinaryOp::Gt) return Scalar(a > b);
+  else if constexpr (OP == BinaryOp::Ge) return Scalar(a >= b);
   else if constexpr (OP == BinaryOp::Max) return a > b ? a : b;
   else if constexpr (OP == BinaryOp::Min) return a < b ? a : b;
-  else if constexpr (OP == BinaryOp::ReluBackward) return a > T(0) ? b : T(0);
+  else if constexpr (OP == BinaryOp::ReluBackward) return a > Scalar(0) ? b : Scalar(0);
   else return b * gelu_grad(a);  // GeluBackward (floating types only; fronts check)
 }
 

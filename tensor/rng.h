@@ -38,7 +38,7 @@ LM_HD Philox4 block(uint64_t counter, uint32_t stream, uint64_t key) {
 }  // namespace philox
 
 // Uniform in [0, 1) from the top 24 bits (float) or 53 bits (double) of the block.
-template <class T> LM_HD T uniform_from(const Philox4& r);
+template <class Scalar> LM_HD Scalar uniform_from(const Philox4& r);
 template <> LM_HD float uniform_from<float>(const Philox4& r) {
   return static_cast<float>(r.v[0] >> 8) * (1.0f / 16777216.0f);
 }
@@ -46,14 +46,14 @@ template <> LM_HD double uniform_from<double>(const Philox4& r) {
   uint64_t bits = (static_cast<uint64_t>(r.v[0] >> 5) << 26) | (r.v[1] >> 6);  // 27 + 26 bits
   return static_cast<double>(bits) * (1.0 / 9007199254740992.0);
 }
-// Standard normal by Box-Muller in double, then rounded to T: u1 from words 0-1, u2 from 2-3.
-template <class T> LM_HD T normal_from(const Philox4& r) {
+// Standard normal by Box-Muller in double, then rounded to Scalar: u1 from words 0-1, u2 from 2-3.
+template <class Scalar> LM_HD Scalar normal_from(const Philox4& r) {
   uint64_t b1 = (static_cast<uint64_t>(r.v[0] >> 5) << 26) | (r.v[1] >> 6);
   uint64_t b2 = (static_cast<uint64_t>(r.v[2] >> 5) << 26) | (r.v[3] >> 6);
   double u1 = (static_cast<double>(b1) + 1.0) * (1.0 / 9007199254740992.0);  // (0, 1]: log is finite
   double u2 = static_cast<double>(b2) * (1.0 / 9007199254740992.0);
   double radius = std::sqrt(-2.0 * std::log(u1));
-  return static_cast<T>(radius * std::cos(6.283185307179586476925 * u2));
+  return static_cast<Scalar>(radius * std::cos(6.283185307179586476925 * u2));
 }
 
 // The global generator: element i of the next draw of n values uses counter offset + i; the draw

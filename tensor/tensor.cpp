@@ -45,11 +45,11 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
-template <class T> T* Tensor::data() const {
+template <class Scalar> Scalar* Tensor::data() const {
   LM_CHECK(defined(), "data(): tensor is undefined");
-  LM_CHECK(dtype_of<T>() == dtype_, "data<" << dtype_name(dtype_of<T>()) << ">() called on a "
+  LM_CHECK(dtype_of<Scalar>() == dtype_, "data<" << dtype_name(dtype_of<Scalar>()) << ">() called on a "
                                             << dtype_name(dtype_) << " tensor");
-  return static_cast<T*>(storage_->data()) + offset_;
+  return static_cast<Scalar*>(storage_->data()) + offset_;
 }
 template float* Tensor::data<float>() const;
 template double* Tensor::data<double>() const;
@@ -268,12 +268,12 @@ double Tensor::item() const {
   return to_double_vector()[0];
 }
 
-template <class T> std::vector<T> Tensor::to_vector() const {
-  LM_CHECK(dtype_of<T>() == dtype_, "to_vector<" << dtype_name(dtype_of<T>()) << ">() on a "
+template <class Scalar> std::vector<Scalar> Tensor::to_vector() const {
+  LM_CHECK(dtype_of<Scalar>() == dtype_, "to_vector<" << dtype_name(dtype_of<Scalar>()) << ">() on a "
                                                  << dtype_name(dtype_) << " tensor");
   Tensor c = contiguous().to(Device::CPU);
-  std::vector<T> v(static_cast<size_t>(numel()));
-  if (!v.empty()) std::memcpy(v.data(), c.data<T>(), v.size() * sizeof(T));
+  std::vector<Scalar> v(static_cast<size_t>(numel()));
+  if (!v.empty()) std::memcpy(v.data(), c.data<Scalar>(), v.size() * sizeof(Scalar));
   return v;
 }
 template std::vector<float> Tensor::to_vector<float>() const;

@@ -35,8 +35,8 @@ class Tensor {
   bool is_contiguous() const;
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
-  // Pointer to element 0 of this view. T must match dtype() (checked).
-  template <class T> T* data() const;
+  // Pointer to element 0 of this view. Scalar must match dtype() (checked).
+  template <class Scalar> Scalar* data() const;
   void* raw_data() const;
 
   // --- views: share storage ---
@@ -62,7 +62,7 @@ class Tensor {
 
   // --- reading values (copies to the host when needed) ---
   double item() const;  // numel() must be 1
-  template <class T> std::vector<T> to_vector() const;  // row-major; T must match dtype()
+  template <class Scalar> std::vector<Scalar> to_vector() const;  // row-major; Scalar must match dtype()
   std::vector<double> to_double_vector() const;         // any dtype, converted
 
  private:

@@ -41,7 +41,7 @@ inline int64_t linear(const Shape& shape, const std::vector<int64_t>& idx) {
   return l;
 }
 // Visit every multi-index of `shape` in row-major order.
-template <class F> void for_each_index(const Shape& shape, F&& f) {
+template <class Fn> void for_each_index(const Shape& shape, Fn&& f) {
   std::vector<int64_t> idx(shape.size(), 0);
   int64_t n = numel(shape);
   for (int64_t i = 0; i < n; ++i) {

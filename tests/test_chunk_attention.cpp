@@ -1,7 +1,8 @@
 // test_chunk_attention.cpp: step 3 of chunk attention, the attention over a retrieval plan: the
 // fast rows (attend_plan, chunk_attention.cpp) against their naive twin (attend_plan_reference,
-// chunk_attention_ref.cpp) on random plans, with and without a context-miss token, and the
-// shared layout of a virtual row (virtual_row.h) on a hand-worked row.
+// chunk_attention_ref.cpp) on random plans, with and without a context-miss token (outputs and
+// where each row's attention went: RowMass), and the shared layout of a virtual row
+// (virtual_row.h) on a hand-worked row.
 #include "tests/helpers.h"
 
 #include <algorithm>
@@ -78,8 +79,9 @@ TEST_CASE("chunk attention: the fast rows equal the naive twin on random plans",
                                                                          : static_cast<int64_t>(u[at++ % u.size()] * 200)));
           }
           CmtCount fast_count, ref_count;
-          const Tensor fast = attend_plan(cache, ctx, plan, q, k, v, &fast_count);
-          const Tensor ref = attend_plan_reference(cache, ctx, plan, q, k, v, &ref_count);
+          RowMass fast_mass, ref_mass;
+          const Tensor fast = attend_plan(cache, ctx, plan, q, k, v, &fast_count, &fast_mass);
+          const Tensor ref = attend_plan_reference(cache, ctx, plan, q, k, v, &ref_count, &ref_mass);
           INFO("trial " << trial);
           // f64: the same sums in other orders; f32: rounding of scores, exps and rotations of
           // size ~10 against the f64 twin.
@@ -87,6 +89,25 @@ TEST_CASE("chunk attention: the fast rows equal the naive twin on random plans",
           CHECK(fast_count.rows == (cmt ? NH * n : 0));
           CHECK(fast_count.rows == ref_count.rows);
           if (dt == DType::F64) CHECK(fast_count.dropped == ref_count.dropped);
+          // Where each row's attention went (what the explorer shows): the fast rows' weights
+          // summed per retrieved block, tail and chunk against the twin's f64 weights, summed by
+          // its own walk of the row. Same tolerances as the outputs (weights are at most 1). Rows
+          // sum to 1 (every block here has regular tokens) except where the CMT's share has no
+          // retrieved block to go to: a row the cutoff dropped, or one that retrieved nothing.
+          REQUIRE(fast_mass.size() == static_cast<size_t>(NH * n));
+          REQUIRE(ref_mass.size() == fast_mass.size());
+          double worst = 0;
+          for (size_t r = 0; r < fast_mass.size(); ++r) {
+            REQUIRE(fast_mass[r].size() == plan.sel[r].size() + 2);
+            REQUIRE(ref_mass[r].size() == fast_mass[r].size());
+            double sum = 0;
+            for (size_t c = 0; c < fast_mass[r].size(); ++c) {
+              worst = std::max(worst, std::fabs(fast_mass[r][c] - ref_mass[r][c]));
+              sum += ref_mass[r][c];
+            }
+            if (!cmt || (cutoff == 0 && !plan.sel[r].empty())) CHECK(std::fabs(sum - 1.0) < 1e-12);
+          }
+          CHECK(worst < (dt == DType::F64 ? 1e-12 : 2e-5));
         }
       }
     }

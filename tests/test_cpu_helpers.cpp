@@ -20,10 +20,10 @@ using namespace lm;
 using namespace lm::test;
 
 namespace {
-template <class T> std::vector<T> random_values(int64_t n, uint64_t seed) {
+template <class Scalar> std::vector<Scalar> random_values(int64_t n, uint64_t seed) {
   manual_seed(seed);
   std::vector<double> v = values(randn({n}, DType::F64));
-  return std::vector<T>(v.begin(), v.end());
+  return std::vector<Scalar>(v.begin(), v.end());
 }
 
 // Restores one environment variable when it goes out of scope.
@@ -40,30 +40,30 @@ struct EnvGuard {
 
 // The three helpers for one element type, sizes chosen to hit every tail: shorter than a vector,
 // exactly one or two vectors, and in between (16 f32 lanes or 8 f64 lanes with AVX-512).
-template <class T> void check_helpers() {
+template <class Scalar> void check_helpers() {
   for (int64_t HS : {2, 8, 32, 34}) {
     for (int64_t n : {1, 7, 16, 17, 33, 51, 70}) {
       INFO("HS " << HS << " n " << n);
       const int64_t ld = n + 3;  // a row stride larger than the row, as in the local keys
-      std::vector<T> x = random_values<T>(HS, 1), M = random_values<T>(HS * ld, 2);
-      std::vector<T> out(static_cast<size_t>(n)), want(static_cast<size_t>(n));
+      std::vector<Scalar> x = random_values<Scalar>(HS, 1), M = random_values<Scalar>(HS * ld, 2);
+      std::vector<Scalar> out(static_cast<size_t>(n)), want(static_cast<size_t>(n));
       // vec_times_rows: out[t] = sum_d x[d] M[d][t], summed d = 0, 1, ... as the helper promises,
       // so the plain loop must agree exactly (no contraction in this build: -ffp-contract=off).
       cpu::vec_times_rows(x.data(), M.data(), HS, ld, n, out.data());
       for (int64_t t = 0; t < n; ++t) {
-        T a = 0;
+        Scalar a = 0;
         for (int64_t d = 0; d < HS; ++d) a += x[d] * M[d * ld + t];
         want[t] = a;
       }
       CHECK(out == want);
       // rotated_vec_times_rows: rotate each key by nnmath::rotate_pair, then the same sum.
       const int64_t cs = n + 5, half = HS / 2;
-      std::vector<T> C = random_values<T>(half * cs, 3), S = random_values<T>(half * cs, 4);
+      std::vector<Scalar> C = random_values<Scalar>(half * cs, 3), S = random_values<Scalar>(half * cs, 4);
       cpu::rotated_vec_times_rows(x.data(), M.data(), HS, ld, n, C.data(), S.data(), cs, out.data());
       for (int64_t t = 0; t < n; ++t) {
-        T a = 0;
+        Scalar a = 0;
         for (int64_t i = 0; i < half; ++i) {
-          T y0, y1;
+          Scalar y0, y1;
           nnmath::rotate_pair(M[(2 * i) * ld + t], M[(2 * i + 1) * ld + t], C[i * cs + t], S[i * cs + t], y0, y1);
           a += x[2 * i] * y0;
           a += x[2 * i + 1] * y1;
@@ -73,17 +73,17 @@ template <class T> void check_helpers() {
       CHECK(out == want);
       // weighted_row_sum: y[d] = sum_j w[j] rows[j][d] in j order, zero weights skipped (their
       // rows are NaN here: a skipped row must not leak).
-      std::vector<T> w = random_values<T>(n, 5), R = random_values<T>(n * HS, 6);
-      std::vector<const T*> rows(static_cast<size_t>(n));
+      std::vector<Scalar> w = random_values<Scalar>(n, 5), R = random_values<Scalar>(n * HS, 6);
+      std::vector<const Scalar*> rows(static_cast<size_t>(n));
       for (int64_t j = 0; j < n; ++j) rows[j] = R.data() + j * HS;
       for (int64_t j = 0; j < n; j += 3) {
         w[j] = 0;
-        for (int64_t d = 0; d < HS; ++d) R[j * HS + d] = std::numeric_limits<T>::quiet_NaN();
+        for (int64_t d = 0; d < HS; ++d) R[j * HS + d] = std::numeric_limits<Scalar>::quiet_NaN();
       }
-      std::vector<T> y(static_cast<size_t>(HS)), ywant(static_cast<size_t>(HS), T(0));
+      std::vector<Scalar> y(static_cast<size_t>(HS)), ywant(static_cast<size_t>(HS), Scalar(0));
       cpu::weighted_row_sum(w.data(), rows.data(), n, HS, y.data());
       for (int64_t j = 0; j < n; ++j)
-        if (w[j] != T(0))
+        if (w[j] != Scalar(0))
           for (int64_t d = 0; d < HS; ++d) ywant[d] += w[j] * R[j * HS + d];
       CHECK(y == ywant);
     }

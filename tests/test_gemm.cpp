@@ -12,9 +12,9 @@ using namespace lm::test;
 namespace {
 // Relative error of blocked vs naive (naive accumulates in f64). For f32 with K terms of unit
 // variance, blocked f32 accumulation error grows like sqrt(K) * 2^-24 * |terms|.
-template <class T> double gemm_error(GemmArgs g, uint64_t seed) {
+template <class Scalar> double gemm_error(GemmArgs g, uint64_t seed) {
   manual_seed(seed);
-  DType dt = dtype_of<T>();
+  DType dt = dtype_of<Scalar>();
   int64_t a_rows = g.trans_a ? g.K : g.M, a_cols = g.trans_a ? g.M : g.K;
   int64_t b_rows = g.trans_b ? g.N : g.K, b_cols = g.trans_b ? g.K : g.N;
   g.lda = a_cols;
@@ -27,8 +27,8 @@ template <class T> double gemm_error(GemmArgs g, uint64_t seed) {
   Tensor B = randn({g.stride_b == 0 ? 1 : g.batch, b_rows, b_cols}, dt);
   Tensor C0 = randn({g.batch, g.M, g.N}, dt);
   Tensor C1 = C0.clone(), C2 = C0.clone();
-  cpu::gemm_blocked<T>(g, A.data<T>(), B.data<T>(), C1.data<T>());
-  cpu::gemm_naive<T>(g, A.data<T>(), B.data<T>(), C2.data<T>());
+  cpu::gemm_blocked<Scalar>(g, A.data<Scalar>(), B.data<Scalar>(), C1.data<Scalar>());
+  cpu::gemm_naive<Scalar>(g, A.data<Scalar>(), B.data<Scalar>(), C2.data<Scalar>());
   return max_abs_diff(C1, C2) / std::sqrt(static_cast<double>(std::max<int64_t>(g.K, 1)));
 }
 }  // namespace

@@ -20,12 +20,12 @@ namespace {
 
 // The answer by definition: score every key (scan_scores), add the extras, sort by score
 // (higher first; ties to the smaller index), keep k, return ascending.
-template <class T>
-std::vector<int32_t> sorted_top_k(const LandmarkKeyIndex<T>& ix, const T* q, T scale, int64_t count, int64_t k,
-                                  const std::vector<std::pair<int32_t, T>>& extra) {
-  std::vector<T> s(static_cast<size_t>(count));
+template <class Scalar>
+std::vector<int32_t> sorted_top_k(const LandmarkKeyIndex<Scalar>& ix, const Scalar* q, Scalar scale, int64_t count,
+                                  int64_t k, const std::vector<std::pair<int32_t, Scalar>>& extra) {
+  std::vector<Scalar> s(static_cast<size_t>(count));
   ix.scan_scores(q, scale, count, s.data());
-  std::vector<std::pair<T, int32_t>> all;
+  std::vector<std::pair<Scalar, int32_t>> all;
   for (int64_t b = 0; b < count; ++b) all.emplace_back(s[b], static_cast<int32_t>(b));
   for (const auto& e : extra) all.emplace_back(e.second, e.first);
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
@@ -35,40 +35,41 @@ std::vector<int32_t> sorted_top_k(const LandmarkKeyIndex<T>& ix, const T* q, T s
   return out;
 }
 
-template <class T> void random_index_cases() {
+template <class Scalar> void random_index_cases() {
   std::mt19937_64 gen(7);
   std::normal_distribution<double> nd;
   for (int64_t HS : {8, 32})
     for (int64_t tile : {1, 4, 64})
       for (int64_t nb : {0, 1, 7, 300}) {
-        LandmarkKeyIndex<T> ix(HS, tile);
-        std::vector<T> keys(static_cast<size_t>(nb * HS)), raw(static_cast<size_t>(HS));
-        for (T& v : keys) v = static_cast<T>(nd(gen));
+        LandmarkKeyIndex<Scalar> ix(HS, tile);
+        std::vector<Scalar> keys(static_cast<size_t>(nb * HS)), raw(static_cast<size_t>(HS));
+        for (Scalar& v : keys) v = static_cast<Scalar>(nd(gen));
         for (int64_t b = 0; b < nb; ++b) {
-          for (int64_t d = 0; d < HS; ++d) raw[d] = static_cast<T>(b * 1000 + d);  // raw keys: only stored
+          for (int64_t d = 0; d < HS; ++d) raw[d] = static_cast<Scalar>(b * 1000 + d);  // raw keys: only stored
           ix.append(keys.data() + b * HS, raw.data());
         }
         REQUIRE(ix.size() == nb);
-        for (int64_t b = 0; b < nb; ++b) REQUIRE(ix.raw_key(b)[1] == static_cast<T>(b * 1000 + 1));
-        const T scale = static_cast<T>(1.0 / std::sqrt(static_cast<double>(HS)));
+        for (int64_t b = 0; b < nb; ++b) REQUIRE(ix.raw_key(b)[1] == static_cast<Scalar>(b * 1000 + 1));
+        const Scalar scale = static_cast<Scalar>(1.0 / std::sqrt(static_cast<double>(HS)));
         for (int trial = 0; trial < 20; ++trial) {
-          std::vector<T> q(static_cast<size_t>(HS));
-          for (T& v : q) v = static_cast<T>(3 * nd(gen));  // peaked, as trained queries are
-          // The scan's scores against a plain f64 dot product: only the rounding of T may differ.
-          std::vector<T> s(static_cast<size_t>(nb));
+          std::vector<Scalar> q(static_cast<size_t>(HS));
+          for (Scalar& v : q) v = static_cast<Scalar>(3 * nd(gen));  // peaked, as trained queries are
+          // The scan's scores against a plain f64 dot product: only the rounding of Scalar may differ.
+          std::vector<Scalar> s(static_cast<size_t>(nb));
           ix.scan_scores(q.data(), scale, nb, s.data());
           for (int64_t b = 0; b < nb; ++b) {
             double ref = 0;
             for (int64_t d = 0; d < HS; ++d) ref += static_cast<double>(q[d]) * static_cast<double>(keys[b * HS + d]);
             ref *= static_cast<double>(scale);
             // scores of size ~10: f32 a few ulps (1e-4), f64 1e-12
-            REQUIRE(std::fabs(static_cast<double>(s[b]) - ref) < (sizeof(T) == 4 ? 1e-4 : 1e-12));
+            REQUIRE(std::fabs(static_cast<double>(s[b]) - ref) < (sizeof(Scalar) == 4 ? 1e-4 : 1e-12));
           }
           for (int64_t k : {1, 4, 10}) {
             // Without extras, then with the newest few blocks given as extras at other scores.
             const int64_t recent = std::min<int64_t>(nb, trial % 4);
-            std::vector<std::pair<int32_t, T>> extra;
-            for (int64_t j = nb - recent; j < nb; ++j) extra.emplace_back(static_cast<int32_t>(j), static_cast<T>(5 * nd(gen)));
+            std::vector<std::pair<int32_t, Scalar>> extra;
+            for (int64_t j = nb - recent; j < nb; ++j) extra.emplace_back(static_cast<int32_t>(j),
+                static_cast<Scalar>(5 * nd(gen)));
             KeySearchStats st;
             CHECK(ix.top_k(q.data(), scale, nb, k, {}, &st) == sorted_top_k(ix, q.data(), scale, nb, k, {}));
             CHECK(ix.top_k(q.data(), scale, nb - recent, k, extra) == sorted_top_k(ix, q.data(), scale, nb - recent, k, extra));
@@ -80,14 +81,14 @@ template <class T> void random_index_cases() {
           const int64_t drop = nb / 3;
           ix.drop_oldest(drop);
           REQUIRE(ix.size() == nb - drop);
-          REQUIRE(ix.raw_key(0)[1] == static_cast<T>(drop * 1000 + 1));
-          std::vector<T> q(static_cast<size_t>(HS));
-          for (T& v : q) v = static_cast<T>(3 * nd(gen));
-          std::vector<T> s(static_cast<size_t>(ix.size()));
+          REQUIRE(ix.raw_key(0)[1] == static_cast<Scalar>(drop * 1000 + 1));
+          std::vector<Scalar> q(static_cast<size_t>(HS));
+          for (Scalar& v : q) v = static_cast<Scalar>(3 * nd(gen));
+          std::vector<Scalar> s(static_cast<size_t>(ix.size()));
           ix.scan_scores(q.data(), scale, ix.size(), s.data());
           double ref = 0;  // the first kept block's score is the dropped-past block's
           for (int64_t d = 0; d < HS; ++d) ref += static_cast<double>(q[d]) * static_cast<double>(keys[drop * HS + d]);
-          CHECK(std::fabs(static_cast<double>(s[0]) - ref * static_cast<double>(scale)) < (sizeof(T) == 4 ? 1e-4 : 1e-12));
+          CHECK(std::fabs(static_cast<double>(s[0]) - ref * static_cast<double>(scale)) < (sizeof(Scalar) == 4 ? 1e-4 : 1e-12));
           for (int64_t k : {1, 4})
             CHECK(ix.top_k(q.data(), scale, ix.size(), k, {}) == sorted_top_k(ix, q.data(), scale, ix.size(), k, {}));
         }

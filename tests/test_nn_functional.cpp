@@ -135,22 +135,3 @@ TEST_CASE("adamw_update matches the PyTorch AdamW formula written out", "[nn][ad
   CHECK_THROWS_AS(adamw_update(p, p, m, v, lr, b1, b2, eps, wd, 0), Error);
 }
 
-TEST_CASE("RotaryCache: rows equal rotary_tables, columns are the rows transposed, across growth", "[nn]") {
-  // Independent answer: rotary_tables for the same positions. 1500 positions forces a growth past
-  // the initial 1024, after which the column tables must have been rebuilt too.
-  const int64_t HS = 8, half = HS / 2, P = 1500;
-  RotaryCache rc(HS, 10000.0, DType::F64, Device::CPU);
-  RotaryTables ref = rotary_tables(P, HS, 10000.0, DType::F64, Device::CPU);  // (1, P, half)
-  const std::vector<double> rc_cos = values(ref.cos), rc_sin = values(ref.sin);
-  const double* ct = rc.cos_cols<double>(P);
-  const double* st = rc.sin_cols<double>(P);
-  const int64_t stride = rc.col_stride();
-  REQUIRE(stride >= P);
-  const double* cr = rc.cos_rows<double>(0, P);  // no growth: P is already covered
-  for (int64_t p = 0; p < P; p += 7)
-    for (int64_t i = 0; i < half; ++i) {
-      CHECK(cr[p * half + i] == rc_cos[p * half + i]);
-      CHECK(ct[i * stride + p] == rc_cos[p * half + i]);
-      CHECK(st[i * stride + p] == rc_sin[p * half + i]);
-    }
-}

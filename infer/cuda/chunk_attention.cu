@@ -26,31 +26,31 @@ namespace {
 // Everything one thread needs for its row r = h * n + i, passed by value. The scratch rows
 // (max_row entries each, max_row = (CMT) + kmax (F+1) + L) are in global memory: a row is too long for
 // registers and the rows of a block too many for shared memory.
-template <class T> struct VirtualRows {
-  const T* q;               // (NH, n, HS) rotated queries
-  const T* k_loc;           // (NH, L, HS) rotated keys of [tail | chunk]
-  const T* v_loc;           // (NH, L, HS) values of [tail | chunk]
-  const T* keys;            // (P, NH, F+1, HS) retrieved keys, rotated, one set per (block, place)
-  const T* vals;            // (U, NH, F+1, HS) retrieved values, one set per distinct block
+template <class Scalar> struct VirtualRows {
+  const Scalar* q;               // (NH, n, HS) rotated queries
+  const Scalar* k_loc;           // (NH, L, HS) rotated keys of [tail | chunk]
+  const Scalar* v_loc;           // (NH, L, HS) values of [tail | chunk]
+  const Scalar* keys;            // (P, NH, F+1, HS) retrieved keys, rotated, one set per (block, place)
+  const Scalar* vals;            // (U, NH, F+1, HS) retrieved values, one set per distinct block
   const int32_t* count;     // (rows) blocks retrieved by each row
   const int32_t* key_of;    // (rows, kmax) which key set of `keys` the row's c-th block uses
   const int32_t* val_of;    // (rows, kmax) which value set of `vals` it uses
   const int32_t* local_kind;  // (L) kinds of [tail | chunk]
-  const T* cmt_key;         // (NH, HS) the CMT's rotated key, or null (no CMT)
+  const Scalar* cmt_key;         // (NH, HS) the CMT's rotated key, or null (no CMT)
   int32_t* dropped;         // (rows) 1 where the cutoff dropped S(CMT) (gsm::cmt_dropped; with a CMT)
-  T* s;                     // (rows, max_row) scores, turned into P' in place
-  T* w;                     // (rows, max_row) final weights
+  Scalar* s;                     // (rows, max_row) scores, turned into P' in place
+  Scalar* w;                     // (rows, max_row) final weights
   int32_t* layout;          // (rows, 3 max_row + 1) kind | block_of | block_start of each row
-  T* out;                   // (NH, n, HS)
+  Scalar* out;                   // (NH, n, HS)
   int64_t NH, n, HS, L, F, kmax, max_row;
-  T scale;
+  Scalar scale;
   double cmt_cutoff;
 };
 
 // The CPU twin's score (chunk_attention.cpp) in the same order: products added one feature at
 // a time, d = 0 .. HS-1. With --fmad=false both round every product and sum alike.
-template <class T> __device__ T dot_in_order(const T* a, const T* b, int64_t n) {
-  T s = 0;
+template <class Scalar> __device__ Scalar dot_in_order(const Scalar* a, const Scalar* b, int64_t n) {
+  Scalar s = 0;
   for (int64_t d = 0; d < n; ++d) s += a[d] * b[d];
   return s;
 }
@@ -60,15 +60,15 @@ template <class T> __device__ T dot_in_order(const T* a, const T* b, int64_t n) 
 // retrieved blocks (F regular keys and a landmark each), then the local keys 0..tl+i (the layout:
 // virtual_row_layout, as on the CPU); y = sum_j w_j v_j in the CPU's order (ascending j, zero
 // weights skipped).
-template <class T> __global__ void virtual_rows_kernel(VirtualRows<T> a, int64_t rows) {
+template <class Scalar> __global__ void virtual_rows_kernel(VirtualRows<Scalar> a, int64_t rows) {
   const int64_t B1 = a.F + 1, HS = a.HS, tl = a.L - a.n;
   const bool cmt = a.cmt_key != nullptr;
   const int64_t first = cmt ? 1 : 0;
   LM_CUDA_FOR(r, rows) {
     const int64_t h = r / a.n, i = r % a.n;
-    const T* q = a.q + r * HS;  // (h, i) of (NH, n, HS)
-    T* s = a.s + r * a.max_row;
-    T* w = a.w + r * a.max_row;
+    const Scalar* q = a.q + r * HS;  // (h, i) of (NH, n, HS)
+    Scalar* s = a.s + r * a.max_row;
+    Scalar* w = a.w + r * a.max_row;
     int32_t* kind = a.layout + r * (3 * a.max_row + 1);
     int32_t* block_of = kind + a.max_row;
     int32_t* block_start = block_of + a.max_row;
@@ -77,27 +77,27 @@ template <class T> __global__ void virtual_rows_kernel(VirtualRows<T> a, int64_t
     const int64_t kb = a.count[r], nloc = tl + i + 1, len = first + kb * B1 + nloc;
     if (cmt) s[0] = dot_in_order(q, a.cmt_key + h * HS, HS) * a.scale;
     for (int64_t c = 0; c < kb; ++c) {
-      const T* keys = a.keys + (key_of[c] * a.NH + h) * B1 * HS;
+      const Scalar* keys = a.keys + (key_of[c] * a.NH + h) * B1 * HS;
       for (int64_t t = 0; t < B1; ++t) s[first + c * B1 + t] = dot_in_order(q, keys + t * HS, HS) * a.scale;
     }
     for (int64_t j = 0; j < nloc; ++j)
       s[first + kb * B1 + j] = dot_in_order(q, a.k_loc + (h * a.L + j) * HS, HS) * a.scale;
     const RowLayout layout = virtual_row_layout(cmt, a.cmt_cutoff, kb, a.F, a.local_kind, nloc, kind, block_of, block_start);
-    gsm::row_forward<T>(layout, static_cast<int>(len - 1), s, s, w);  // S -> P' in place (allowed)
+    gsm::row_forward<Scalar>(layout, static_cast<int>(len - 1), s, s, w);  // S -> P' in place (allowed)
     if (cmt) a.dropped[r] = gsm::cmt_dropped(s[0], a.cmt_cutoff);     // s[0] = P'(CMT), before the cutoff
-    T* y = a.out + r * HS;
+    Scalar* y = a.out + r * HS;
     for (int64_t d = 0; d < HS; ++d) {
-      T acc = 0;
+      Scalar acc = 0;
       for (int64_t c = 0; c < kb; ++c) {
-        const T* vals = a.vals + (val_of[c] * a.NH + h) * B1 * HS + d;
+        const Scalar* vals = a.vals + (val_of[c] * a.NH + h) * B1 * HS + d;
         for (int64_t t = 0; t < B1; ++t) {
-          const T wj = w[first + c * B1 + t];
-          if (wj != T(0)) acc += wj * vals[t * HS];
+          const Scalar wj = w[first + c * B1 + t];
+          if (wj != Scalar(0)) acc += wj * vals[t * HS];
         }
       }
       for (int64_t j = 0; j < nloc; ++j) {
-        const T wj = w[first + kb * B1 + j];
-        if (wj != T(0)) acc += wj * a.v_loc[(h * a.L + j) * HS + d];
+        const Scalar wj = w[first + kb * B1 + j];
+        if (wj != Scalar(0)) acc += wj * a.v_loc[(h * a.L + j) * HS + d];
       }
       y[d] = acc;
     }

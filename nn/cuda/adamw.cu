@@ -12,8 +12,8 @@ namespace cuda {
 namespace {
 
 // p, g, m, v (n) contiguous; p, m, v updated in place.
-template <class T>
-__global__ void adamw_kernel(T* p, const T* g, T* m, T* v, nnmath::AdamWCoeffs<T> c, int64_t n) {
+template <class Scalar>
+__global__ void adamw_kernel(Scalar* p, const Scalar* g, Scalar* m, Scalar* v, nnmath::AdamWCoeffs<Scalar> c, int64_t n) {
   LM_CUDA_FOR(i, n) nnmath::adamw_element(p[i], m[i], v[i], g[i], c);
 }
 

@@ -18,39 +18,40 @@ namespace {
 // probs (BH, T, T) holds S = scale q k^T on entry and P on exit. Row r is query i = r % T, which
 // sees keys 0..i: P[i, j] = exp(S[i, j] - max) / sum for j <= i, and 0 for j > i. One block per
 // row; the branch on the row is uniform, so every thread reaches the same barriers.
-template <class T> __global__ void causal_softmax_kernel(T* probs, int64_t Tn, int64_t rows) {
+template <class Scalar> __global__ void causal_softmax_kernel(Scalar* probs, int64_t T, int64_t rows) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    T* p = probs + r * Tn;
-    const int64_t n = r % Tn + 1;
-    T m = -static_cast<T>(INFINITY);
+    Scalar* p = probs + r * T;
+    const int64_t n = r % T + 1;
+    Scalar m = -static_cast<Scalar>(INFINITY);
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = MaxOp{}(m, p[j]);
     m = block_allreduce(m, MaxOp{});
     // Each thread rescales only the entries it wrote itself, so no barrier is needed between.
-    T s = 0;
+    Scalar s = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) {
       p[j] = math::exp_softmax(p[j] - m);  // the CPU twin's exp (tensor/elementwise_math.h)
       s += p[j];
     }
     s = block_allreduce(s, SumOp{});
-    const T inv = T(1) / s;
+    const Scalar inv = Scalar(1) / s;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) p[j] *= inv;
-    for (int64_t j = n + threadIdx.x; j < Tn; j += blockDim.x) p[j] = T(0);
+    for (int64_t j = n + threadIdx.x; j < T; j += blockDim.x) p[j] = Scalar(0);
   }
 }
 
 // d (BH, T, T) holds dP = dout v^T on entry and dS on exit:
 //   dS[i, j] = P[i, j] (dP[i, j] - sum_{j' <= i} P[i, j'] dP[i, j'])  for j <= i, 0 above.
 // The masked entries of dP are garbage from the full GEMM and are never read. One block per row.
-template <class T> __global__ void causal_softmax_backward_kernel(const T* probs, T* d, int64_t Tn, int64_t rows) {
+template <class Scalar> __global__ void causal_softmax_backward_kernel(const Scalar* probs, Scalar* d, int64_t T,
+    int64_t rows) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* p = probs + r * Tn;
-    T* dr = d + r * Tn;
-    const int64_t n = r % Tn + 1;
-    T dot = 0;
+    const Scalar* p = probs + r * T;
+    Scalar* dr = d + r * T;
+    const int64_t n = r % T + 1;
+    Scalar dot = 0;
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) dot += p[j] * dr[j];
     dot = block_allreduce(dot, SumOp{});
     for (int64_t j = threadIdx.x; j < n; j += blockDim.x) dr[j] = p[j] * (dr[j] - dot);
-    for (int64_t j = n + threadIdx.x; j < Tn; j += blockDim.x) dr[j] = T(0);
+    for (int64_t j = n + threadIdx.x; j < T; j += blockDim.x) dr[j] = Scalar(0);
   }
 }
 
@@ -58,32 +59,32 @@ template <class T> __global__ void causal_softmax_backward_kernel(const T* probs
 
 void causal_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, double scale, const Tensor& probs,
                               const Tensor& out) {
-  const int64_t BH = q.size(0), Tn = q.size(1), HS = q.size(2), rows = BH * Tn;
+  const int64_t BH = q.size(0), T = q.size(1), HS = q.size(2), rows = BH * T;
   if (rows == 0) return;
   // q, k, v, out (BH, T, HS); probs (BH, T, T).
-  gemm(per_head_gemm(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, scale), q, k, probs);  // S = scale q k^T
+  gemm(per_head_gemm(false, true, T, T, HS, HS, HS, T, T, BH, scale), q, k, probs);  // S = scale q k^T
   LM_DISPATCH_FLOAT(q.dtype(), "causal_attention", {
-    causal_softmax_kernel<scalar_t><<<row_blocks(rows), kRowThreads>>>(probs.data<scalar_t>(), Tn, rows);
+    causal_softmax_kernel<scalar_t><<<row_blocks(rows), kRowThreads>>>(probs.data<scalar_t>(), T, rows);
     LM_CUDA_CHECK_LAUNCH("causal_softmax_kernel");
   });
-  gemm(per_head_gemm(false, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, 1.0), probs, v, out);  // out = P v
+  gemm(per_head_gemm(false, false, T, HS, T, T, HS, HS, T, BH, 1.0), probs, v, out);  // out = P v
 }
 
 void causal_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& probs,
                                const Tensor& dout, double scale, const Tensor& dq, const Tensor& dk, const Tensor& dv) {
-  const int64_t BH = q.size(0), Tn = q.size(1), HS = q.size(2), rows = BH * Tn;
+  const int64_t BH = q.size(0), T = q.size(1), HS = q.size(2), rows = BH * T;
   if (rows == 0) return;
   // q, k, v, dout, dq, dk, dv (BH, T, HS); probs P (BH, T, T); dS scratch (BH, T, T).
-  Tensor dS({BH, Tn, Tn}, q.dtype(), Device::CUDA);
-  gemm(per_head_gemm(true, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, 1.0), probs, dout, dv);  // dv = P^T dout
-  gemm(per_head_gemm(false, true, Tn, Tn, HS, HS, HS, Tn, Tn, BH, 1.0), dout, v, dS);     // dP = dout v^T
+  Tensor dS({BH, T, T}, q.dtype(), Device::CUDA);
+  gemm(per_head_gemm(true, false, T, HS, T, T, HS, HS, T, BH, 1.0), probs, dout, dv);  // dv = P^T dout
+  gemm(per_head_gemm(false, true, T, T, HS, HS, HS, T, T, BH, 1.0), dout, v, dS);     // dP = dout v^T
   LM_DISPATCH_FLOAT(q.dtype(), "causal_attention_backward", {
     causal_softmax_backward_kernel<scalar_t>
-        <<<row_blocks(rows), kRowThreads>>>(probs.data<scalar_t>(), dS.data<scalar_t>(), Tn, rows);
+        <<<row_blocks(rows), kRowThreads>>>(probs.data<scalar_t>(), dS.data<scalar_t>(), T, rows);
     LM_CUDA_CHECK_LAUNCH("causal_softmax_backward_kernel");
   });
-  gemm(per_head_gemm(false, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, scale), dS, k, dq);  // dq = scale dS k
-  gemm(per_head_gemm(true, false, Tn, HS, Tn, Tn, HS, HS, Tn, BH, scale), dS, q, dk);   // dk = scale dS^T q
+  gemm(per_head_gemm(false, false, T, HS, T, T, HS, HS, T, BH, scale), dS, k, dq);  // dq = scale dS k
+  gemm(per_head_gemm(true, false, T, HS, T, T, HS, HS, T, BH, scale), dS, q, dk);   // dk = scale dS^T q
 }
 
 }  // namespace cuda

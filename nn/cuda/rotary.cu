@@ -13,13 +13,13 @@ namespace {
 
 // x, out (B, NH, T, HS) contiguous, seen as (B * NH * T rows, half pairs); cos, sin (PB, T, half)
 // with PB == 1 (every batch row shares the positions) or PB == B.
-template <class T>
-__global__ void rotary_kernel(const T* x, const T* cos, const T* sin, T sign, T* out, int64_t NH, int64_t Tn,
-                              int64_t half, bool per_batch, int64_t pairs) {
+template <class Scalar>
+__global__ void rotary_kernel(const Scalar* x, const Scalar* cos, const Scalar* sin, Scalar sign, Scalar* out,
+                              int64_t NH, int64_t T, int64_t half, bool per_batch, int64_t pairs) {
   LM_CUDA_FOR(i, pairs) {
     const int64_t r = i / half, pair = i % half;  // row (b, h, t) and pair index within the row
-    const int64_t t = r % Tn, b = r / (NH * Tn);
-    const int64_t tab = ((per_batch ? b : 0) * Tn + t) * half + pair;
+    const int64_t t = r % T, b = r / (NH * T);
+    const int64_t tab = ((per_batch ? b : 0) * T + t) * half + pair;
     nnmath::rotate_pair(x[2 * i], x[2 * i + 1], cos[tab], sign * sin[tab], out[2 * i], out[2 * i + 1]);
   }
 }
@@ -27,14 +27,14 @@ __global__ void rotary_kernel(const T* x, const T* cos, const T* sin, T sign, T*
 }  // namespace
 
 void rotary(const Tensor& x, const Tensor& cos, const Tensor& sin, bool inverse, const Tensor& out) {
-  const int64_t NH = x.size(1), Tn = x.size(2), half = x.size(3) / 2;
+  const int64_t NH = x.size(1), T = x.size(2), half = x.size(3) / 2;
   const int64_t pairs = x.numel() / 2;
   if (pairs == 0) return;
   const bool per_batch = cos.size(0) != 1;
   LM_DISPATCH_FLOAT(x.dtype(), "rotary", {
     const scalar_t sign = inverse ? scalar_t(-1) : scalar_t(1);
     rotary_kernel<scalar_t><<<blocks_for(pairs), kThreads>>>(x.data<scalar_t>(), cos.data<scalar_t>(),
-                                                             sin.data<scalar_t>(), sign, out.data<scalar_t>(), NH, Tn,
+                                                             sin.data<scalar_t>(), sign, out.data<scalar_t>(), NH, T,
                                                              half, per_batch, pairs);
     LM_CUDA_CHECK_LAUNCH("rotary_kernel");
   });

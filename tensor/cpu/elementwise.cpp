@@ -86,29 +86,31 @@ void rand_normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean,
 }
 
 namespace {
-template <UnaryOp OP, class T> void unary_loop(const T* x, T* y, int64_t n) {
+// x, y (n) contiguous: y = op(x).
+template <UnaryOp OP, class Scalar> void unary_loop(const Scalar* x, Scalar* y, int64_t n) {
   parallel_for(n, 8, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) y[i] = math::unary<OP>(x[i]);
   });
 }
 
-template <BinaryOp OP, class T> void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out) {
-  const T* pa = a.data<T>();
-  const T* pb = b.data<T>();
-  T* po = out.data<T>();
+// out = op(a, b); a and b are views expanded to out's shape (strides may be 0).
+template <BinaryOp OP, class Scalar> void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out) {
+  const Scalar* pa = a.data<Scalar>();
+  const Scalar* pb = b.data<Scalar>();
+  Scalar* po = out.data<Scalar>();
   strided_apply<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()},
                    [&](const int64_t* off, int64_t len, const int64_t* st) {
-                     T* o = po + off[0];
-                     const T* x = pa + off[1];
-                     const T* y = pb + off[2];
+                     Scalar* o = po + off[0];
+                     const Scalar* x = pa + off[1];
+                     const Scalar* y = pb + off[2];
                      // The common layouts get loops the compiler can vectorise.
                      if (st[1] == 1 && st[2] == 1) {
                        for (int64_t i = 0; i < len; ++i) o[i] = math::binary<OP>(x[i], y[i]);
                      } else if (st[1] == 1 && st[2] == 0) {
-                       const T yv = *y;
+                       const Scalar yv = *y;
                        for (int64_t i = 0; i < len; ++i) o[i] = math::binary<OP>(x[i], yv);
                      } else if (st[1] == 0 && st[2] == 1) {
-                       const T xv = *x;
+                       const Scalar xv = *x;
                        for (int64_t i = 0; i < len; ++i) o[i] = math::binary<OP>(xv, y[i]);
                      } else {
                        for (int64_t i = 0; i < len; ++i) o[i] = math::binary<OP>(x[i * st[1]], y[i * st[2]]);

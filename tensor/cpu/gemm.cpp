@@ -20,21 +20,22 @@ namespace lm {
 namespace cpu {
 
 // ---------------------------------------------------------------- naive reference
-template <class T> void gemm_naive(const GemmArgs& g, const T* A, const T* B, T* C) {
+// Per batch entry: C (M, N) = alpha op(A) (M, K) op(B) (K, N) + beta C, by the triple loop.
+template <class Scalar> void gemm_naive(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C) {
   for (int64_t b = 0; b < g.batch; ++b) {
-    const T* a = A + b * g.stride_a;
-    const T* bm = B + b * g.stride_b;
-    T* c = C + b * g.stride_c;
+    const Scalar* a = A + b * g.stride_a;
+    const Scalar* bm = B + b * g.stride_b;
+    Scalar* c = C + b * g.stride_c;
     for (int64_t i = 0; i < g.M; ++i)
       for (int64_t j = 0; j < g.N; ++j) {
         double acc = 0;  // f64 accumulation: the reference should be the most accurate party
         for (int64_t k = 0; k < g.K; ++k) {
-          T av = g.trans_a ? a[k * g.lda + i] : a[i * g.lda + k];
-          T bv = g.trans_b ? bm[j * g.ldb + k] : bm[k * g.ldb + j];
+          Scalar av = g.trans_a ? a[k * g.lda + i] : a[i * g.lda + k];
+          Scalar bv = g.trans_b ? bm[j * g.ldb + k] : bm[k * g.ldb + j];
           acc += static_cast<double>(av) * static_cast<double>(bv);
         }
-        T& out = c[i * g.ldc + j];
-        out = static_cast<T>(g.alpha * acc + (g.beta == 0.0 ? 0.0 : g.beta * static_cast<double>(out)));
+        Scalar& out = c[i * g.ldc + j];
+        out = static_cast<Scalar>(g.alpha * acc + (g.beta == 0.0 ? 0.0 : g.beta * static_cast<double>(out)));
       }
   }
 }
@@ -53,25 +54,25 @@ constexpr int kVecBytes = 16;
 constexpr int kRowsPerTile = 6;
 #endif
 
-template <class T> struct Tile {
-  typedef T vec __attribute__((vector_size(kVecBytes)));
-  static constexpr int VL = kVecBytes / static_cast<int>(sizeof(T));  // lanes per vector
+template <class Scalar> struct Tile {
+  typedef Scalar vec __attribute__((vector_size(kVecBytes)));
+  static constexpr int VL = kVecBytes / static_cast<int>(sizeof(Scalar));  // lanes per vector
   static constexpr int MR = kRowsPerTile;
   static constexpr int NR = 2 * VL;
   static constexpr int KC = 384;                            // B micro-panel KC x NR stays in L1/L2
-  static constexpr int MC = MR * (sizeof(T) == 4 ? 16 : 8); // packed A block fits in L2
+  static constexpr int MC = MR * (sizeof(Scalar) == 4 ? 16 : 8); // packed A block fits in L2
   static constexpr int NC = 3072;                           // packed B slice fits in L3
 };
 
 // 64-byte aligned scratch that grows and is reused (one per thread for A, one shared for B).
-template <class T> struct AlignedBuffer {
-  T* ptr = nullptr;
+template <class Scalar> struct AlignedBuffer {
+  Scalar* ptr = nullptr;
   size_t cap = 0;
-  T* get(size_t n) {
+  Scalar* get(size_t n) {
     if (n > cap) {
       std::free(ptr);
       cap = (n + 63) / 64 * 64;
-      ptr = static_cast<T*>(std::aligned_alloc(64, cap * sizeof(T)));
+      ptr = static_cast<Scalar*>(std::aligned_alloc(64, cap * sizeof(Scalar)));
       LM_CHECK(ptr != nullptr, "gemm: out of memory for a packing buffer of " << cap << " elements");
     }
     return ptr;
@@ -81,49 +82,49 @@ template <class T> struct AlignedBuffer {
 
 // Pack rows [i0, i0+mc) x depth [k0, k0+kc) of op(A) into MR-row panels: panel p holds
 // Ap[p*MR*kc + k*MR + r] = op(A)(i0 + p*MR + r, k0 + k), zero beyond mc.
-template <class T>
-void pack_a(const GemmArgs& g, const T* A, int64_t i0, int64_t mc, int64_t k0, int64_t kc, T* Ap) {
-  constexpr int MR = Tile<T>::MR;
+template <class Scalar>
+void pack_a(const GemmArgs& g, const Scalar* A, int64_t i0, int64_t mc, int64_t k0, int64_t kc, Scalar* Ap) {
+  constexpr int MR = Tile<Scalar>::MR;
   for (int64_t p = 0; p < mc; p += MR) {
-    T* dst = Ap + p * kc;
+    Scalar* dst = Ap + p * kc;
     int64_t rows = std::min<int64_t>(MR, mc - p);
     if (!g.trans_a) {
       for (int64_t r = 0; r < MR; ++r) {
         if (r < rows) {
-          const T* src = A + (i0 + p + r) * g.lda + k0;
+          const Scalar* src = A + (i0 + p + r) * g.lda + k0;
           for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = src[k];
         } else {
-          for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = T(0);
+          for (int64_t k = 0; k < kc; ++k) dst[k * MR + r] = Scalar(0);
         }
       }
     } else {
       for (int64_t k = 0; k < kc; ++k) {
-        const T* src = A + (k0 + k) * g.lda + i0 + p;
+        const Scalar* src = A + (k0 + k) * g.lda + i0 + p;
         for (int64_t r = 0; r < rows; ++r) dst[k * MR + r] = src[r];
-        for (int64_t r = rows; r < MR; ++r) dst[k * MR + r] = T(0);
+        for (int64_t r = rows; r < MR; ++r) dst[k * MR + r] = Scalar(0);
       }
     }
   }
 }
 
 // Pack one NR-column panel of op(B): Bp[k*NR + c] = op(B)(k0 + k, j0 + c), zero beyond nr.
-template <class T>
-void pack_b_panel(const GemmArgs& g, const T* B, int64_t k0, int64_t kc, int64_t j0, int64_t nr, T* Bp) {
-  constexpr int NR = Tile<T>::NR;
+template <class Scalar>
+void pack_b_panel(const GemmArgs& g, const Scalar* B, int64_t k0, int64_t kc, int64_t j0, int64_t nr, Scalar* Bp) {
+  constexpr int NR = Tile<Scalar>::NR;
   if (!g.trans_b) {
     for (int64_t k = 0; k < kc; ++k) {
-      const T* src = B + (k0 + k) * g.ldb + j0;
-      T* dst = Bp + k * NR;
+      const Scalar* src = B + (k0 + k) * g.ldb + j0;
+      Scalar* dst = Bp + k * NR;
       for (int64_t c = 0; c < nr; ++c) dst[c] = src[c];
-      for (int64_t c = nr; c < NR; ++c) dst[c] = T(0);
+      for (int64_t c = nr; c < NR; ++c) dst[c] = Scalar(0);
     }
   } else {
     for (int64_t c = 0; c < NR; ++c) {
       if (c < nr) {
-        const T* src = B + (j0 + c) * g.ldb + k0;
+        const Scalar* src = B + (j0 + c) * g.ldb + k0;
         for (int64_t k = 0; k < kc; ++k) Bp[k * NR + c] = src[k];
       } else {
-        for (int64_t k = 0; k < kc; ++k) Bp[k * NR + c] = T(0);
+        for (int64_t k = 0; k < kc; ++k) Bp[k * NR + c] = Scalar(0);
       }
     }
   }
@@ -131,11 +132,11 @@ void pack_b_panel(const GemmArgs& g, const T* B, int64_t k0, int64_t kc, int64_t
 
 // The micro-kernel: acc (MR x NR) = sum_k Ap[k, :]^T Bp[k, :], then
 // C = alpha * acc + beta * C on the valid mr x nr corner (C is not read when beta == 0).
-template <class T>
-void micro_kernel(int64_t kc, const T* __restrict Ap, const T* __restrict Bp, T* C, int64_t ldc, T alpha,
-                  T beta, int64_t mr, int64_t nr) {
-  using vec = typename Tile<T>::vec;
-  constexpr int MR = Tile<T>::MR, NR = Tile<T>::NR, VL = Tile<T>::VL;
+template <class Scalar>
+void micro_kernel(int64_t kc, const Scalar* __restrict Ap, const Scalar* __restrict Bp, Scalar* C, int64_t ldc,
+                  Scalar alpha, Scalar beta, int64_t mr, int64_t nr) {
+  using vec = typename Tile<Scalar>::vec;
+  constexpr int MR = Tile<Scalar>::MR, NR = Tile<Scalar>::NR, VL = Tile<Scalar>::VL;
   vec acc0[MR], acc1[MR];
 #pragma GCC unroll 16
   for (int r = 0; r < MR; ++r) {
@@ -146,7 +147,7 @@ void micro_kernel(int64_t kc, const T* __restrict Ap, const T* __restrict Bp, T*
     vec b0, b1;
     std::memcpy(&b0, Bp + k * NR, sizeof(vec));
     std::memcpy(&b1, Bp + k * NR + VL, sizeof(vec));
-    const T* a = Ap + k * MR;
+    const Scalar* a = Ap + k * MR;
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
       acc0[r] += a[r] * b0;
@@ -156,9 +157,9 @@ void micro_kernel(int64_t kc, const T* __restrict Ap, const T* __restrict Bp, T*
   if (mr == MR && nr == NR) {
 #pragma GCC unroll 16
     for (int r = 0; r < MR; ++r) {
-      T* c = C + r * ldc;
+      Scalar* c = C + r * ldc;
       vec c0 = acc0[r] * alpha, c1 = acc1[r] * alpha;
-      if (beta != T(0)) {
+      if (beta != Scalar(0)) {
         vec o0, o1;
         std::memcpy(&o0, c, sizeof(vec));
         std::memcpy(&o1, c + VL, sizeof(vec));
@@ -169,40 +170,41 @@ void micro_kernel(int64_t kc, const T* __restrict Ap, const T* __restrict Bp, T*
       std::memcpy(c + VL, &c1, sizeof(vec));
     }
   } else {
-    alignas(64) T tmp[MR * NR];
+    alignas(64) Scalar tmp[MR * NR];
     for (int r = 0; r < MR; ++r) {
       std::memcpy(tmp + r * NR, &acc0[r], sizeof(vec));
       std::memcpy(tmp + r * NR + VL, &acc1[r], sizeof(vec));
     }
     for (int64_t r = 0; r < mr; ++r)
       for (int64_t c = 0; c < nr; ++c) {
-        T& out = C[r * ldc + c];
-        out = alpha * tmp[r * NR + c] + (beta != T(0) ? beta * out : T(0));
+        Scalar& out = C[r * ldc + c];
+        out = alpha * tmp[r * NR + c] + (beta != Scalar(0) ? beta * out : Scalar(0));
       }
   }
 }
 
-// One matrix (batch entry). `threads` > 1 splits the work inside this matrix.
-template <class T> void gemm_one(const GemmArgs& g, const T* A, const T* B, T* C, int threads) {
-  using TL = Tile<T>;
+// One matrix (batch entry): C (M, N) = alpha op(A) (M, K) op(B) (K, N) + beta C. `threads` > 1
+// splits the work inside this matrix.
+template <class Scalar> void gemm_one(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C, int threads) {
+  using TL = Tile<Scalar>;
   constexpr int MR = TL::MR, NR = TL::NR;
   const int64_t M = g.M, N = g.N, K = g.K;
-  const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  const Scalar alpha = static_cast<Scalar>(g.alpha), beta = static_cast<Scalar>(g.beta);
   if (K == 0) {  // C = beta * C
     for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * g.ldc + j] = beta == T(0) ? T(0) : beta * C[i * g.ldc + j];
+      for (int64_t j = 0; j < N; ++j) C[i * g.ldc + j] = beta == Scalar(0) ? Scalar(0) : beta * C[i * g.ldc + j];
     return;
   }
-  static thread_local AlignedBuffer<T> a_buf;
-  static thread_local AlignedBuffer<T> b_buf;
-  T* Bp = b_buf.get(static_cast<size_t>(TL::KC) * ((std::min<int64_t>(N, TL::NC) + NR - 1) / NR * NR));
+  static thread_local AlignedBuffer<Scalar> a_buf;
+  static thread_local AlignedBuffer<Scalar> b_buf;
+  Scalar* Bp = b_buf.get(static_cast<size_t>(TL::KC) * ((std::min<int64_t>(N, TL::NC) + NR - 1) / NR * NR));
 
   for (int64_t jc = 0; jc < N; jc += TL::NC) {
     const int64_t nc = std::min<int64_t>(TL::NC, N - jc);
     const int64_t n_panels = (nc + NR - 1) / NR;
     for (int64_t pc = 0; pc < K; pc += TL::KC) {
       const int64_t kc = std::min<int64_t>(TL::KC, K - pc);
-      const T beta_eff = pc == 0 ? beta : T(1);
+      const Scalar beta_eff = pc == 0 ? beta : Scalar(1);
       // Work items: (row block, column split). Split columns too when there are too few row
       // blocks to keep every thread busy.
       const int64_t m_blocks = (M + TL::MC - 1) / TL::MC;
@@ -215,7 +217,7 @@ template <class T> void gemm_one(const GemmArgs& g, const T* A, const T* B, T* C
 #pragma omp for schedule(static)
         for (int64_t p = 0; p < n_panels; ++p)
           pack_b_panel(g, B, pc, kc, jc + p * NR, std::min<int64_t>(NR, nc - p * NR), Bp + p * NR * kc);
-        T* Ap = a_buf.get(static_cast<size_t>(TL::MC) * kc);
+        Scalar* Ap = a_buf.get(static_cast<size_t>(TL::MC) * kc);
 #pragma omp for schedule(static)
         for (int64_t it = 0; it < items; ++it) {
           const int64_t ib = it / n_splits, js = it % n_splits;
@@ -226,8 +228,8 @@ template <class T> void gemm_one(const GemmArgs& g, const T* A, const T* B, T* C
           for (int64_t p = p0; p < p1; ++p) {
             const int64_t jr = p * NR, nr = std::min<int64_t>(NR, nc - jr);
             for (int64_t ir = 0; ir < mc; ir += MR) {
-              micro_kernel<T>(kc, Ap + ir * kc, Bp + p * NR * kc, C + (ic + ir) * g.ldc + jc + jr, g.ldc, alpha,
-                              beta_eff, std::min<int64_t>(MR, mc - ir), nr);
+              micro_kernel<Scalar>(kc, Ap + ir * kc, Bp + p * NR * kc, C + (ic + ir) * g.ldc + jc + jr, g.ldc, alpha,
+                                   beta_eff, std::min<int64_t>(MR, mc - ir), nr);
             }
           }
         }
@@ -242,25 +244,25 @@ template <class T> void gemm_one(const GemmArgs& g, const T* A, const T* B, T* C
 // the columns. Every output is summed in the same order whatever the thread count.
 constexpr int64_t kSkinnyRows = 4;
 
-template <class T> void gemm_skinny(const GemmArgs& g, const T* A, const T* B, T* C, int threads) {
+template <class Scalar> void gemm_skinny(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C, int threads) {
   const int64_t M = g.M, N = g.N, K = g.K;
-  const T alpha = static_cast<T>(g.alpha), beta = static_cast<T>(g.beta);
+  const Scalar alpha = static_cast<Scalar>(g.alpha), beta = static_cast<Scalar>(g.beta);
   auto body = [&](int64_t j0, int64_t j1) {
-    std::vector<T> arow(static_cast<size_t>(K)), acc(static_cast<size_t>(j1 - j0));
+    std::vector<Scalar> arow(static_cast<size_t>(K)), acc(static_cast<size_t>(j1 - j0));
     for (int64_t i = 0; i < M; ++i) {
       for (int64_t k = 0; k < K; ++k) arow[k] = g.trans_a ? A[k * g.lda + i] : A[i * g.lda + k];
       if (g.trans_b) {
         for (int64_t j = j0; j < j1; ++j) acc[j - j0] = dot_vectors(arow.data(), B + j * g.ldb, K);  // tensor/cpu/vec_dot.h
       } else {
-        std::fill(acc.begin(), acc.end(), T(0));
+        std::fill(acc.begin(), acc.end(), Scalar(0));
         for (int64_t k = 0; k < K; ++k) {
-          const T a = arow[k];
-          const T* b = B + k * g.ldb + j0;
+          const Scalar a = arow[k];
+          const Scalar* b = B + k * g.ldb + j0;
           for (int64_t j = 0; j < j1 - j0; ++j) acc[j] += a * b[j];
         }
       }
-      T* c = C + i * g.ldc;
-      for (int64_t j = j0; j < j1; ++j) c[j] = alpha * acc[j - j0] + (beta != T(0) ? beta * c[j] : T(0));
+      Scalar* c = C + i * g.ldc;
+      for (int64_t j = j0; j < j1; ++j) c[j] = alpha * acc[j - j0] + (beta != Scalar(0) ? beta * c[j] : Scalar(0));
     }
   };
   // Threads only when the product is well above the parallel grain (tensor/cpu/parallel.h).
@@ -282,7 +284,8 @@ template <class T> void gemm_skinny(const GemmArgs& g, const T* A, const T* B, T
 
 }  // namespace
 
-template <class T> void gemm_blocked(const GemmArgs& g, const T* A, const T* B, T* C) {
+// Every batch entry: C (M, N) = alpha op(A) (M, K) op(B) (K, N) + beta C, packed and register-tiled.
+template <class Scalar> void gemm_blocked(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C) {
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
   if (g.M <= kSkinnyRows && g.K > 0) {
 #ifdef _OPENMP
@@ -291,13 +294,13 @@ template <class T> void gemm_blocked(const GemmArgs& g, const T* A, const T* B, 
     const int skinny_threads = 1;
 #endif
     if (g.batch >= 2 && skinny_threads > 1) {  // a few rows per matrix, many matrices: one per thread
-      parallel_for(g.batch, g.M * g.N * g.K, [&](int64_t b0, int64_t b1) {
-        for (int64_t b = b0; b < b1; ++b) gemm_skinny<T>(g, A + b * g.stride_a, B + b * g.stride_b, C + b * g.stride_c, 1);
-      });
+      parallel_for(g.batch, g.M * g.N * g.K, [&](int64_t b0,
+                   int64_t b1) { for (int64_t b = b0; b < b1; ++b) gemm_skinny<Scalar>(g, A + b * g.stride_a,
+                   B + b * g.stride_b, C + b * g.stride_c, 1); });
       return;
     }
     for (int64_t b = 0; b < g.batch; ++b)
-      gemm_skinny<T>(g, A + b * g.stride_a, B + b * g.stride_b, C + b * g.stride_c, skinny_threads);
+      gemm_skinny<Scalar>(g, A + b * g.stride_a, B + b * g.stride_b, C + b * g.stride_c, skinny_threads);
     return;
   }
   // Inside an outer parallel region (e.g. attention parallel over heads) run single-threaded.
@@ -309,19 +312,19 @@ template <class T> void gemm_blocked(const GemmArgs& g, const T* A, const T* B, 
   const double flops = 2.0 * static_cast<double>(g.M) * g.N * std::max<int64_t>(g.K, 1);
   // Many small matrices: one whole matrix per thread. Otherwise: all threads on each matrix.
   if (g.batch >= threads && threads > 1 && flops < 64.0 * 1024 * 1024) {
-    parallel_for(g.batch, parallel_grain(), [&](int64_t b0, int64_t b1) {
-      for (int64_t b = b0; b < b1; ++b)
-        gemm_one<T>(g, A + b * g.stride_a, B + b * g.stride_b, C + b * g.stride_c, 1);
-    });
+    parallel_for(g.batch, parallel_grain(), [&](int64_t b0,
+                 int64_t b1) { for (int64_t b = b0; b < b1; ++b) gemm_one<Scalar>(g, A + b * g.stride_a,
+                 B + b * g.stride_b, C + b * g.stride_c, 1); });
   } else {
     const int inner = flops < 2.0 * 64 * 64 * 64 ? 1 : threads;
-    for (int64_t b = 0; b < g.batch; ++b) gemm_one<T>(g, A + b * g.stride_a, B + b * g.stride_b, C + b * g.stride_c, inner);
+    for (int64_t b = 0; b < g.batch; ++b) gemm_one<Scalar>(g, A + b * g.stride_a, B + b * g.stride_b,
+                                                           C + b * g.stride_c, inner);
   }
 }
 
-template <class T>
-void gemm_single(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const T* A, int64_t lda,
-                 const T* B, int64_t ldb, double beta, T* C, int64_t ldc) {
+template <class Scalar>
+void gemm_single(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Scalar* A,
+                 int64_t lda, const Scalar* B, int64_t ldb, double beta, Scalar* C, int64_t ldc) {
   GemmArgs g;
   g.trans_a = trans_a;
   g.trans_b = trans_b;
@@ -333,11 +336,11 @@ void gemm_single(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, do
   g.ldc = ldc;
   g.alpha = alpha;
   g.beta = beta;
-  gemm_blocked<T>(g, A, B, C);
+  gemm_blocked<Scalar>(g, A, B, C);
 }
 
-template <class T> GemmTiling gemm_tiling() {
-  return GemmTiling{Tile<T>::MR, Tile<T>::NR, Tile<T>::KC, Tile<T>::MC, Tile<T>::NC};
+template <class Scalar> GemmTiling gemm_tiling() {
+  return GemmTiling{Tile<Scalar>::MR, Tile<Scalar>::NR, Tile<Scalar>::KC, Tile<Scalar>::MC, Tile<Scalar>::NC};
 }
 
 template void gemm_naive<float>(const GemmArgs&, const float*, const float*, float*);

@@ -9,18 +9,20 @@
 namespace lm {
 namespace cpu {
 
-template <class T> void gemm_naive(const GemmArgs& g, const T* A, const T* B, T* C);
-template <class T> void gemm_blocked(const GemmArgs& g, const T* A, const T* B, T* C);
+// Per batch entry b: C_b (M, N) = alpha op(A_b) (M, K) op(B_b) (K, N) + beta C_b, laid out as
+// GemmArgs says (tensor/kernels.h).
+template <class Scalar> void gemm_naive(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C);
+template <class Scalar> void gemm_blocked(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C);
 
 // One matrix, row-major, in BLAS argument order: C (m x n, ldc) = alpha op(A) op(B) + beta C.
 // A convenience over gemm_blocked for kernels that multiply sub-blocks (e.g. attention).
-template <class T>
-void gemm_single(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const T* A, int64_t lda,
-                 const T* B, int64_t ldb, double beta, T* C, int64_t ldc);
+template <class Scalar>
+void gemm_single(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Scalar* A,
+                 int64_t lda, const Scalar* B, int64_t ldb, double beta, Scalar* C, int64_t ldc);
 
-// The register tile and cache blocks gemm_blocked uses for T on this build (for docs and bench).
+// The register tile and cache blocks gemm_blocked uses for Scalar on this build (for docs and bench).
 struct GemmTiling { int mr, nr, kc, mc, nc; };
-template <class T> GemmTiling gemm_tiling();
+template <class Scalar> GemmTiling gemm_tiling();
 
 }  // namespace cpu
 }  // namespace lm

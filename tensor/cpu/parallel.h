@@ -44,7 +44,7 @@ inline int num_threads() {
 
 // f(begin, end) over disjoint ranges covering [0, n); `cost` is the work per index, used only
 // to decide whether threads are worth it.
-template <class F> void parallel_for(int64_t n, int64_t cost, F&& f) {
+template <class Fn> void parallel_for(int64_t n, int64_t cost, Fn&& f) {
   if (n <= 0) return;
   int nt = num_threads();
   if (nt <= 1 || n * cost < parallel_grain() || n == 1) {
@@ -67,8 +67,8 @@ template <class F> void parallel_for(int64_t n, int64_t cost, F&& f) {
 // Iterate `shape` in row-major order for N operands with the given element strides.
 // f(const int64_t* offsets, int64_t len, const int64_t* inner_strides) is called for runs of
 // `len` consecutive innermost indices; offsets[k] is operand k's element offset of the run start.
-template <int N, class F>
-void strided_apply(const Shape& shape, const std::array<const Shape*, N>& strides, F&& f) {
+template <int N, class Fn>
+void strided_apply(const Shape& shape, const std::array<const Shape*, N>& strides, Fn&& f) {
   // Collapse dims that are contiguous with their inner neighbour for every operand, and drop
   // size-1 dims, so most calls become one long run.
   std::vector<int64_t> size;

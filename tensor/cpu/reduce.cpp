@@ -11,20 +11,22 @@ namespace lm {
 namespace cpu {
 
 namespace {
-template <class T> struct Acc { using type = double; };
+template <class Scalar> struct Acc { using type = double; };
 template <> struct Acc<int32_t> { using type = int64_t; };
 
-template <class T> void reduce_impl(ReduceOp op, const T* x, int64_t outer, int64_t n, int64_t inner, const Tensor& out) {
-  using acc_t = typename Acc<T>::type;
+// x (outer, n, inner) -> out (outer, inner), reducing over n in order.
+template <class Scalar> void reduce_impl(ReduceOp op, const Scalar* x, int64_t outer, int64_t n, int64_t inner,
+                                         const Tensor& out) {
+  using acc_t = typename Acc<Scalar>::type;
   if (op == ReduceOp::Argmax) {
     int32_t* o = out.data<int32_t>();
     parallel_for(outer * inner, n, [&](int64_t b, int64_t e) {
       for (int64_t r = b; r < e; ++r) {
-        const T* p = x + (r / inner) * n * inner + r % inner;
+        const Scalar* p = x + (r / inner) * n * inner + r % inner;
         int64_t best = 0;
-        T bv = p[0];
+        Scalar bv = p[0];
         for (int64_t j = 1; j < n; ++j) {
-          T v = p[j * inner];
+          Scalar v = p[j * inner];
           // NaN counts as the maximum, like PyTorch; the first occurrence wins ties.
           if (v > bv || (v != v && bv == bv)) { bv = v; best = j; }
         }
@@ -33,14 +35,14 @@ template <class T> void reduce_impl(ReduceOp op, const T* x, int64_t outer, int6
     });
     return;
   }
-  T* o = out.data<T>();
+  Scalar* o = out.data<Scalar>();
   parallel_for(outer * inner, n, [&](int64_t b, int64_t e) {
     for (int64_t r = b; r < e; ++r) {
-      const T* p = x + (r / inner) * n * inner + r % inner;
+      const Scalar* p = x + (r / inner) * n * inner + r % inner;
       if (op == ReduceOp::Max) {
-        T m = p[0];
+        Scalar m = p[0];
         for (int64_t j = 1; j < n; ++j) {
-          T v = p[j * inner];
+          Scalar v = p[j * inner];
           if (v > m || v != v) m = v;  // NaN propagates
         }
         o[r] = m;
@@ -48,7 +50,7 @@ template <class T> void reduce_impl(ReduceOp op, const T* x, int64_t outer, int6
         acc_t s = 0;
         for (int64_t j = 0; j < n; ++j) s += static_cast<acc_t>(p[j * inner]);
         if (op == ReduceOp::Mean) s = static_cast<acc_t>(static_cast<double>(s) / static_cast<double>(n));
-        o[r] = static_cast<T>(s);
+        o[r] = static_cast<Scalar>(s);
       }
     }
   });

@@ -20,9 +20,10 @@ constexpr int kDotVecBytes = 32;
 constexpr int kDotVecBytes = 16;
 #endif
 
-template <class T> inline T dot_vectors(const T* a, const T* b, int64_t K) {
-  typedef T vec __attribute__((vector_size(kDotVecBytes)));
-  constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(T));
+// a, b (K) -> a . b, summed in vector lanes.
+template <class Scalar> inline Scalar dot_vectors(const Scalar* a, const Scalar* b, int64_t K) {
+  typedef Scalar vec __attribute__((vector_size(kDotVecBytes)));
+  constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(Scalar));
   vec acc0{}, acc1{};
   int64_t k = 0;
   for (; k + 2 * VL <= K; k += 2 * VL) {
@@ -41,7 +42,7 @@ template <class T> inline T dot_vectors(const T* a, const T* b, int64_t K) {
     acc0 += a0 * b0;
   }
   acc0 += acc1;
-  T s = 0;
+  Scalar s = 0;
   for (int u = 0; u < VL; ++u) s += acc0[u];
   for (; k < K; ++k) s += a[k] * b[k];
   return s;
@@ -51,9 +52,10 @@ template <class T> inline T dot_vectors(const T* a, const T* b, int64_t K) {
 // times a row-major (K, ld) matrix, walking M row by row with the running sums of 2 * VL outputs
 // held in registers (summing into memory instead makes every row wait on the previous row's
 // store). Each out[t] is the plain sequential sum, so the result does not depend on VL.
-template <class T> inline void vec_times_rows(const T* x, const T* M, int64_t K, int64_t ld, int64_t n, T* out) {
-  typedef T vec __attribute__((vector_size(kDotVecBytes)));
-  constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(T));
+template <class Scalar> inline void vec_times_rows(const Scalar* x, const Scalar* M, int64_t K, int64_t ld, int64_t n,
+                                                   Scalar* out) {
+  typedef Scalar vec __attribute__((vector_size(kDotVecBytes)));
+  constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(Scalar));
   int64_t t = 0;
   for (; t + 2 * VL <= n; t += 2 * VL) {
     vec a0{}, a1{};
@@ -77,7 +79,7 @@ template <class T> inline void vec_times_rows(const T* x, const T* M, int64_t K,
     std::memcpy(out + t, &a0, sizeof(vec));
   }
   for (; t < n; ++t) {
-    T a = 0;
+    Scalar a = 0;
     for (int64_t d = 0; d < K; ++d) a += x[d] * M[d * ld + t];
     out[t] = a;
   }
@@ -86,14 +88,15 @@ template <class T> inline void vec_times_rows(const T* x, const T* M, int64_t K,
 // y[d] = sum over j = 0..n-1, in that order, of w[j] * rows[j][d], for d in [0, D): a weighted sum
 // of n rows given by pointers, rows with weight exactly 0 skipped (they add nothing and may be
 // rows nobody filled). Running sums in registers, as in vec_times_rows; y is overwritten.
-template <class T> inline void weighted_row_sum(const T* w, const T* const* rows, int64_t n, int64_t D, T* y) {
-  typedef T vec __attribute__((vector_size(kDotVecBytes)));
-  constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(T));
+template <class Scalar> inline void weighted_row_sum(const Scalar* w, const Scalar* const* rows, int64_t n, int64_t D,
+                                                     Scalar* y) {
+  typedef Scalar vec __attribute__((vector_size(kDotVecBytes)));
+  constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(Scalar));
   int64_t d = 0;
   for (; d + 2 * VL <= D; d += 2 * VL) {
     vec a0{}, a1{};
     for (int64_t j = 0; j < n; ++j) {
-      if (w[j] == T(0)) continue;
+      if (w[j] == Scalar(0)) continue;
       vec r0, r1;
       std::memcpy(&r0, rows[j] + d, sizeof(vec));
       std::memcpy(&r1, rows[j] + d + VL, sizeof(vec));
@@ -106,7 +109,7 @@ template <class T> inline void weighted_row_sum(const T* w, const T* const* rows
   for (; d + VL <= D; d += VL) {
     vec a0{};
     for (int64_t j = 0; j < n; ++j) {
-      if (w[j] == T(0)) continue;
+      if (w[j] == Scalar(0)) continue;
       vec r0;
       std::memcpy(&r0, rows[j] + d, sizeof(vec));
       a0 += w[j] * r0;
@@ -114,9 +117,9 @@ template <class T> inline void weighted_row_sum(const T* w, const T* const* rows
     std::memcpy(y + d, &a0, sizeof(vec));
   }
   for (; d < D; ++d) {
-    T a = 0;
+    Scalar a = 0;
     for (int64_t j = 0; j < n; ++j)
-      if (w[j] != T(0)) a += w[j] * rows[j][d];
+      if (w[j] != Scalar(0)) a += w[j] * rows[j][d];
     y[d] = a;
   }
 }
@@ -127,12 +130,12 @@ template <class T> inline void weighted_row_sum(const T* w, const T* const* rows
 // and sine are C[i * cs + t] and S[i * cs + t], exactly as nnmath::rotate_pair does
 // (y0 = x0 c - x1 s, y1 = x0 s + x1 c). The rotated keys are never stored: the rotation and the
 // product happen in registers, 2 * VL keys at a time.
-template <class T>
-inline void rotated_vec_times_rows(const T* x, const T* K, int64_t HS, int64_t ld, int64_t n, const T* C, const T* S,
-                                   int64_t cs, T* out) {
-  typedef T vec __attribute__((vector_size(kDotVecBytes)));
-  constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(T));
-  auto load = [](const T* p) {
+template <class Scalar>
+inline void rotated_vec_times_rows(const Scalar* x, const Scalar* K, int64_t HS, int64_t ld, int64_t n,
+                                   const Scalar* C, const Scalar* S, int64_t cs, Scalar* out) {
+  typedef Scalar vec __attribute__((vector_size(kDotVecBytes)));
+  constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(Scalar));
+  auto load = [](const Scalar* p) {
     vec v;
     std::memcpy(&v, p, sizeof(vec));
     return v;
@@ -142,8 +145,8 @@ inline void rotated_vec_times_rows(const T* x, const T* K, int64_t HS, int64_t l
   for (; t + 2 * VL <= n; t += 2 * VL) {
     vec a0{}, a1{};
     for (int64_t i = 0; i < half; ++i) {
-      const T* k0 = K + (2 * i) * ld + t;
-      const T* k1 = K + (2 * i + 1) * ld + t;
+      const Scalar* k0 = K + (2 * i) * ld + t;
+      const Scalar* k1 = K + (2 * i + 1) * ld + t;
       const vec c0 = load(C + i * cs + t), c1 = load(C + i * cs + t + VL);
       const vec s0 = load(S + i * cs + t), s1 = load(S + i * cs + t + VL);
       const vec x00 = load(k0), x01 = load(k0 + VL), x10 = load(k1), x11 = load(k1 + VL);
@@ -166,9 +169,9 @@ inline void rotated_vec_times_rows(const T* x, const T* K, int64_t HS, int64_t l
     std::memcpy(out + t, &a0, sizeof(vec));
   }
   for (; t < n; ++t) {
-    T a = 0;
+    Scalar a = 0;
     for (int64_t i = 0; i < half; ++i) {
-      const T c = C[i * cs + t], s = S[i * cs + t], x0 = K[(2 * i) * ld + t], x1 = K[(2 * i + 1) * ld + t];
+      const Scalar c = C[i * cs + t], s = S[i * cs + t], x0 = K[(2 * i) * ld + t], x1 = K[(2 * i + 1) * ld + t];
       a += x[2 * i] * (x0 * c - x1 * s);
       a += x[2 * i + 1] * (x0 * s + x1 * c);
     }

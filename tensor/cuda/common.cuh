@@ -56,19 +56,19 @@ inline unsigned row_blocks(int64_t rows) { return static_cast<unsigned>(std::min
 
 // ---- block-wide reduction ----
 struct SumOp {
-  template <class T> __device__ T operator()(T a, T b) const { return a + b; }
+  template <class Scalar> __device__ Scalar operator()(Scalar a, Scalar b) const { return a + b; }
 };
 // The max the CPU softmax uses: `b > a ? b : a`, so a NaN never replaces a number.
 struct MaxOp {
-  template <class T> __device__ T operator()(T a, T b) const { return b > a ? b : a; }
+  template <class Scalar> __device__ Scalar operator()(Scalar a, Scalar b) const { return b > a ? b : a; }
 };
 
 // Every thread of the block passes its partial value and gets the combined value of all of
 // them. blockDim.x must be a multiple of 32 (at most 1024). The combine order depends only on
 // blockDim, so results are the same on every run. Safe to call several times in a row.
-template <class T, class Op> __device__ T block_allreduce(T v, Op op) {
-  __shared__ T warp_vals[32];
-  __shared__ T result;
+template <class Scalar, class Op> __device__ Scalar block_allreduce(Scalar v, Op op) {
+  __shared__ Scalar warp_vals[32];
+  __shared__ Scalar result;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_down_sync(0xffffffffu, v, o));
@@ -76,7 +76,7 @@ template <class T, class Op> __device__ T block_allreduce(T v, Op op) {
   if (lane == 0) warp_vals[warp] = v;
   __syncthreads();
   if (threadIdx.x == 0) {
-    T r = warp_vals[0];
+    Scalar r = warp_vals[0];
     for (int w = 1; w < nwarps; ++w) r = op(r, warp_vals[w]);
     result = r;
   }

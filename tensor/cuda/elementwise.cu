@@ -14,7 +14,8 @@ namespace cuda {
 namespace {
 
 // ---------------------------------------------------------------- copies, fills, draws
-template <class T> __global__ void copy_strided_kernel(T* dst, const T* src, StridedPack<2> p, int64_t n) {
+// dst, src: any strided views of n elements (StridedPack operands 0 = dst, 1 = src).
+template <class Scalar> __global__ void copy_strided_kernel(Scalar* dst, const Scalar* src, StridedPack<2> p, int64_t n) {
   LM_CUDA_FOR(i, n) {
     int64_t off[2];
     p.offsets(i, off);
@@ -22,59 +23,66 @@ template <class T> __global__ void copy_strided_kernel(T* dst, const T* src, Str
   }
 }
 
+// dst (n) = src (n) converted; both contiguous.
 template <class To, class From> __global__ void cast_kernel(To* dst, const From* src, int64_t n) {
   LM_CUDA_FOR(i, n) dst[i] = static_cast<To>(src[i]);
 }
 
-template <class T> __global__ void fill_kernel(T* dst, T value, int64_t n) {
+// dst (n) contiguous, every element set to value.
+template <class Scalar> __global__ void fill_kernel(Scalar* dst, Scalar value, int64_t n) {
   LM_CUDA_FOR(i, n) dst[i] = value;
 }
 
+// dst (n) contiguous: dst[i] = start + i * step.
 // The _rn intrinsics are never fused into an FMA: `start + i * step` rounded twice, exactly as
 // written. (gcc may contract the CPU twin into one FMA on FMA hardware; with an inexact step the
 // two then differ by an ulp. Building the CPU side with -ffp-contract=off makes them bit-equal.)
-template <class T> __global__ void arange_kernel(T* dst, double start, double step, int64_t n) {
-  LM_CUDA_FOR(i, n) dst[i] = static_cast<T>(__dadd_rn(start, __dmul_rn(static_cast<double>(i), step)));
+template <class Scalar> __global__ void arange_kernel(Scalar* dst, double start, double step, int64_t n) {
+  LM_CUDA_FOR(i, n) dst[i] = static_cast<Scalar>(__dadd_rn(start, __dmul_rn(static_cast<double>(i), step)));
 }
 
+// dst (n) contiguous, uniform in [lo, lo + span).
 // Element i uses Philox counter offset + i on the Uniform stream, as cpu/elementwise.cpp does:
 // integer Philox and exact scaling give the CPU's u bit for bit; lo + span * u is then rounded
 // as written, unfused (see arange_kernel about the CPU compiler's contraction).
-template <class T>
-__global__ void rand_uniform_kernel(T* dst, uint64_t seed, uint64_t offset, double lo, double span, int64_t n) {
+template <class Scalar>
+__global__ void rand_uniform_kernel(Scalar* dst, uint64_t seed, uint64_t offset, double lo, double span, int64_t n) {
   LM_CUDA_FOR(i, n) {
     Philox4 r = philox::block(offset + static_cast<uint64_t>(i), static_cast<uint32_t>(RngStream::Uniform), seed);
-    dst[i] = static_cast<T>(__dadd_rn(lo, __dmul_rn(span, static_cast<double>(uniform_from<T>(r)))));
+    dst[i] = static_cast<Scalar>(__dadd_rn(lo, __dmul_rn(span, static_cast<double>(uniform_from<Scalar>(r)))));
   }
 }
 
+// dst (n) contiguous, normal(mean, std).
 // Box-Muller in f64 as on the CPU. CUDA's log and cos may differ from glibc's by an ulp, so
 // normal draws agree with the CPU to ~1e-15 relative (f64) and almost always exactly in f32.
-template <class T>
-__global__ void rand_normal_kernel(T* dst, uint64_t seed, uint64_t offset, double mean, double std, int64_t n) {
+template <class Scalar>
+__global__ void rand_normal_kernel(Scalar* dst, uint64_t seed, uint64_t offset, double mean, double std, int64_t n) {
   LM_CUDA_FOR(i, n) {
     Philox4 r = philox::block(offset + static_cast<uint64_t>(i), static_cast<uint32_t>(RngStream::Normal), seed);
-    dst[i] = static_cast<T>(__dadd_rn(mean, __dmul_rn(std, normal_from<double>(r))));
+    dst[i] = static_cast<Scalar>(__dadd_rn(mean, __dmul_rn(std, normal_from<double>(r))));
   }
 }
 
 // ---------------------------------------------------------------- elementwise math
 // The ops the fronts allow on i32 (float_only in ops_elementwise.cpp). The others are not even
 // instantiated for i32: exp, erf, ... have no integer overloads on the device.
-template <UnaryOp OP, class T> constexpr bool unary_supported() {
-  return !std::is_integral<T>::value || OP == UnaryOp::Neg || OP == UnaryOp::Relu;
+template <UnaryOp OP, class Scalar> constexpr bool unary_supported() {
+  return !std::is_integral<Scalar>::value || OP == UnaryOp::Neg || OP == UnaryOp::Relu;
 }
-template <BinaryOp OP, class T> constexpr bool binary_supported() {
-  return !std::is_integral<T>::value || (OP != BinaryOp::Div && OP != BinaryOp::GeluBackward);
+template <BinaryOp OP, class Scalar> constexpr bool binary_supported() {
+  return !std::is_integral<Scalar>::value || (OP != BinaryOp::Div && OP != BinaryOp::GeluBackward);
 }
 
-template <UnaryOp OP, class T> __global__ void unary_kernel(const T* x, T* y, int64_t n) {
+// x, y (n) contiguous: y = op(x).
+template <UnaryOp OP, class Scalar> __global__ void unary_kernel(const Scalar* x, Scalar* y, int64_t n) {
   LM_CUDA_FOR(i, n) y[i] = math::unary<OP>(x[i]);
 }
 
-// a, b, out: StridedPack operands 0 = out, 1 = a, 2 = b.
-template <BinaryOp OP, class T>
-__global__ void binary_kernel(const T* a, const T* b, T* out, StridedPack<3> p, int64_t n) {
+// out (n) = op(a, b); a, b, out any strided views of n elements (StridedPack operands 0 = out,
+// 1 = a, 2 = b).
+template <BinaryOp OP, class Scalar>
+__global__ void binary_kernel(const Scalar* a, const Scalar* b, Scalar* out, StridedPack<3> p, int64_t n) {
   LM_CUDA_FOR(i, n) {
     int64_t off[3];
     p.offsets(i, off);
@@ -82,18 +90,20 @@ __global__ void binary_kernel(const T* a, const T* b, T* out, StridedPack<3> p, 
   }
 }
 
-template <BinaryOp OP, class T>
-__global__ void binary_scalar_kernel(const T* x, T s, bool scalar_left, T* out, int64_t n) {
+// x, out (n) contiguous: out = op(x, s), or op(s, x) when scalar_left.
+template <BinaryOp OP, class Scalar>
+__global__ void binary_scalar_kernel(const Scalar* x, Scalar s, bool scalar_left, Scalar* out, int64_t n) {
   LM_CUDA_FOR(i, n) out[i] = scalar_left ? math::binary<OP>(s, x[i]) : math::binary<OP>(x[i], s);
 }
 
-// Operands 0 = out, 1 = cond, 2 = a, 3 = b.
-template <class V, class C>
-__global__ void where_kernel(const C* cond, const V* a, const V* b, V* out, StridedPack<4> p, int64_t n) {
+// out (n) = cond != 0 ? a : b; all strided views of n elements (StridedPack operands 0 = out,
+// 1 = cond, 2 = a, 3 = b).
+template <class Value, class Cond>
+__global__ void where_kernel(const Cond* cond, const Value* a, const Value* b, Value* out, StridedPack<4> p, int64_t n) {
   LM_CUDA_FOR(i, n) {
     int64_t off[4];
     p.offsets(i, off);
-    out[off[0]] = cond[off[1]] != C(0) ? a[off[2]] : b[off[3]];
+    out[off[0]] = cond[off[1]] != Cond(0) ? a[off[2]] : b[off[3]];
   }
 }
 
@@ -101,34 +111,34 @@ __global__ void where_kernel(const C* cond, const V* a, const V* b, V* out, Stri
   LM_FAIL(opname << " on cuda: dtype " << dtype_name(dt) << " is not supported (expected f32 or f64)");
 }
 
-template <UnaryOp OP, class T> void launch_unary(const Tensor& x, const Tensor& out) {
-  if constexpr (unary_supported<OP, T>()) {
+template <UnaryOp OP, class Scalar> void launch_unary(const Tensor& x, const Tensor& out) {
+  if constexpr (unary_supported<OP, Scalar>()) {
     const int64_t n = x.numel();
-    unary_kernel<OP, T><<<blocks_for(n), kThreads>>>(x.data<T>(), out.data<T>(), n);
+    unary_kernel<OP, Scalar><<<blocks_for(n), kThreads>>>(x.data<Scalar>(), out.data<Scalar>(), n);
     LM_CUDA_CHECK_LAUNCH("unary_kernel");
   } else {
     float_only(unary_op_name(OP), x.dtype());
   }
 }
 
-template <BinaryOp OP, class T> void launch_binary(const Tensor& a, const Tensor& b, const Tensor& out) {
-  if constexpr (binary_supported<OP, T>()) {
+template <BinaryOp OP, class Scalar> void launch_binary(const Tensor& a, const Tensor& b, const Tensor& out) {
+  if constexpr (binary_supported<OP, Scalar>()) {
     const int64_t n = out.numel();
     StridedPack<3> p =
         make_strided_pack<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()}, binary_op_name(OP));
-    binary_kernel<OP, T><<<blocks_for(n), kThreads>>>(a.data<T>(), b.data<T>(), out.data<T>(), p, n);
+    binary_kernel<OP, Scalar><<<blocks_for(n), kThreads>>>(a.data<Scalar>(), b.data<Scalar>(), out.data<Scalar>(), p, n);
     LM_CUDA_CHECK_LAUNCH("binary_kernel");
   } else {
     float_only(binary_op_name(OP), out.dtype());
   }
 }
 
-template <BinaryOp OP, class T>
+template <BinaryOp OP, class Scalar>
 void launch_binary_scalar(const Tensor& x, double s, bool scalar_left, const Tensor& out) {
-  if constexpr (binary_supported<OP, T>()) {
+  if constexpr (binary_supported<OP, Scalar>()) {
     const int64_t n = x.numel();
-    binary_scalar_kernel<OP, T><<<blocks_for(n), kThreads>>>(x.data<T>(), static_cast<T>(s), scalar_left,
-                                                             out.data<T>(), n);
+    binary_scalar_kernel<OP, Scalar><<<blocks_for(n), kThreads>>>(x.data<Scalar>(), static_cast<Scalar>(s),
+                                                                  scalar_left, out.data<Scalar>(), n);
     LM_CUDA_CHECK_LAUNCH("binary_scalar_kernel");
   } else {
     float_only(binary_op_name(OP), x.dtype());

@@ -57,22 +57,23 @@ cublasStatus_t gemm_strided_batched(cublasOperation_t ta, cublasOperation_t tb, 
   return cublasDgemmStridedBatched(handle(), ta, tb, m, n, k, &alpha, a, lda, sa, b, ldb, sb, &beta, c, ldc, sc, batch);
 }
 
+// c (batch, M, N), rows ldc apart and batches stride_c apart, total = batch M N: c = beta c.
 // K == 0: the product is empty, so C = beta * C (and exactly 0 when beta == 0, whatever C held,
 // as gemm_naive does). Handled here rather than trusting every cuBLAS version's quick return.
-template <class T>
-__global__ void scale_c_kernel(T* c, int64_t M, int64_t N, int64_t ldc, int64_t stride_c, int64_t total, double beta) {
+template <class Scalar>
+__global__ void scale_c_kernel(Scalar* c, int64_t M, int64_t N, int64_t ldc, int64_t stride_c, int64_t total, double beta) {
   LM_CUDA_FOR(i, total) {
     const int64_t b = i / (M * N), ij = i % (M * N);
-    T& v = c[b * stride_c + (ij / N) * ldc + ij % N];
-    v = beta == 0.0 ? T(0) : static_cast<T>(beta * static_cast<double>(v));
+    Scalar& v = c[b * stride_c + (ij / N) * ldc + ij % N];
+    v = beta == 0.0 ? Scalar(0) : static_cast<Scalar>(beta * static_cast<double>(v));
   }
 }
 
-template <class T> void gemm_impl(const GemmArgs& g, const T* A, const T* B, T* C) {
+template <class Scalar> void gemm_impl(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C) {
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
   if (g.K == 0) {
     const int64_t total = g.batch * g.M * g.N;
-    scale_c_kernel<T><<<blocks_for(total), kThreads>>>(C, g.M, g.N, g.ldc, g.stride_c, total, g.beta);
+    scale_c_kernel<Scalar><<<blocks_for(total), kThreads>>>(C, g.M, g.N, g.ldc, g.stride_c, total, g.beta);
     LM_CUDA_CHECK_LAUNCH("scale_c_kernel");
     return;
   }
@@ -87,8 +88,8 @@ template <class T> void gemm_impl(const GemmArgs& g, const T* A, const T* B, T* 
   const int ldb = as_int(g.ldb, "ldb"), lda = as_int(g.lda, "lda"), ldc = as_int(g.ldc, "ldc");
   const int batch = as_int(g.batch, "batch");
   // stride_b == 0 shares one B across the batch; cuBLAS accepts a zero stride for inputs.
-  LM_CUBLAS_CHECK(gemm_strided_batched(op_b, op_a, m, n, k, static_cast<T>(g.alpha), B, ldb, g.stride_b, A, lda,
-                                       g.stride_a, static_cast<T>(g.beta), C, ldc, g.stride_c, batch));
+  LM_CUBLAS_CHECK(gemm_strided_batched(op_b, op_a, m, n, k, static_cast<Scalar>(g.alpha), B, ldb, g.stride_b, A, lda,
+                                       g.stride_a, static_cast<Scalar>(g.beta), C, ldc, g.stride_c, batch));
 }
 
 }  // namespace

@@ -20,8 +20,9 @@ struct MinOp {
   __device__ long long operator()(long long a, long long b) const { return b < a ? b : a; }
 };
 
-// One block: each thread finds its smallest bad position, then a fixed-order min over the
-// block. Writes -1 when every index is fine.
+// ix (count) i32 -> result (1): the first position holding an index outside [0, limit) that is
+// not `ignore`, or -1 when every index is fine. One block: each thread finds its smallest bad
+// position, then a fixed-order min over the block.
 __global__ void first_bad_kernel(const int32_t* ix, int64_t count, int64_t limit, bool has_ignore, int64_t ignore,
                                  long long* result) {
   long long first = LLONG_MAX;
@@ -38,7 +39,8 @@ __global__ void first_bad_kernel(const int32_t* ix, int64_t count, int64_t limit
 }
 
 // out (N, C) = w[ix[n], :]; one thread per output element.
-template <class T> __global__ void embedding_kernel(const T* w, const int32_t* ix, T* out, int64_t N, int64_t C) {
+template <class Scalar> __global__ void embedding_kernel(const Scalar* w, const int32_t* ix, Scalar* out, int64_t N,
+                                                         int64_t C) {
   LM_CUDA_FOR(i, N * C) {
     const int64_t n = i / C, c = i % C;
     out[i] = w[static_cast<int64_t>(ix[n]) * C + c];
@@ -47,8 +49,8 @@ template <class T> __global__ void embedding_kernel(const T* w, const int32_t* i
 
 // dw (V, C) already zero; thread c adds gout[n, c] into dw[ix[n], c] for n = 0, 1, ... in order.
 // Neighbouring threads touch neighbouring channels, so each step's loads and stores coalesce.
-template <class T>
-__global__ void embedding_backward_kernel(const T* g, const int32_t* ix, T* dw, int64_t N, int64_t C) {
+template <class Scalar>
+__global__ void embedding_backward_kernel(const Scalar* g, const int32_t* ix, Scalar* dw, int64_t N, int64_t C) {
   LM_CUDA_FOR(c, C) {
     for (int64_t n = 0; n < N; ++n) dw[static_cast<int64_t>(ix[n]) * C + c] += g[n * C + c];
   }

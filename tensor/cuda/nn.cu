@@ -15,11 +15,11 @@ namespace {
 
 // x (rows, C) -> out (rows, C), mean (rows), rstd (rows). Two passes in f64 like the CPU:
 // stable even when |mean| >> std.
-template <class T>
-__global__ void layernorm_kernel(const T* x, const T* w, const T* b, double eps, T* out, T* mean, T* rstd,
-                                 int64_t rows, int64_t C) {
+template <class Scalar>
+__global__ void layernorm_kernel(const Scalar* x, const Scalar* w, const Scalar* b, double eps, Scalar* out,
+                                 Scalar* mean, Scalar* rstd, int64_t rows, int64_t C) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* xr = x + r * C;
+    const Scalar* xr = x + r * C;
     double s = 0;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) s += static_cast<double>(xr[c]);
     const double m = block_allreduce(s, SumOp{}) / static_cast<double>(C);
@@ -29,8 +29,8 @@ __global__ void layernorm_kernel(const T* x, const T* w, const T* b, double eps,
       v += d * d;
     }
     v = block_allreduce(v, SumOp{}) / static_cast<double>(C);
-    const T mu = static_cast<T>(m), rs = static_cast<T>(1.0 / std::sqrt(v + eps));
-    T* yr = out + r * C;
+    const Scalar mu = static_cast<Scalar>(m), rs = static_cast<Scalar>(1.0 / std::sqrt(v + eps));
+    Scalar* yr = out + r * C;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) yr[c] = (xr[c] - mu) * rs * w[c] + b[c];
     if (threadIdx.x == 0) {
       mean[r] = mu;
@@ -41,35 +41,35 @@ __global__ void layernorm_kernel(const T* x, const T* w, const T* b, double eps,
 
 // With xhat = (x - mean) * rstd and gx = gout * w (per row):
 //   dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)).   One block per row.
-template <class T>
-__global__ void layernorm_dx_kernel(const T* g, const T* x, const T* w, const T* mean, const T* rstd, T* dx,
-                                    int64_t rows, int64_t C) {
+template <class Scalar>
+__global__ void layernorm_dx_kernel(const Scalar* g, const Scalar* x, const Scalar* w, const Scalar* mean,
+                                    const Scalar* rstd, Scalar* dx, int64_t rows, int64_t C) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* xr = x + r * C;
-    const T* gr = g + r * C;
-    const T mu = mean[r], rs = rstd[r];
-    T sum_g = 0, sum_gx = 0;
+    const Scalar* xr = x + r * C;
+    const Scalar* gr = g + r * C;
+    const Scalar mu = mean[r], rs = rstd[r];
+    Scalar sum_g = 0, sum_gx = 0;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) {
-      const T gx = gr[c] * w[c];
+      const Scalar gx = gr[c] * w[c];
       sum_g += gx;
       sum_gx += gx * (xr[c] - mu) * rs;
     }
     sum_g = block_allreduce(sum_g, SumOp{});
     sum_gx = block_allreduce(sum_gx, SumOp{});
-    const T mg = sum_g / static_cast<T>(C), mgx = sum_gx / static_cast<T>(C);
-    T* dr = dx + r * C;
+    const Scalar mg = sum_g / static_cast<Scalar>(C), mgx = sum_gx / static_cast<Scalar>(C);
+    Scalar* dr = dx + r * C;
     for (int64_t c = threadIdx.x; c < C; c += blockDim.x) dr[c] = rs * (gr[c] * w[c] - mg - (xr[c] - mu) * rs * mgx);
   }
 }
 
 // dw (C) = sum_rows gout * xhat, db (C) = sum_rows gout: thread c sums column c in row order.
-template <class T>
-__global__ void layernorm_dwdb_kernel(const T* g, const T* x, const T* mean, const T* rstd, T* dw, T* db,
-                                      int64_t rows, int64_t C) {
+template <class Scalar>
+__global__ void layernorm_dwdb_kernel(const Scalar* g, const Scalar* x, const Scalar* mean, const Scalar* rstd,
+                                      Scalar* dw, Scalar* db, int64_t rows, int64_t C) {
   LM_CUDA_FOR(c, C) {
-    T sw = 0, sb = 0;
+    Scalar sw = 0, sb = 0;
     for (int64_t r = 0; r < rows; ++r) {
-      const T gv = g[r * C + c];
+      const Scalar gv = g[r * C + c];
       sw += gv * (x[r * C + c] - mean[r]) * rstd[r];
       sb += gv;
     }
@@ -81,13 +81,13 @@ __global__ void layernorm_dwdb_kernel(const T* g, const T* x, const T* mean, con
 // Row max and sum of exp(l - max) of a logits row, shared by the loss and its gradient. The
 // max starts at -inf and skips NaN (a NaN still makes the sum, hence the result, NaN, as on the
 // CPU). When `e` is given, exp(l - max) is also stored there for the caller to reuse.
-template <class T> __device__ void row_max_sumexp(const T* lr, int64_t V, T* e, T& m, T& s) {
-  m = -static_cast<T>(INFINITY);
+template <class Scalar> __device__ void row_max_sumexp(const Scalar* lr, int64_t V, Scalar* e, Scalar& m, Scalar& s) {
+  m = -static_cast<Scalar>(INFINITY);
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x) m = MaxOp{}(m, lr[v]);
   m = block_allreduce(m, MaxOp{});
   s = 0;
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
-    const T ev = std::exp(lr[v] - m);
+    const Scalar ev = std::exp(lr[v] - m);
     if (e != nullptr) e[v] = ev;
     s += ev;
   }
@@ -96,39 +96,39 @@ template <class T> __device__ void row_max_sumexp(const T* lr, int64_t V, T* e, 
 
 // logits (N, V), targets (N) -> losses (N) = logsumexp(row) - row[target]; 0 on ignored rows.
 // The block's branch on the target is uniform, so skipping a row skips its barriers together.
-template <class T>
-__global__ void cross_entropy_kernel(const T* logits, const int32_t* t, int64_t ignore_index, T* losses, int64_t N,
-                                     int64_t V) {
+template <class Scalar>
+__global__ void cross_entropy_kernel(const Scalar* logits, const int32_t* t, int64_t ignore_index, Scalar* losses,
+                                     int64_t N, int64_t V) {
   for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
     const int64_t target = t[r];
     if (target == ignore_index) {
-      if (threadIdx.x == 0) losses[r] = T(0);
+      if (threadIdx.x == 0) losses[r] = Scalar(0);
       continue;
     }
-    const T* lr = logits + r * V;
-    T m, s;
-    row_max_sumexp<T>(lr, V, nullptr, m, s);
+    const Scalar* lr = logits + r * V;
+    Scalar m, s;
+    row_max_sumexp<Scalar>(lr, V, nullptr, m, s);
     if (threadIdx.x == 0) losses[r] = m + std::log(s) - lr[target];
   }
 }
 
 // dlogits (N, V) = scale * (softmax(row) - onehot(target)); 0 on ignored rows.
-template <class T>
-__global__ void cross_entropy_backward_kernel(const T* logits, const int32_t* t, int64_t ignore_index, T scale, T* d,
-                                              int64_t N, int64_t V) {
+template <class Scalar>
+__global__ void cross_entropy_backward_kernel(const Scalar* logits, const int32_t* t, int64_t ignore_index,
+                                              Scalar scale, Scalar* d, int64_t N, int64_t V) {
   for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
     const int64_t target = t[r];
-    T* dr = d + r * V;
+    Scalar* dr = d + r * V;
     if (target == ignore_index) {
-      for (int64_t v = threadIdx.x; v < V; v += blockDim.x) dr[v] = T(0);
+      for (int64_t v = threadIdx.x; v < V; v += blockDim.x) dr[v] = Scalar(0);
       continue;
     }
-    T m, s;
-    row_max_sumexp<T>(logits + r * V, V, dr, m, s);
-    const T inv = scale / s;
+    Scalar m, s;
+    row_max_sumexp<Scalar>(logits + r * V, V, dr, m, s);
+    const Scalar inv = scale / s;
     // Each thread rescales only the entries it stored itself in row_max_sumexp.
     for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
-      const T p = dr[v] * inv;
+      const Scalar p = dr[v] * inv;
       dr[v] = v == target ? p - scale : p;
     }
   }

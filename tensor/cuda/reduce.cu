@@ -14,7 +14,7 @@ namespace cuda {
 
 namespace {
 
-template <class T> struct Acc { using type = double; };
+template <class Scalar> struct Acc { using type = double; };
 template <> struct Acc<int32_t> { using type = int64_t; };
 
 // Below this many outputs a block per output keeps the GPU busier than a thread per output;
@@ -22,20 +22,21 @@ template <> struct Acc<int32_t> { using type = int64_t; };
 constexpr int64_t kFewOutputs = 2048;
 constexpr int64_t kShortRow = 32;
 
-template <class T> __device__ T lowest() {
-  if constexpr (std::is_integral<T>::value) return T(INT32_MIN);
-  else return -static_cast<T>(INFINITY);
+template <class Scalar> __device__ Scalar lowest() {
+  if constexpr (std::is_integral<Scalar>::value) return Scalar(INT32_MIN);
+  else return -static_cast<Scalar>(INFINITY);
 }
 
 // The max of reduce(): NaN wins over everything (CPU: `if (v > m || v != v) m = v`).
 struct MaxNanOp {
-  template <class T> __device__ T operator()(T a, T b) const { return (a != a) ? a : (b != b || b > a) ? b : a; }
+  template <class Scalar> __device__ Scalar operator()(Scalar a,
+                                                       Scalar b) const { return (a != a) ? a : (b != b || b > a) ? b : a; }
 };
 
 // Argmax order: a NaN beats every number, a larger value beats a smaller one, and among equals
 // the smaller index wins (so the first maximum, or the first NaN, is chosen, as on the CPU).
 // bi < 0 marks "no element yet". The combine is associative, so the tree order cannot matter.
-template <class T> __device__ void argmax_take(T& bv, int64_t& bi, T v, int64_t i) {
+template <class Scalar> __device__ void argmax_take(Scalar& bv, int64_t& bi, Scalar v, int64_t i) {
   if (i < 0) return;
   bool take;
   if (bi < 0) take = true;
@@ -48,13 +49,13 @@ template <class T> __device__ void argmax_take(T& bv, int64_t& bi, T v, int64_t 
 }
 
 // Block-wide argmax of per-thread (value, index) candidates; returns the winner's index.
-template <class T> __device__ int64_t block_argmax(T v, int64_t i) {
-  __shared__ T warp_v[32];
+template <class Scalar> __device__ int64_t block_argmax(Scalar v, int64_t i) {
+  __shared__ Scalar warp_v[32];
   __shared__ int64_t warp_i[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) {
-    T ov = __shfl_down_sync(0xffffffffu, v, o);
+    Scalar ov = __shfl_down_sync(0xffffffffu, v, o);
     int64_t oi = __shfl_down_sync(0xffffffffu, i, o);
     argmax_take(v, i, ov, oi);
   }
@@ -71,20 +72,20 @@ template <class T> __device__ int64_t block_argmax(T v, int64_t i) {
 }
 
 // One block per output r of the (outer, inner) result; x viewed as (outer, n, inner).
-template <class T>
-__global__ void reduce_block_kernel(ReduceOp op, const T* x, int64_t outputs, int64_t n, int64_t inner, T* out,
-                                    int32_t* out_idx) {
-  using acc_t = typename Acc<T>::type;
+template <class Scalar>
+__global__ void reduce_block_kernel(ReduceOp op, const Scalar* x, int64_t outputs, int64_t n, int64_t inner,
+                                    Scalar* out, int32_t* out_idx) {
+  using acc_t = typename Acc<Scalar>::type;
   for (int64_t r = blockIdx.x; r < outputs; r += gridDim.x) {
-    const T* p = x + (r / inner) * n * inner + r % inner;
+    const Scalar* p = x + (r / inner) * n * inner + r % inner;
     if (op == ReduceOp::Argmax) {
-      T bv = T(0);
+      Scalar bv = Scalar(0);
       int64_t bi = -1;
       for (int64_t j = threadIdx.x; j < n; j += blockDim.x) argmax_take(bv, bi, p[j * inner], j);
       bi = block_argmax(bv, bi);
       if (threadIdx.x == 0) out_idx[r] = static_cast<int32_t>(bi);
     } else if (op == ReduceOp::Max) {
-      T m = lowest<T>();
+      Scalar m = lowest<Scalar>();
       for (int64_t j = threadIdx.x; j < n; j += blockDim.x) m = MaxNanOp{}(m, p[j * inner]);
       m = block_allreduce(m, MaxNanOp{});
       if (threadIdx.x == 0) out[r] = m;
@@ -93,24 +94,24 @@ __global__ void reduce_block_kernel(ReduceOp op, const T* x, int64_t outputs, in
       for (int64_t j = threadIdx.x; j < n; j += blockDim.x) s += static_cast<acc_t>(p[j * inner]);
       s = block_allreduce(s, SumOp{});
       if (op == ReduceOp::Mean) s = static_cast<acc_t>(static_cast<double>(s) / static_cast<double>(n));
-      if (threadIdx.x == 0) out[r] = static_cast<T>(s);
+      if (threadIdx.x == 0) out[r] = static_cast<Scalar>(s);
     }
   }
 }
 
-// One thread per output, walking n in order: the CPU loop, verbatim. Neighbouring threads read
-// neighbouring `inner` positions, so the loads coalesce.
-template <class T>
-__global__ void reduce_thread_kernel(ReduceOp op, const T* x, int64_t outputs, int64_t n, int64_t inner, T* out,
-                                     int32_t* out_idx) {
-  using acc_t = typename Acc<T>::type;
+// x (outer, n, inner) -> out (outer, inner). One thread per output, walking n in order: the CPU
+// loop, verbatim. Neighbouring threads read neighbouring `inner` positions, so the loads coalesce.
+template <class Scalar>
+__global__ void reduce_thread_kernel(ReduceOp op, const Scalar* x, int64_t outputs, int64_t n, int64_t inner,
+                                     Scalar* out, int32_t* out_idx) {
+  using acc_t = typename Acc<Scalar>::type;
   LM_CUDA_FOR(r, outputs) {
-    const T* p = x + (r / inner) * n * inner + r % inner;
+    const Scalar* p = x + (r / inner) * n * inner + r % inner;
     if (op == ReduceOp::Argmax) {
-      T bv = p[0];
+      Scalar bv = p[0];
       int64_t best = 0;
       for (int64_t j = 1; j < n; ++j) {
-        T v = p[j * inner];
+        Scalar v = p[j * inner];
         if (v > bv || (v != v && bv == bv)) {
           bv = v;
           best = j;
@@ -118,9 +119,9 @@ __global__ void reduce_thread_kernel(ReduceOp op, const T* x, int64_t outputs, i
       }
       out_idx[r] = static_cast<int32_t>(best);
     } else if (op == ReduceOp::Max) {
-      T m = p[0];
+      Scalar m = p[0];
       for (int64_t j = 1; j < n; ++j) {
-        T v = p[j * inner];
+        Scalar v = p[j * inner];
         if (v > m || v != v) m = v;
       }
       out[r] = m;
@@ -128,26 +129,26 @@ __global__ void reduce_thread_kernel(ReduceOp op, const T* x, int64_t outputs, i
       acc_t s = 0;
       for (int64_t j = 0; j < n; ++j) s += static_cast<acc_t>(p[j * inner]);
       if (op == ReduceOp::Mean) s = static_cast<acc_t>(static_cast<double>(s) / static_cast<double>(n));
-      out[r] = static_cast<T>(s);
+      out[r] = static_cast<Scalar>(s);
     }
   }
 }
 
 // x (rows, cols) -> y (rows, cols), one block per row. Same steps as the CPU: max (ignoring
 // NaN), an all -inf row shifted by 0 instead of -inf, then exp / sum or x - logsumexp.
-template <class T> __global__ void softmax_kernel(const T* x, T* y, int64_t rows, int64_t cols, bool log) {
+template <class Scalar> __global__ void softmax_kernel(const Scalar* x, Scalar* y, int64_t rows, int64_t cols, bool log) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* xr = x + r * cols;
-    T* yr = y + r * cols;
-    T m = -static_cast<T>(INFINITY);
+    const Scalar* xr = x + r * cols;
+    Scalar* yr = y + r * cols;
+    Scalar m = -static_cast<Scalar>(INFINITY);
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = MaxOp{}(m, xr[j]);
     m = block_allreduce(m, MaxOp{});
-    if (m == -static_cast<T>(INFINITY)) m = T(0);
-    T s = 0;
+    if (m == -static_cast<Scalar>(INFINITY)) m = Scalar(0);
+    Scalar s = 0;
     if (log) {
       for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += std::exp(xr[j] - m);
       s = block_allreduce(s, SumOp{});
-      const T lse = m + std::log(s);
+      const Scalar lse = m + std::log(s);
       for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = xr[j] - lse;
     } else {
       // Each thread rereads only the entries it wrote itself, so no barrier is needed between.
@@ -156,20 +157,20 @@ template <class T> __global__ void softmax_kernel(const T* x, T* y, int64_t rows
         s += yr[j];
       }
       s = block_allreduce(s, SumOp{});
-      const T inv = T(1) / s;
+      const Scalar inv = Scalar(1) / s;
       for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) yr[j] *= inv;
     }
   }
 }
 
 // y, g, dx (rows, cols):  softmax: dx = y * (g - sum(g * y));  log-softmax: dx = g - exp(y) * sum(g).
-template <class T>
-__global__ void softmax_backward_kernel(const T* y, const T* g, T* dx, int64_t rows, int64_t cols, bool log) {
+template <class Scalar>
+__global__ void softmax_backward_kernel(const Scalar* y, const Scalar* g, Scalar* dx, int64_t rows, int64_t cols, bool log) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const T* yr = y + r * cols;
-    const T* gr = g + r * cols;
-    T* dr = dx + r * cols;
-    T s = 0;
+    const Scalar* yr = y + r * cols;
+    const Scalar* gr = g + r * cols;
+    Scalar* dr = dx + r * cols;
+    Scalar s = 0;
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += log ? gr[j] : gr[j] * yr[j];
     s = block_allreduce(s, SumOp{});
     for (int64_t j = threadIdx.x; j < cols; j += blockDim.x)

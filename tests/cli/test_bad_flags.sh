@@ -30,6 +30,7 @@ BASE[passkey]="--checkpoint $LM --lengths 300 --trials 1 --chunk 16"
 BASE[eval]="--checkpoint $LM --tokens $WORK/data/val.tokens --length 64 --windows 1 --chunk 16"
 BASE[generate]="--checkpoint $LM --prompt-file $WORK/prompt.txt --max-new 2 --chunk 16"
 BASE[attn-map]="--checkpoint $LM --text-file $WORK/prompt.txt --out $WORK/a.png --max-tokens 40 --chunk 16"
+BASE[explore]="--checkpoint $LM --text-file $WORK/prompt.txt --out $WORK/e.html --max-tokens 40 --chunk 16"
 declare -A POSITIONAL
 POSITIONAL[plot-table]="$WORK/table.tsv"
 

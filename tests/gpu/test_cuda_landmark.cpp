@@ -58,11 +58,11 @@ Tensor five_layouts(int64_t T) {
 
 // Every element strictly above the diagonal of each (T, T) matrix of p (BH, T, T) is exactly 0.
 void require_zero_above_diagonal(const Tensor& p, const std::string& what) {
-  const int64_t Tn = p.size(1);
+  const int64_t T = p.size(1);
   const std::vector<double> v = p.to_double_vector();
   int64_t nonzero = 0;
   for (size_t e = 0; e < v.size(); ++e) {
-    const int64_t i = static_cast<int64_t>(e) / Tn % Tn, j = static_cast<int64_t>(e) % Tn;
+    const int64_t i = static_cast<int64_t>(e) / T % T, j = static_cast<int64_t>(e) % T;
     if (j > i && v[e] != 0.0) ++nonzero;
   }
   INFO(what << ": " << nonzero << " entries above the diagonal are not 0");
