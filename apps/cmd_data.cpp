@@ -52,6 +52,7 @@ Command prepare_command(CLI::App& app) {
   auto sample_mb = std::make_shared<double>(8.0);
   auto gpt2 = std::make_shared<std::vector<std::string>>();
   auto split_digits = std::make_shared<bool>(false);
+  auto tokenizer_from = std::make_shared<std::string>();
   sub->add_option("--train", *train_txt, "Training text files")->required()->check(CLI::ExistingFile);
   sub->add_option("--val", *val_txt, "Validation text files")->required()->check(CLI::ExistingFile);
   sub->add_option("--out", *out, "Output directory")->required();
@@ -67,12 +68,20 @@ Command prepare_command(CLI::App& app) {
   sub->add_option("--gpt2-files", *gpt2, "GPT-2's encoder.json and vocab.bpe")->expected(2)->check(CLI::ExistingFile);
   sub->add_flag("--split-digits", *split_digits,
                 "BPE: never merge a digit, so numbers are read one digit per token (as LLaMA's tokenizer does)");
+  sub->add_option("--tokenizer-from", *tokenizer_from,
+                  "Reuse this tokenizer.json (from another prepared directory) instead of making one: token files "
+                  "of different text that one model can train on in turn (e.g. a curriculum, or fine-tuning)")
+      ->check(CLI::ExistingFile)
+      ->excludes("--gpt2-files")
+      ->excludes("--split-digits");
   auto run = [=]() {
     LM_CHECK(!*split_digits || *kind == "bpe", "prepare: --split-digits applies to a BPE trained here "
              "(--tokenizer bpe), not to --tokenizer " << *kind);
     std::filesystem::create_directories(*out);
     std::unique_ptr<Tokenizer> tok;
-    if (*kind == "bytes") {
+    if (!tokenizer_from->empty()) {
+      tok = load_tokenizer(*tokenizer_from);
+    } else if (*kind == "bytes") {
       tok = std::make_unique<ByteTokenizer>();
     } else if (*kind == "gpt2") {
       LM_CHECK(gpt2->size() == 2, "prepare: --tokenizer gpt2 needs --gpt2-files encoder.json vocab.bpe");
@@ -90,6 +99,7 @@ Command prepare_command(CLI::App& app) {
     }
     // Every tokenizer carries the two special tokens landmark models need, so one prepared
     // directory serves standard and landmark training alike (specials are part of the fingerprint).
+    // (idempotent: a reused tokenizer made by prepare keeps its ids and its fingerprint)
     tok->add_special("<|landmark|>");
     tok->add_special("<|cmt|>");
     const std::string tok_path = *out + "/tokenizer.json";
@@ -129,6 +139,10 @@ Command passkey_data_command(CLI::App& app) {
   auto min_fill = std::make_shared<int64_t>(0);
   auto filler_only = std::make_shared<double>(0.1);
   auto uniform_distance = std::make_shared<bool>(false);
+  auto copy_docs = std::make_shared<double>(0.0);
+  auto questions = std::make_shared<int64_t>(1);
+  auto copy_items = std::make_shared<int64_t>(8);
+  auto copy_fillers = std::make_shared<int64_t>(18);
   auto seed = std::make_shared<uint64_t>(1);
   sub->add_option("--out", *out, "Output directory")->required();
   sub->add_option("--docs", *docs, "Training documents")->check(CLI::PositiveNumber)->capture_default_str();
@@ -144,19 +158,51 @@ Command passkey_data_command(CLI::App& app) {
   sub->add_flag("--uniform-distance", *uniform_distance,
                 "Draw the fillers after the key (how far back the answer lies) uniformly in 0..--max-fillers, "
                 "so far keys are as common as near ones (default: the total is uniform and split at random)");
+  sub->add_option("--questions", *questions,
+                  "Ask each document's question this many times, each after its own 0..--max-fillers fillers "
+                  "(the same key every time: more answers per token, none contradicted)")
+      ->check(CLI::Range(int64_t{1}, int64_t{60}))
+      ->capture_default_str();
+  sub->add_option("--list-docs", *copy_docs,
+                  "Fraction of documents that are number lists asked back after filler (\"The list is N1 N2. ... What "
+                  "is the list? The list is N1 N2.\"): the answer's copy, many tokens per document")
+      ->check(real_in(0.0, 1.0))
+      ->capture_default_str();
+  sub->add_option("--list-items", *copy_items, "Numbers per list document, at most (uniform from 1)")
+      ->check(CLI::Range(int64_t{1}, int64_t{60}))
+      ->capture_default_str();
+  sub->add_option("--list-fillers", *copy_fillers, "Filler sentences between a list and its repeat, at most (uniform from 0)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--seed", *seed, "Seed (the validation text uses seed + 1)")->capture_default_str();
   auto run = [=]() {
     LM_CHECK(*min_fill <= *max_fill, "passkey-data: --min-fillers " << *min_fill << " is above --max-fillers " << *max_fill);
     // About 90 bytes per filler sentence and 250 for the rest of a document; refuse before
     // building a string that cannot fit in memory.
-    const double gb = static_cast<double>(*docs) * (0.5 * static_cast<double>(*min_fill + *max_fill) * 90.0 + 250.0) / 1e9;
-    LM_CHECK(gb < 8.0, "passkey-data: --docs " << *docs << " with up to " << *max_fill << " fillers is about " << gb
-                                               << " GB of text; lower --docs or --max-fillers (at most 8 GB)");
+    const double fillers = std::max(0.5 * static_cast<double>(*min_fill + *max_fill), 0.5 * static_cast<double>(*copy_fillers));
+    const double gb = static_cast<double>(*docs) * static_cast<double>(*questions) *
+                      (fillers * 90.0 + 250.0 + 12.0 * static_cast<double>(*copy_items)) / 1e9;
+    LM_CHECK(gb < 8.0, "passkey-data: --docs " << *docs << " with --max-fillers " << *max_fill << ", --questions "
+                                               << *questions << ", --list-fillers " << *copy_fillers
+                                               << " and --list-items " << *copy_items << " is about " << gb
+                                               << " GB of text; lower --docs, --max-fillers, --questions or "
+                                                  "--list-fillers (at most 8 GB)");
     std::filesystem::create_directories(*out);
     for (auto [name, n, s] : {std::tuple<std::string, int64_t, uint64_t>{"train.txt", *docs, *seed},
                               std::tuple<std::string, int64_t, uint64_t>{"val.txt", std::max<int64_t>(*docs / 20, 50), *seed + 1}}) {
       const std::string path = *out + "/" + name;
-      const std::string text = passkey_training_text(n, *max_fill, *filler_only, s, *min_fill, *uniform_distance);
+      PasskeyDataOptions o;
+      o.docs = n;
+      o.min_fillers = *min_fill;
+      o.max_fillers = *max_fill;
+      o.filler_only = *filler_only;
+      o.uniform_distance = *uniform_distance;
+      o.copy_docs = *copy_docs;
+      o.questions = *questions;
+      o.copy_max_items = *copy_items;
+      o.copy_max_fillers = *copy_fillers;
+      o.seed = s;
+      const std::string text = passkey_training_text(o);
       write_file_atomic(path, text, "passkey-data");
       std::cout << "wrote " << path << " (" << n << " documents, " << text.size() << " bytes)\n";
     }
@@ -168,7 +214,8 @@ Command passkey_data_command(CLI::App& app) {
 std::vector<Command> register_commands(CLI::App& app) {
   return {prepare_command(app), corpus_command(app),  passkey_data_command(app), train_command(app),
           plot_command(app),    plot_table_command(app), info_command(app),      groups_command(app),
-          passkey_command(app), eval_command(app),    generate_command(app),     attn_map_command(app)};
+          passkey_command(app), eval_command(app),    generate_command(app),     attn_map_command(app),
+          explore_command(app)};
 }
 
 }  // namespace app

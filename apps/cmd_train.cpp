@@ -167,11 +167,17 @@ Command plot_command(CLI::App& app) {
   sub->add_option("--title", *title, "Chart title")->capture_default_str();
   auto log_y = std::make_shared<bool>(false);
   sub->add_flag("--log-y", *log_y, "A log-scale loss axis");
+  auto offsets = std::make_shared<std::vector<int64_t>>();
+  sub->add_option("--offsets", *offsets,
+                  "One step offset per file, added to its steps (a run that continued another, drawn where its parent stopped)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   auto run = [=]() {
     std::vector<std::string> l = *labels;
     if (l.empty()) l = *paths;
     LM_CHECK(l.size() == paths->size(), "plot: got " << l.size() << " labels for " << paths->size() << " files");
-    plot_loss_curves(*paths, l, *out, *title, *log_y);
+    LM_CHECK(offsets->empty() || offsets->size() == paths->size(),
+             "plot: got " << offsets->size() << " --offsets for " << paths->size() << " files");
+    plot_loss_curves(*paths, l, *out, *title, *log_y, *offsets);
     std::cout << "wrote " << *out << "\n";
     return 0;
   };

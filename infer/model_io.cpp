@@ -4,7 +4,7 @@
 #include <iostream>
 
 #include "nn/checkpoint.h"
-#include "train/trainer.h"
+#include "nn/gpt_io.h"
 
 namespace lm {
 
@@ -33,7 +33,7 @@ LoadedModel load_trained_model(const std::string& path, Device device) {
                                                      << " (the metadata's tokenizer was changed)");
   }
   m.model = std::make_unique<GPT>(config);
-  load_model_weights(ck, *m.model, nullptr);
+  load_gpt_weights(ck, *m.model);
   m.model->eval();
   m.model->to(device);
   return m;

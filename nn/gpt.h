@@ -42,7 +42,7 @@ struct GPTConfig {
   void validate() const;  // throws naming the bad field
   // About how many parameters the model has (vocab x C for the embedding, 12 C^2 + 13 C per
   // layer): what validate() bounds by memory, and what a checkpoint must roughly hold before a
-  // model is built from its config (train/trainer.h check_config_fits_checkpoint).
+  // model is built from its config (nn/gpt_io.h check_config_fits_checkpoint).
   double approx_params() const {
     const double C = static_cast<double>(n_embd);
     return static_cast<double>(vocab_size) * C + static_cast<double>(n_layer) * (12.0 * C * C + 13.0 * C);

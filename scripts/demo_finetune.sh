@@ -2,26 +2,29 @@
 # demo_finetune.sh: `make demo-finetune`, the paper's Section 4.2 at our scale. The paper takes a
 # pretrained standard model, fine-tunes it briefly with landmark tokens at a short window, and
 # then finds a pass key far beyond that window. Here the pretrained model is the demo's standard
-# model (trained by `make demo`, which must have run first):
-#   1. fine-tune it with landmarks (`train --init-from`) for 5, 10 and 20% of the steps it was
-#      trained for, each a run with its own schedule
+# model (trained by `make demo`, which must have run first: pretraining on 128-token windows, then
+# 512-token windows with standard attention; it knows the task inside its window):
+#   1. fine-tune it with landmarks (`train --init-from`) for 5, 10 and 20% of the tokens it was
+#      trained on (its two stages together), each a run with its own schedule, on the demo's long
+#      documents with the demo's 512-token settings
 #   2. pass-key retrieval at the demo's lengths (512 to 32k) for each fine-tune, with the demo's
 #      prompts (same seed, trials and lengths)
 #   3. one table, runs/demo/finetune.tsv: one row per length; columns: the base model in its own
-#      window (0% fine-tuning), the three fine-tunes, and the demo's from-scratch landmark model
-#      (the last two taken from runs/demo/passkey.tsv), with runs/demo/finetune.png, and a closing
-#      line that says whether the 20% fine-tune reaches 90% at every length
+#      window (0% fine-tuning), the three fine-tunes, and the demo's landmark model (the shared
+#      pretraining continued with landmarks for as many steps as the base's second stage; the last
+#      two taken from runs/demo/passkey.tsv), with runs/demo/finetune.png, and a closing line that
+#      says whether the 20% fine-tune reaches 90% at every length
 # Environment: FINETUNE_PCTS (default "5 10 20"), FINETUNE_MINUTES (time limit per fine-tune, 2).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-source scripts/demo_model.sh  # LANDMARK, MODEL, LM_FLAGS, DATA, EVAL_FLAGS, OUT: shared with demo.sh
+source scripts/demo_model.sh  # LANDMARK, MODEL, LONG, LM_FLAGS, DATA, EVAL_FLAGS, OUT: shared with demo.sh
 PCTS="${FINETUNE_PCTS:-5 10 20}"
 MINUTES="${FINETUNE_MINUTES:-2}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 BASE="$OUT/standard/checkpoint.safetensors"
 [ -x "$LANDMARK" ] || { echo "demo-finetune: $LANDMARK is missing; run 'make' first" >&2; exit 1; }
-for f in "$BASE" "$OUT/passkey.tsv" "$OUT/passkey.txt" "$DATA/tokens/train.tokens"; do
+for f in "$BASE" "$OUT/passkey.tsv" "$OUT/passkey.txt" "$OUT/pretrain.log" "$OUT/standard.log" "$DATA/long/tokens/train.tokens"; do
   [ -s "$f" ] || { echo "demo-finetune: $f is missing: run 'make demo' first (it trains the model fine-tuned here)" >&2; exit 1; }
 done
 T0=$SECONDS
@@ -30,18 +33,28 @@ stamp() { local s=$((SECONDS - $1)); printf '%d:%02d' $((s / 60)) $((s % 60)); }
 # The demo's evaluation, repeated exactly: its lengths (from its table) and trials (from its header).
 lengths=$(awk -F'\t' 'NR > 1 { printf "%s%s", sep, $1; sep = "," }' "$OUT/passkey.tsv")
 trials=$(sed -n 's/^pass-key retrieval: \([0-9]*\) trials.*/\1/p' "$OUT/passkey.txt" | head -1)
-base_steps=$("$LANDMARK" info "$BASE" | sed -n 's/^  "step": \([0-9]*\),*$/\1/p' | head -1)
-[ -n "$lengths" ] && [ -n "$trials" ] && [ -n "$base_steps" ] || {
-  echo "demo-finetune: cannot read the demo's lengths, trials or the base model's steps" >&2; exit 1; }
-echo "=== base: $BASE, trained for $base_steps steps; pass-key at $lengths, $trials prompts per length ==="
+# The tokens the base model was trained on: its pretraining and its 512-token stage, each
+# "steps x batch x window" as the training logs state them ("... N tokens per step ...").
+tokens_of() {  # a training log: steps done times tokens per step
+  local steps per
+  steps=$(sed -n 's/^stopped: [a-z -]* at step \([0-9]*\).*/\1/p' "$1" | tail -1)
+  per=$(sed -n 's/.* \([0-9]*\) tokens per step.*/\1/p' "$1" | head -1)
+  [ -n "$steps" ] && [ -n "$per" ] && echo $((steps * per))
+}
+pre_tokens=$(tokens_of "$OUT/pretrain.log") base_tokens=$(tokens_of "$OUT/standard.log")
+[ -n "$lengths" ] && [ -n "$trials" ] && [ -n "$pre_tokens" ] && [ -n "$base_tokens" ] || {
+  echo "demo-finetune: cannot read the demo's lengths, trials or the base model's training tokens" >&2; exit 1; }
+trained=$((pre_tokens + base_tokens))
+step_tokens=$(sed -n 's/.* \([0-9]*\) tokens per step.*/\1/p' "$OUT/standard.log" | head -1)
+echo "=== base: $BASE, trained on $trained tokens ($pre_tokens pretraining + $base_tokens at 512); pass-key at $lengths, $trials prompts per length ==="
 
 cols=()
 for pct in $PCTS; do
-  steps=$(( base_steps * pct / 100 ))
+  steps=$(( trained * pct / 100 / step_tokens ))
   [ "$steps" -ge 2 ] || steps=2
   dir="$OUT/finetune_$pct"
-  echo "=== fine-tune ${pct}%: $steps landmark steps from the standard model (at most $MINUTES min) ==="
-  "$LANDMARK" train --data "$DATA/tokens" --out "$dir" --init-from "$BASE" "${LM_FLAGS[@]}" "${MODEL[@]}" \
+  echo "=== fine-tune ${pct}%: $steps landmark steps of $step_tokens tokens from the standard model (at most $MINUTES min) ==="
+  "$LANDMARK" train --data "$DATA/long/tokens" --out "$dir" --init-from "$BASE" "${LM_FLAGS[@]}" "${MODEL[@]}" "${LONG[@]}" \
     --steps "$steps" --time-limit "$MINUTES" --eval-every 0 --ckpt-every 0 --log-every 10 | tee "$dir.log"
   "$LANDMARK" passkey --checkpoint "$dir/checkpoint.safetensors" --lengths "$lengths" --trials "$trials" \
     "${EVAL_FLAGS[@]}" --tsv "$dir/passkey.tsv" | tee "$dir/passkey.txt"
@@ -52,15 +65,15 @@ done
 {
   printf 'length\tbase (standard, window)'
   for pct in "${cols[@]}"; do printf '\tfine-tuned %s%%' "$pct"; done
-  printf '\tlandmark from scratch\n'
+  printf '\tlandmark (demo)\n'
   awk -F'\t' 'NR > 1 { print $1 "\t" $3 }' "$OUT/passkey.tsv" > "$OUT/.ft_base"
-  awk -F'\t' 'NR > 1 { print $2 }' "$OUT/passkey.tsv" > "$OUT/.ft_scratch"
+  awk -F'\t' 'NR > 1 { print $2 }' "$OUT/passkey.tsv" > "$OUT/.ft_demo"
   files=("$OUT/.ft_base")
   for pct in "${cols[@]}"; do
     awk -F'\t' 'NR > 1 { print $2 }' "$OUT/finetune_$pct/passkey.tsv" > "$OUT/.ft_$pct"
     files+=("$OUT/.ft_$pct")
   done
-  paste "${files[@]}" "$OUT/.ft_scratch"
+  paste "${files[@]}" "$OUT/.ft_demo"
 } > "$OUT/finetune.tsv.tmp"
 mv "$OUT/finetune.tsv.tmp" "$OUT/finetune.tsv"
 rm -f "$OUT"/.ft_*

@@ -1,14 +1,27 @@
-# demo_model.sh: what `make demo` (scripts/demo.sh) and `make demo-finetune`
-# (scripts/demo_finetune.sh) share, sourced by both: the program, the model, the data and the
-# pass-key settings. Not a program of its own.
+# demo_model.sh: what `make demo` (scripts/demo.sh), `make demo-finetune` (scripts/demo_finetune.sh)
+# and `make demo-long` (scripts/demo_long.sh) share, sourced by each: the program, the model, the
+# data and the pass-key settings. Not a program of its own.
 LANDMARK=build/apps/landmark
-# 3 layers, d 128, 4 heads of 32, a 512-token window, batch 8, peak learning rate 2e-3.
-MODEL=(--layers 3 --embd 128 --heads 4 --block-size 512 --batch 8 --lr 2e-3)
-# The landmark model's attention: a landmark after every 50 tokens (the paper's F).
+# The model: 3 layers, d 128, 4 heads of 32 (the width and depth stay the same in every stage).
+MODEL=(--layers 3 --embd 128 --heads 4)
+# Stage 1, pretraining (one run, shared by both models): a standard model on 128-token windows of
+# short pass-key documents learns to copy the key. Four times cheaper per step than 512-token
+# windows, and copying is learned in steps, not in tokens (docs/demo.md section 5).
+PRETRAIN=(--block-size 128 --batch 8 --lr 2e-3)
+# Stage 2: the pretrained model continues on 512-token windows of long documents, once with
+# landmark attention (a landmark after every 50 tokens, the paper's F) and once with standard
+# attention (the baseline): the same data, steps and schedule for both. Every window opens a
+# document (--doc-starts), so it holds one key, asked three times.
+LONG=(--block-size 512 --batch 8 --lr 1e-3 --doc-starts)
 LM_FLAGS=(--attention landmark --landmark-every 50)
-# Pass-key documents (0..12 filler sentences, 5% plain filler) and a BPE tokenizer of 512 tokens.
+# The data. Short documents: 0..2 filler sentences, so key and question fit a 128-token window;
+# 30% of them number lists asked back ("The list is 4821 30177. ... What is the list? The list is
+# 4821 30177."), more copying per document. Long documents: the fillers between key and question uniform in 0..18 (a 512-token prompt holds
+# 18), the question asked three times, each after its own 0..18 fillers. One BPE tokenizer of
+# 512 tokens, trained on the short text, serves both (`prepare --tokenizer-from`).
 DATA="${DEMO_DATA:-data/passkey}"
-DATA_FLAGS=(--docs 50000 --max-fillers 12 --filler-only 0.05)
+SHORT_FLAGS=(--docs 50000 --max-fillers 2 --filler-only 0.05 --list-docs 0.3 --list-fillers 2)
+LONG_FLAGS=(--docs 20000 --max-fillers 18 --uniform-distance --questions 3 --filler-only 0.05)
 TOKENIZER_FLAGS=(--tokenizer bpe --vocab 512)
 # Reading a prompt: chunks of 200 tokens, the top 4 blocks retrieved per query.
 EVAL_FLAGS=(--chunk 200 --k 4)

@@ -8,6 +8,10 @@
 #   passkey            the demo's data: 0..12 filler sentences per document, BPE vocab 512
 #   passkey_fN         0..N fillers          passkey_xN   exactly N fillers
 #   passkey_vN         0..12 fillers, BPE vocab N
+#   passkey_lNN        0..12 fillers, NN% of the documents number lists (`passkey-data --list-docs`)
+#   passkey_fN_lNN     0..N fillers and NN% lists
+#   passkey_uN_qM      uniform distance 0..N fillers, the question asked M times per document
+#                      (`passkey-data --uniform-distance --questions M`), 20,000 documents
 # Checks: a landmark model, 10 prompts at 512, 2048 and 8192 tokens; a standard model, 20 prompts
 # at 512 tokens and a depth sweep (`passkey --depth`, 5 prompts per depth, 512 tokens: depth 1
 # puts the key right before the question, depth 0 at the far end of the window), which shows how
@@ -38,6 +42,13 @@ RECIPES=(
   "s64_std1500_f18|passkey_f18|${S64[*]} --steps 1500 --lr 3e-3"
   "s64_std4000_f18|passkey_f18|${S64[*]} --steps 4000 --lr 3e-3"
   "d128_std3000_f18|passkey_f18|${D128[*]} --steps 3000 --lr 2e-3"
+  # sixth round: number-list documents (many copies per document, at every distance a window holds)
+  "l30_std900|passkey_l30|${D128[*]} --steps 900 --lr 2e-3"
+  "l30_lm900|passkey_l30|${LM[*]} ${D128[*]} --steps 900 --lr 2e-3"
+  # seventh round: one key per window, asked several times (documents longer than a window, each
+  # window opening one)
+  "u18q3_std900|passkey_u18_q3|${D128[*]} --doc-starts --steps 900 --lr 2e-3"
+  "u18q3_lm900|passkey_u18_q3|${LM[*]} ${D128[*]} --doc-starts --steps 900 --lr 2e-3"
 )
 
 make_data() {  # directory name
@@ -47,7 +58,13 @@ make_data() {  # directory name
   [[ "$1" =~ _f([0-9]+)$ ]] && hi="${BASH_REMATCH[1]}"
   [[ "$1" =~ _x([0-9]+)$ ]] && lo="${BASH_REMATCH[1]}" && hi="$lo"
   [[ "$1" =~ _v([0-9]+)$ ]] && vocab="${BASH_REMATCH[1]}"
-  "$LANDMARK" passkey-data --out "$d" --docs 50000 --min-fillers "$lo" --max-fillers "$hi" --filler-only 0.05
+  local lists=0 extra=(--docs 50000)
+  [[ "$1" =~ _u([0-9]+)_q([0-9]+)$ ]] && hi="${BASH_REMATCH[1]}" &&
+    extra=(--docs 20000 --uniform-distance --questions "${BASH_REMATCH[2]}")
+  [[ "$1" =~ _f([0-9]+)_l[0-9]+$ ]] && hi="${BASH_REMATCH[1]}"
+  [[ "$1" =~ _l([0-9]+)$ ]] && lists="0.${BASH_REMATCH[1]}"
+  "$LANDMARK" passkey-data --out "$d" "${extra[@]}" --min-fillers "$lo" --max-fillers "$hi" --filler-only 0.05 \
+    --list-docs "$lists"
   "$LANDMARK" prepare --train "$d/train.txt" --val "$d/val.txt" --out "$d/tokens" --tokenizer bpe --vocab "$vocab" 2> /dev/null
 }
 
@@ -69,21 +86,11 @@ for line in "${RECIPES[@]}"; do
   if grep -q -- "--attention landmark" <<< "$flags"; then
     "$LANDMARK" passkey --checkpoint "$ckpt" --lengths 512,2048,8192 --trials 10 --chunk 200 --k 4 > "$dir/passkey.txt" 2> /dev/null
   else
-    # `passkey` reads a landmark model beside the baseline: any finished one with the same data.
-    lmref=""
-    for c in "$OUT"/*/checkpoint.safetensors; do
-      d2=$(dirname "$c")
-      if [ -f "$d2/DONE" ] && grep -q -- "--attention landmark" "$d2/cmdline" && grep -q "^data/$data/tokens " "$d2/cmdline"; then
-        lmref="$c"; break
-      fi
-    done
-    if [ -z "$lmref" ]; then echo "--- $name: no finished landmark recipe on data/$data to pair with; train one first"; continue; fi
-    "$LANDMARK" passkey --checkpoint "$lmref" --baseline "$ckpt" --lengths 512 --trials 20 --chunk 200 --k 4 \
-      > "$dir/passkey.txt" 2> /dev/null
+    # A standard model as --checkpoint is read with its own window.
+    "$LANDMARK" passkey --checkpoint "$ckpt" --lengths 512 --trials 20 > "$dir/passkey.txt" 2> /dev/null
     for depth in 0 0.25 0.5 0.75 0.9 1; do
       printf 'depth %-5s ' "$depth"
-      "$LANDMARK" passkey --checkpoint "$lmref" --baseline "$ckpt" --lengths 512 --trials 5 --chunk 200 --k 4 \
-        --depth "$depth" 2> /dev/null | tail -1
+      "$LANDMARK" passkey --checkpoint "$ckpt" --lengths 512 --trials 5 --depth "$depth" 2> /dev/null | grep "^ *512 "
     done > "$dir/depth.txt"
     cat "$dir/depth.txt"
   fi

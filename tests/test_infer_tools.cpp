@@ -219,6 +219,91 @@ TEST_CASE("pass-key prompts: the paper's wording, the requested length, the key 
     CHECK(n <= 9);
   }
   CHECK(after_counts(passkey_training_text(4000, 9, 0.0, 4))[9] < 80);
+
+  // List documents: the hand-written form of one, then the mix.
+  CHECK(passkey_list_document({12, 345}, 1) == std::string("The list is 12 345. ") + kPasskeyFiller +
+                                                   " What is the list? The list is 12 345.");
+  CHECK(passkey_list_document({7}, 0) == "The list is 7. What is the list? The list is 7.");
+  CHECK_THROWS_AS(passkey_list_document({}, 0), Error);
+  PasskeyDataOptions o;
+  o.docs = 4000;
+  o.max_fillers = 5;
+  o.filler_only = 0.1;
+  o.seed = 4;
+  const std::string plain = passkey_training_text(o);
+  CHECK(plain == passkey_training_text(4000, 5, 0.1, 4));  // copy_docs 0: the text as before the option
+  o.copy_docs = 0.3;
+  o.copy_max_items = 6;
+  o.copy_max_fillers = 7;
+  std::istringstream lines(passkey_training_text(o));
+  int64_t lists = 0, prompts = 0;
+  std::set<size_t> items_seen;
+  std::set<int64_t> fillers_seen;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("The list is ", 0) != 0) {
+      prompts += line.find("pass key") != std::string::npos;
+      continue;
+    }
+    ++lists;
+    // "The list is A B C." ... "The list is A B C.": the repeat equals the list, word for word.
+    const size_t q = line.find(" What is the list? The list is ");
+    REQUIRE(q != std::string::npos);
+    const std::string first = line.substr(12, line.find('.') - 12);
+    const std::string again = line.substr(q + 31, line.size() - 1 - (q + 31));
+    CHECK(first == again);
+    CHECK(line.back() == '.');
+    std::istringstream words(first);
+    size_t n = 0;
+    for (std::string w; words >> w; ++n) {
+      const long v = std::stol(w);
+      CHECK(v >= 1);
+      CHECK(v <= 50000);
+    }
+    items_seen.insert(n);
+    int64_t f = 0;
+    for (size_t at = line.find(kPasskeyFiller); at != std::string::npos; at = line.find(kPasskeyFiller, at + 1)) ++f;
+    fillers_seen.insert(f);
+  }
+  // 30% of 4000 documents are lists: 1200 expected, binomial sd about 29; 1050..1350 is over 5 sd.
+  CHECK(lists > 1050);
+  CHECK(lists < 1350);
+  CHECK(prompts > 2000);  // the rest: 90% prompts, 10% plain filler
+  CHECK(items_seen == std::set<size_t>{1, 2, 3, 4, 5, 6});
+  CHECK(fillers_seen == std::set<int64_t>{0, 1, 2, 3, 4, 5, 6, 7});
+  o.copy_max_items = 61;  // 64 counters per document: at most 60 numbers
+  CHECK_THROWS_AS(passkey_training_text(o), Error);
+
+  // Repeated questions: each prompt document asks 3 times, always answered with its own key; the
+  // first part of each document is the one-question document of the same seed, word for word.
+  PasskeyDataOptions q;
+  q.docs = 300;
+  q.max_fillers = 4;
+  q.filler_only = 0.0;
+  q.uniform_distance = true;
+  q.seed = 5;
+  const std::string once = passkey_training_text(q);
+  q.questions = 3;
+  std::istringstream once_lines(once), thrice_lines(passkey_training_text(q));
+  std::set<int64_t> gaps;
+  for (std::string a, b; std::getline(once_lines, a) && std::getline(thrice_lines, b);) {
+    CHECK(b.rfind(a, 0) == 0);  // the one-question document is a prefix
+    const std::string key = a.substr(a.rfind(' ') + 1, a.size() - a.rfind(' ') - 2);
+    const std::string qa = std::string(kPasskeyQuestion) + " " + key + ".";
+    int64_t asked = 0;
+    for (size_t at = b.find(kPasskeyQuestion); at != std::string::npos; at = b.find(kPasskeyQuestion, at + 1)) {
+      CHECK(b.compare(at, qa.size(), qa) == 0);  // every question is answered with this document's key
+      ++asked;
+    }
+    CHECK(asked == 3);
+    // fillers between the first and the second answer: uniform over 0..max_fillers
+    const size_t second = b.find(kPasskeyQuestion, a.size());
+    int64_t f = 0;
+    for (size_t at = b.find(kPasskeyFiller, a.size()); at != std::string::npos && at < second;
+         at = b.find(kPasskeyFiller, at + 1))
+      ++f;
+    gaps.insert(f);
+  }
+  CHECK(gaps == std::set<int64_t>{0, 1, 2, 3, 4});
 }
 
 TEST_CASE("windowed generation: each token is the argmax of the model over its last window", "[infer]") {

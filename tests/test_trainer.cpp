@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 #include "infer/model_io.h"
@@ -88,6 +89,17 @@ TEST_CASE("trainer: loss falls on real text in a short run; the log parses and p
   CHECK(m.val_loss.back() < m.val_loss.front());
   plot_loss_curves({out + "/metrics.jsonl"}, {"test"}, out + "/loss.png", "test");
   CHECK(fs::file_size(out + "/loss.png") > 1000);
+  // Offsets move a log along the step axis: the same log drawn at step 0 and at step 5000 gives
+  // another picture (the axis runs to 5120 instead of 120), and an offset of 0 the same one.
+  auto bytes = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  plot_loss_curves({out + "/metrics.jsonl"}, {"test"}, out + "/loss0.png", "test", false, {0});
+  plot_loss_curves({out + "/metrics.jsonl"}, {"test"}, out + "/loss5000.png", "test", false, {5000});
+  CHECK(bytes(out + "/loss0.png") == bytes(out + "/loss.png"));
+  CHECK(bytes(out + "/loss5000.png") != bytes(out + "/loss.png"));
+  CHECK_THROWS_AS(plot_loss_curves({out + "/metrics.jsonl"}, {"test"}, out + "/x.png", "test", false, {1, 2}), Error);
   CHECK(log.str().find("CPU thread(s)") != std::string::npos);  // the thread count is announced
 }
 
@@ -312,6 +324,26 @@ TEST_CASE("trainer: the schedule position follows the steps, or the clock when a
   CHECK(schedule_position(10, 100, 600.0, 60.0) == 99);  // past the limit: the last position
   CHECK(schedule_position(100, 100, 0.0, 0.0) == 99);
   CHECK_THROWS_AS(schedule_position(-1, 100, 0.0, 0.0), Error);
+
+  // ScheduleClock: 1000 steps in a 100 s limit, so the margin is 20 steps (2%). A run on course
+  // (0.09 s a step) whose first step took 0.3 s: the clock says 3 at step 0 and about 3 ahead
+  // later, never 20, so the positions are the steps themselves.
+  ScheduleClock on_course;
+  double t = 0.3;
+  for (int64_t step = 0; step < 1000; ++step, t += 0.09) CHECK(on_course.position(step, 1000, t, 100.0) == step);
+  CHECK_FALSE(on_course.following);
+  // A run too slow for its steps (0.2 s a step: 500 steps in the limit) falls behind by 20 steps at
+  // step 20 (t = 4.0 s: the clock at 40) and follows the clock from then on, to the last position.
+  ScheduleClock slow;
+  CHECK(slow.position(19, 1000, 19 * 0.2, 100.0) == 19);  // the clock at 38: 19 ahead, not yet 20
+  CHECK(slow.position(20, 1000, 20 * 0.2, 100.0) == 40);
+  CHECK(slow.following);
+  CHECK(slow.position(21, 1000, 4.01, 100.0) == 40);  // the clock barely moved: no step back (floor(40.1))
+  CHECK(slow.position(400, 1000, 99.95, 100.0) == 999);
+  // Without a limit nothing follows a clock.
+  ScheduleClock none;
+  CHECK(none.position(5, 10, 1e9, 0.0) == 5);
+  CHECK(none.position(10, 10, 1e9, 0.0) == 9);
 }
 
 TEST_CASE("trainer: a run cut by its time limit ends at the schedule's final learning rate", "[trainer]") {

@@ -53,12 +53,19 @@ std::vector<double> smooth(const std::vector<double>& y, double beta) {
 }  // namespace
 
 void plot_loss_curves(const std::vector<std::string>& paths, const std::vector<std::string>& labels,
-                      const std::string& png_path, const std::string& title, bool log_y) {
+                      const std::string& png_path, const std::string& title, bool log_y,
+                      const std::vector<int64_t>& offsets) {
   LM_CHECK(!paths.empty() && paths.size() == labels.size(), "plot_loss_curves: need one label per metrics file");
+  LM_CHECK(offsets.empty() || offsets.size() == paths.size(),
+           "plot_loss_curves: got " << offsets.size() << " step offsets for " << paths.size() << " metrics files");
   std::vector<plot::Series> series;
   for (size_t i = 0; i < paths.size(); ++i) {
     MetricsLog m = read_metrics(paths[i]);
     LM_CHECK(!m.step.empty(), "plot_loss_curves: " << paths[i] << " has no training steps yet");
+    if (!offsets.empty()) {
+      for (double& s : m.step) s += static_cast<double>(offsets[i]);
+      for (double& s : m.val_step) s += static_cast<double>(offsets[i]);
+    }
     const std::string prefix = labels[i].empty() ? "" : labels[i] + ": ";
     plot::Rgb base = plot::palette_color(static_cast<int>(2 * i)), val = plot::palette_color(static_cast<int>(2 * i + 1));
     plot::Rgb faint{static_cast<uint8_t>((base.r + 2 * 255) / 3), static_cast<uint8_t>((base.g + 2 * 255) / 3),

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <cstdint>
 #include <string>
 #include <utility>
 #include <vector>
@@ -22,9 +23,12 @@ MetricsLog read_metrics(const std::string& path);
 
 // Training loss (raw and smoothed) and validation loss against step, written to png_path.
 // Other logs can be overlaid (e.g. standard vs landmark attention), each labelled. log_y: a log
-// loss axis, which keeps a loss falling from 6 to 0.1 readable all the way down.
+// loss axis, which keeps a loss falling from 6 to 0.1 readable all the way down. offsets (one per
+// log, or none): steps added to that log's steps, so a run that continues another (--init-from)
+// is drawn where its parent stopped.
 void plot_loss_curves(const std::vector<std::string>& metrics_paths, const std::vector<std::string>& labels,
-                      const std::string& png_path, const std::string& title, bool log_y = false);
+                      const std::string& png_path, const std::string& title, bool log_y = false,
+                      const std::vector<int64_t>& offsets = {});
 
 // A table of numbers read from a tab-separated file (what `passkey --tsv` and the demos write):
 // a header line of column names, then rows of numbers; "-" or "nan" is a missing value (NaN).

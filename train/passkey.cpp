@@ -67,37 +67,80 @@ PasskeyPrompt passkey_prompt_for_length(const Tokenizer& tok, int64_t target_tok
   return p;
 }
 
-std::string passkey_training_text(int64_t docs, int64_t max_fillers, double filler_only, uint64_t seed,
-                                  int64_t min_fillers, bool uniform_distance) {
-  LM_CHECK(docs > 0 && min_fillers >= 0 && max_fillers >= min_fillers && filler_only >= 0 && filler_only <= 1,
-           "passkey_training_text: bad arguments docs=" << docs << " min_fillers=" << min_fillers
-                                                        << " max_fillers=" << max_fillers
-                                                        << " filler_only=" << filler_only);
+std::string passkey_list_document(const std::vector<int32_t>& numbers, int64_t fillers) {
+  LM_CHECK(!numbers.empty() && fillers >= 0,
+           "passkey_list_document: needs at least one number and fillers >= 0, got " << numbers.size() << ", " << fillers);
+  std::string list;
+  for (int32_t n : numbers) list += " " + std::to_string(n);
+  std::string out = "The list is" + list + ".";
+  for (int64_t i = 0; i < fillers; ++i) out += std::string(" ") + kPasskeyFiller;
+  return out + " What is the list? The list is" + list + ".";
+}
+
+std::string passkey_training_text(const PasskeyDataOptions& o) {
+  LM_CHECK(o.docs > 0 && o.min_fillers >= 0 && o.max_fillers >= o.min_fillers && o.filler_only >= 0 &&
+               o.filler_only <= 1 && o.copy_docs >= 0 && o.copy_docs <= 1 && o.copy_max_items >= 1 && o.copy_max_items <= 60 && o.questions >= 1 && o.questions <= 60 &&
+               o.copy_max_fillers >= 0,
+           "passkey_training_text: bad arguments docs=" << o.docs << " min_fillers=" << o.min_fillers
+                                                        << " max_fillers=" << o.max_fillers << " filler_only="
+                                                        << o.filler_only << " copy_docs=" << o.copy_docs
+                                                        << " copy_max_items=" << o.copy_max_items
+                                                        << " copy_max_fillers=" << o.copy_max_fillers
+                                                        << " questions=" << o.questions);
+  const uint64_t seed = o.seed;
+  // The list documents' draws: a stream of their own (seed offset), 64 counters per document.
+  const uint64_t list_seed = seed ^ 0x6C697374ull;  // "list"
+  const uint64_t question_seed = seed ^ 0x71756573ull;  // "ques": the fillers before repeated questions
   std::string out;
-  for (int64_t d = 0; d < docs; ++d) {
+  for (int64_t d = 0; d < o.docs; ++d) {
     const uint64_t c = static_cast<uint64_t>(d) * 4;
     // uniform in lo..hi from the draw with counter k
-    auto uniform_int = [&](uint64_t k, int64_t lo, int64_t hi) {
-      return lo + static_cast<int64_t>(draw(seed, k) * static_cast<double>(hi - lo + 1));
+    auto uniform_int = [&](uint64_t s, uint64_t k, int64_t lo, int64_t hi) {
+      return lo + static_cast<int64_t>(draw(s, k) * static_cast<double>(hi - lo + 1));
     };
-    const int64_t total = uniform_int(c, min_fillers, max_fillers);
-    if (draw(seed, c + 1) < filler_only) {
+    const uint64_t lc = static_cast<uint64_t>(d) * 64;
+    if (o.copy_docs > 0 && draw(list_seed, lc) < o.copy_docs) {
+      std::vector<int32_t> numbers(static_cast<size_t>(uniform_int(list_seed, lc + 1, 1, o.copy_max_items)));
+      for (size_t i = 0; i < numbers.size(); ++i) numbers[i] = draw_key(list_seed, lc + 3 + i);
+      out += passkey_list_document(numbers, uniform_int(list_seed, lc + 2, 0, o.copy_max_fillers)) + "\n";
+      continue;
+    }
+    const int64_t total = uniform_int(seed, c, o.min_fillers, o.max_fillers);
+    if (draw(seed, c + 1) < o.filler_only) {
       for (int64_t i = 0; i <= total; ++i) out += std::string(i ? " " : "") + kPasskeyFiller;
     } else {
       int64_t before = 0, after = 0;
-      if (uniform_distance) {
-        after = uniform_int(c, 0, max_fillers);
-        before = uniform_int(c + 2, std::max<int64_t>(0, min_fillers - after), max_fillers - after);
+      if (o.uniform_distance) {
+        after = uniform_int(seed, c, 0, o.max_fillers);
+        before = uniform_int(seed, c + 2, std::max<int64_t>(0, o.min_fillers - after), o.max_fillers - after);
       } else {
-        before = uniform_int(c + 2, 0, total);
+        before = uniform_int(seed, c + 2, 0, total);
         after = total - before;
       }
       const int32_t key = draw_key(seed, c + 3);
-      out += make_passkey_prompt(key, before, after, kPasskeyTrainingTask).text + " " + std::to_string(key) + ".";
+      const std::string answer = " " + std::to_string(key) + ".";
+      out += make_passkey_prompt(key, before, after, kPasskeyTrainingTask).text + answer;
+      for (int64_t q = 1; q < o.questions; ++q) {
+        const int64_t fillers = uniform_int(question_seed, lc + static_cast<uint64_t>(q), 0, o.max_fillers);
+        for (int64_t i = 0; i < fillers; ++i) out += std::string(" ") + kPasskeyFiller;
+        out += std::string(" ") + kPasskeyQuestion + answer;
+      }
     }
     out += "\n";
   }
   return out;
+}
+
+std::string passkey_training_text(int64_t docs, int64_t max_fillers, double filler_only, uint64_t seed,
+                                  int64_t min_fillers, bool uniform_distance) {
+  PasskeyDataOptions o;
+  o.docs = docs;
+  o.max_fillers = max_fillers;
+  o.min_fillers = min_fillers;
+  o.filler_only = filler_only;
+  o.uniform_distance = uniform_distance;
+  o.seed = seed;
+  return passkey_training_text(o);
 }
 
 std::string passkey_answer_digits(const std::string& g) {

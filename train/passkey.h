@@ -43,16 +43,42 @@ PasskeyPrompt make_passkey_prompt(int32_t key, int64_t fillers_before, int64_t f
 PasskeyPrompt passkey_prompt_for_length(const Tokenizer& tok, int64_t target_tokens, uint64_t seed, uint64_t trial,
                                         double depth = -1);
 
-// Training text: `docs` documents separated by newlines. A fraction `filler_only` of them are
-// plain filler paragraphs; the rest are prompts (with kPasskeyTrainingTask) with min_fillers..max_fillers
-// filler sentences in total (uniform; split at random around the key) followed by " K." as the answer.
-// min_fillers 0 gives the same text as before it existed.
-// uniform_distance: draw the fillers *after* the key (how far back the answer must be copied from)
-// uniformly in 0..max_fillers first, then those before it uniformly in what keeps the total within
-// min_fillers..max_fillers. The default split makes far keys rare (with 0..18 fillers, 18 after the
-// key in 0.3% of documents); this makes every distance equally common (5% each).
+// Training text: `docs` documents separated by newlines, drawn from Philox with `seed`.
+struct PasskeyDataOptions {
+  int64_t docs = 20000;
+  // A fraction `filler_only` of the documents are plain filler paragraphs; the rest are prompts
+  // (with kPasskeyTrainingTask) with min_fillers..max_fillers filler sentences in total (uniform;
+  // split at random around the key) followed by " K." as the answer.
+  int64_t min_fillers = 0, max_fillers = 6;
+  double filler_only = 0.1;
+  // Draw the fillers *after* the key (how far back the answer must be copied from) uniformly in
+  // 0..max_fillers first, then those before it uniformly in what keeps the total within
+  // min_fillers..max_fillers. The default split makes far keys rare (with 0..18 fillers, 18 after
+  // the key in 0.3% of documents); this makes every distance equally common (5% each).
+  bool uniform_distance = false;
+  // Each prompt document asks its question `questions` times: after the answer " K." come again
+  // fillers (uniform in 0..max_fillers, drawn on a stream of their own), the question and " K.".
+  // Every answer is the same key, so copying it from any earlier occurrence is right: more answers
+  // per token, none of them contradicted by another key (with `train --doc-starts` and documents
+  // longer than a window, a window holds one key). 1 gives the same text as before the option.
+  int64_t questions = 1;
+  // A fraction `copy_docs` of the documents are list documents instead (drawn before the rest,
+  // on a stream of their own, so 0 gives the same text as before the option existed):
+  //   "The list is N1 N2 ... Nm. <f fillers> What is the list? The list is N1 N2 ... Nm."
+  // with m uniform in 1..copy_max_items (at most 60), the numbers uniform in 1..50000 like keys, and f uniform
+  // in 0..copy_max_fillers. Every token of the repeated list is a copy from f fillers back: the
+  // pass-key answer's mechanism (find "... is", copy what followed it, token after token), many
+  // times per document instead of once, at every distance a window holds.
+  double copy_docs = 0.0;
+  int64_t copy_max_items = 8, copy_max_fillers = 18;
+  uint64_t seed = 1;
+};
+std::string passkey_training_text(const PasskeyDataOptions& o);
+// The same with the options as arguments (the copy documents left out).
 std::string passkey_training_text(int64_t docs, int64_t max_fillers, double filler_only, uint64_t seed,
                                   int64_t min_fillers = 0, bool uniform_distance = false);
+// One list document (without the newline): the first sentence, f fillers, the question and the repeat.
+std::string passkey_list_document(const std::vector<int32_t>& numbers, int64_t fillers);
 
 // The digits a model produced after the question ("" when it produced none), read from the
 // generated text: leading spaces skipped, then the longest run of digits (our strict scoring:

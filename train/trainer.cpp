@@ -20,6 +20,7 @@
 #include "tensor/ops.h"
 #include "tensor/rng.h"
 #include "landmark/attention.h"
+#include "nn/gpt_io.h"
 #include "train/batch.h"
 #include "train/file_io.h"
 #include "train/landmark_batch.h"
@@ -33,48 +34,6 @@ std::atomic<bool>& stop_requested() {
   return flag;
 }
 
-nlohmann::json gpt_config_to_json(const GPTConfig& c) {
-  return nlohmann::json{{"vocab_size", c.vocab_size},     {"n_layer", c.n_layer},
-                        {"n_head", c.n_head},             {"n_embd", c.n_embd},
-                        {"block_size", c.block_size},     {"dropout", c.dropout},
-                        {"rotary_base", c.rotary_base},   {"ln_eps", c.ln_eps},
-                        {"bias", c.bias},                 {"attention", attention_kind_name(c.attention)},
-                        {"landmark_every", c.landmark_every}, {"context_miss", c.context_miss}};
-}
-
-GPTConfig gpt_config_from_json(const nlohmann::json& j) {
-  LM_CHECK(j.is_object(), "model config: expected a JSON object, got " << j.dump());
-  GPTConfig c;
-  try {
-    c.vocab_size = j.at("vocab_size").get<int64_t>();
-    c.n_layer = j.at("n_layer").get<int64_t>();
-    c.n_head = j.at("n_head").get<int64_t>();
-    c.n_embd = j.at("n_embd").get<int64_t>();
-    c.block_size = j.at("block_size").get<int64_t>();
-    c.dropout = j.at("dropout").get<double>();
-    c.rotary_base = j.at("rotary_base").get<double>();
-    c.ln_eps = j.at("ln_eps").get<double>();
-    c.bias = j.at("bias").get<bool>();
-    c.attention = parse_attention_kind(j.value("attention", std::string("standard")));
-    c.landmark_every = j.value("landmark_every", int64_t(50));
-    c.context_miss = j.value("context_miss", false);
-  } catch (const nlohmann::json::exception& e) {
-    LM_FAIL("model config: " << e.what() << " in " << j.dump());
-  }
-  c.validate();
-  return c;
-}
-
-void check_config_fits_checkpoint(const GPTConfig& config, const Checkpoint& ckpt, const std::string& path) {
-  double values = 0;  // the model's tensors only (a training checkpoint also holds optimizer moments)
-  for (const auto& [name, t] : ckpt.tensors)
-    if (name.rfind("model.", 0) == 0) values += static_cast<double>(t.numel());
-  // approx_params() slightly overcounts (it assumes biases); half of it is a safe lower bound.
-  LM_CHECK(values >= 0.5 * config.approx_params(),
-           path << ": the model config describes about " << config.approx_params() << " parameters but the file holds "
-                << values << " model values (a damaged or hand-edited config?)");
-}
-
 void save_training_checkpoint(const std::string& path, GPT& model, AdamW& opt, const nlohmann::json& metadata) {
   Checkpoint ck;
   for (auto& [name, p] : model.named_parameters()) ck.add("model." + name, p->value());
@@ -83,28 +42,8 @@ void save_training_checkpoint(const std::string& path, GPT& model, AdamW& opt, c
   save_safetensors(path, ck);
 }
 
-namespace {
-// A stored weight or optimizer moment that is NaN or infinite is an error naming the tensor and
-// the element: loading it would only fail later, as a NaN loss far from its cause.
-void require_finite(const Tensor& t, const std::string& name) {
-  if (t.dtype() != DType::F32 && t.dtype() != DType::F64) return;
-  const Tensor c = t.to(Device::CPU).contiguous();
-  const float* pf = c.dtype() == DType::F32 ? c.data<float>() : nullptr;
-  const double* pd = c.dtype() == DType::F64 ? c.data<double>() : nullptr;
-  for (int64_t i = 0; i < c.numel(); ++i) {
-    const double v = pf ? static_cast<double>(pf[i]) : pd[i];
-    LM_CHECK(std::isfinite(v), "checkpoint tensor '" << name << "' holds " << (std::isnan(v) ? "NaN" : "an infinity")
-                                   << " at element " << i << " (saved from a run that diverged, or corrupt)");
-  }
-}
-}  // namespace
-
 void load_model_weights(const Checkpoint& ck, GPT& model, AdamW* opt) {
-  for (auto& [name, p] : model.named_parameters()) {
-    const Tensor t = ck.get("model." + name, p->shape(), p->dtype());
-    require_finite(t, "model." + name);
-    p->value().copy_(t.to(p->device()));
-  }
+  load_gpt_weights(ck, model);
   if (opt)
     for (auto& [name, s] : opt->named_state()) {
       const Tensor t = ck.get("optim." + name, s->shape(), s->dtype());
@@ -189,7 +128,7 @@ double scheduled_lr(const TrainOptions& o, int64_t s) {
 // Every setting that shapes a run's trajectory, listed once: the checkpoint records them and a
 // resumed run takes them back from it. f(name, field, required): required fields are in every
 // checkpoint this project wrote; the others arrived later and default to the command line.
-template <class Options, class F> void for_each_setting(Options& o, F&& f) {
+template <class Options, class Visit> void for_each_setting(Options& o, Visit&& f) {
   f("batch_size", o.batch_size, true);
   f("lr", o.lr, true);
   f("schedule", o.schedule, true);
@@ -587,6 +526,13 @@ int64_t schedule_position(int64_t step, int64_t total, double elapsed_s, double 
   return std::min(s, total - 1);
 }
 
+int64_t ScheduleClock::position(int64_t step, int64_t total, double elapsed_s, double limit_s) {
+  const int64_t by_clock = schedule_position(step, total, elapsed_s, limit_s);
+  const int64_t margin = std::max<int64_t>(1, total / 50);
+  if (by_clock - step >= margin) following = true;
+  return following ? by_clock : std::min(step, total - 1);
+}
+
 TrainResult train(const TrainOptions& opts, std::ostream& log) {
   TrainOptions o = opts;  // on resume, the training settings are replaced by the checkpoint's
   validate(o);
@@ -616,6 +562,7 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
   const double t_start = now_s(), limit_s = 60.0 * o.time_limit_min;
   double avg_step = 0, last_line = -INFINITY;
   bool over_limit = false;  // a step ended past the time limit: the next one is the last
+  ScheduleClock clock;
   stop_requested() = false;
   while (st.step < o.steps) {
     const double t0 = now_s();
@@ -623,7 +570,7 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
     // that reaches the limit runs at the schedule's final learning rate and is the last one. A
     // step that overruns the limit (a slow step) is followed by one more at the final rate.
     const int64_t position =
-        over_limit ? o.steps - 1 : schedule_position(st.step, o.steps, t0 - t_start + avg_step, limit_s);
+        over_limit ? o.steps - 1 : clock.position(st.step, o.steps, t0 - t_start + avg_step, limit_s);
     const bool final_by_time = limit_s > 0 && position == o.steps - 1 && st.step < o.steps - 1;
     const double lr = scheduled_lr(o, position);
     const auto [loss_value, gnorm] = train_step(st.model, st.opt, data, batch_loss, o, st.cursor, st.step, lr);

@@ -14,6 +14,7 @@
 
 #include "nn/gpt.h"
 #include "nn/checkpoint.h"
+#include "nn/gpt_io.h"  // configs as JSON, weights from checkpoints (shared with infer/)
 #include "nn/optim.h"
 
 namespace lm {
@@ -39,8 +40,8 @@ struct TrainOptions {
   int64_t eval_batches = 8;
   int64_t ckpt_every = 500;      // 0: only at the end / on interrupt
   double time_limit_min = 0;     // > 0: stop (and checkpoint) after this many minutes; the learning-
-                                 // rate schedule then follows the clock when it is ahead of the
-                                 // steps (schedule_position), so a cut run still ends annealed
+                                 // rate schedule then follows the clock when it leads the steps
+                                 // (ScheduleClock), so a cut run still ends annealed
   int64_t stop_at = 0;           // > 0: stop (and checkpoint) on reaching this step; resume later
   uint64_t seed = 1337;
   bool doc_starts = false;       // every training and validation window starts at a document (right
@@ -74,6 +75,18 @@ struct TrainResult {
 // machine (bit for bit); with one, a slower machine moves through the schedule by the clock.
 int64_t schedule_position(int64_t step, int64_t total, double elapsed_s, double limit_s);
 
+// The schedule position a run uses, step after step: the step count until the clock's position
+// (schedule_position) leads it by a margin of 2% of the schedule (at least one step), and from
+// then on the clock's (never behind the steps). The margin keeps a run that is on course to
+// finish its steps within the limit off the clock, although its first steps are slower (caches
+// and pages warming up) and put the clock a step or two ahead: such a run is then the same bit for
+// bit on every machine and thread count, as without a limit. A run that is really too slow falls
+// behind by more than the margin early and follows the clock from there.
+struct ScheduleClock {
+  bool following = false;  // the clock has led by the margin: it drives the schedule from now on
+  int64_t position(int64_t step, int64_t total, double elapsed_s, double limit_s);
+};
+
 // Set from a SIGINT handler (or a test) to make train() stop after the current step, checkpoint
 // and return with stop_reason "interrupted".
 std::atomic<bool>& stop_requested();
@@ -87,12 +100,6 @@ TrainResult train(const TrainOptions& opts, std::ostream& log);
 void save_training_checkpoint(const std::string& path, GPT& model, AdamW& opt, const nlohmann::json& metadata);
 // Loads weights (and optimizer moments when `opt` is given) into an already-built model.
 void load_model_weights(const Checkpoint& ckpt, GPT& model, AdamW* opt);
-GPTConfig gpt_config_from_json(const nlohmann::json& j);
-// Before a model is built from a checkpoint's config: the file must hold at least about as many
-// values as that model has parameters, else an error naming `path` and both counts. A small file
-// whose config describes a huge model (n_layer 400, d 1024: 20 GB) is refused before anything is
-// allocated, so what loading a checkpoint can allocate is bounded by the file's own size.
-void check_config_fits_checkpoint(const GPTConfig& config, const Checkpoint& ckpt, const std::string& path);
 
 // train --init-from: the weights of `parent` (a training checkpoint) copied into `model`, which was
 // built fresh from the new run's config. Every parameter the parent has must have the same shape
@@ -107,6 +114,5 @@ struct InitReport {
   std::vector<std::pair<std::string, int32_t>> rows;  // (token, id) whose embedding row was set to the mean
 };
 InitReport init_from_parent(GPT& model, const Checkpoint& parent, const Tokenizer& tok);
-nlohmann::json gpt_config_to_json(const GPTConfig& c);
 
 }  // namespace lm

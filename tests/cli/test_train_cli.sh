@@ -5,6 +5,9 @@
 #   - `train --init-from` a standard model into a landmark one logs what it copied and records the
 #     parent (path and CRC-32, checked against Python's zlib when python3 is there) in the
 #     checkpoint; with --resume it is a usage error;
+#   - `prepare --tokenizer-from` makes token files of other text with the same tokenizer (byte for
+#     byte), so a model trained on one set can go on with `--init-from` on the other; a BPE trained
+#     on that other text is refused by name;
 #   - `passkey --checkpoint` takes a standard model alone and writes `length standard_pct`;
 #   - `plot-table` draws that table, and refuses a table with a word in a number's place;
 #   - SIGTERM makes `train` checkpoint and exit with 143 (128 + 15), like Ctrl-C does with 130;
@@ -36,6 +39,26 @@ if "$LANDMARK" train "${TINY[@]}" --steps 3 --out "$WORK/bad" --init-from "$PARE
   fail "train --init-from with --resume succeeded"
 fi
 expect "$WORK/bad.log" "excludes"
+
+# A curriculum over two texts with one tokenizer: BPE on the first, reused for the second.
+"$LANDMARK" passkey-data --out "$WORK/lists" --docs 200 --max-fillers 2 --list-docs 0.5 --seed 4 > /dev/null
+"$LANDMARK" prepare --train "$WORK/data/train.txt" --val "$WORK/data/val.txt" --out "$WORK/bpe_a" --tokenizer bpe \
+  --vocab 300 > /dev/null 2>&1
+"$LANDMARK" prepare --train "$WORK/lists/train.txt" --val "$WORK/lists/val.txt" --out "$WORK/bpe_b" \
+  --tokenizer-from "$WORK/bpe_a/tokenizer.json" > /dev/null 2>&1
+cmp -s "$WORK/bpe_a/tokenizer.json" "$WORK/bpe_b/tokenizer.json" || fail "prepare --tokenizer-from wrote another tokenizer"
+"$LANDMARK" prepare --train "$WORK/lists/train.txt" --val "$WORK/lists/val.txt" --out "$WORK/bpe_c" --tokenizer bpe \
+  --vocab 300 > /dev/null 2>&1
+cmp -s "$WORK/bpe_a/tokenizer.json" "$WORK/bpe_c/tokenizer.json" && fail "two texts gave the same BPE: the check below proves nothing"
+BPE=(--layers 1 --embd 32 --heads 2 --block-size 64 --batch 2 --eval-every 0 --steps 2)
+"$LANDMARK" train "${BPE[@]}" --data "$WORK/bpe_a" --out "$WORK/cur_a" > /dev/null
+"$LANDMARK" train "${BPE[@]}" --data "$WORK/bpe_b" --out "$WORK/cur_b" --init-from "$WORK/cur_a/checkpoint.safetensors" \
+  > "$WORK/cur_b.log" 2>&1 || { cat "$WORK/cur_b.log" >&2; fail "--init-from on data prepared with --tokenizer-from"; }
+if "$LANDMARK" train "${BPE[@]}" --data "$WORK/bpe_c" --out "$WORK/cur_c" --init-from "$WORK/cur_a/checkpoint.safetensors" \
+  > "$WORK/cur_c.log" 2>&1; then
+  fail "--init-from accepted data made with another tokenizer"
+fi
+expect "$WORK/cur_c.log" "tokenizer"
 
 "$LANDMARK" passkey --checkpoint "$PARENT" --lengths 300,600 --trials 2 --tsv "$WORK/std.tsv" > "$WORK/pk.log" 2> /dev/null
 expect "$WORK/pk.log" "a standard model reading the last 128 tokens"
