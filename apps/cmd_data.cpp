@@ -139,10 +139,10 @@ Command passkey_data_command(CLI::App& app) {
   auto min_fill = std::make_shared<int64_t>(0);
   auto filler_only = std::make_shared<double>(0.1);
   auto uniform_distance = std::make_shared<bool>(false);
-  auto copy_docs = std::make_shared<double>(0.0);
+  auto list_docs = std::make_shared<double>(0.0);
   auto questions = std::make_shared<int64_t>(1);
-  auto copy_items = std::make_shared<int64_t>(8);
-  auto copy_fillers = std::make_shared<int64_t>(18);
+  auto list_items = std::make_shared<int64_t>(8);
+  auto list_fillers = std::make_shared<int64_t>(18);
   auto seed = std::make_shared<uint64_t>(1);
   sub->add_option("--out", *out, "Output directory")->required();
   sub->add_option("--docs", *docs, "Training documents")->check(CLI::PositiveNumber)->capture_default_str();
@@ -163,15 +163,16 @@ Command passkey_data_command(CLI::App& app) {
                   "(the same key every time: more answers per token, none contradicted)")
       ->check(CLI::Range(int64_t{1}, int64_t{60}))
       ->capture_default_str();
-  sub->add_option("--list-docs", *copy_docs,
+  sub->add_option("--list-docs", *list_docs,
                   "Fraction of documents that are number lists asked back after filler (\"The list is N1 N2. ... What "
                   "is the list? The list is N1 N2.\"): the answer's copy, many tokens per document")
       ->check(real_in(0.0, 1.0))
       ->capture_default_str();
-  sub->add_option("--list-items", *copy_items, "Numbers per list document, at most (uniform from 1)")
+  sub->add_option("--list-items", *list_items, "Numbers per list document, at most (uniform from 1)")
       ->check(CLI::Range(int64_t{1}, int64_t{60}))
       ->capture_default_str();
-  sub->add_option("--list-fillers", *copy_fillers, "Filler sentences between a list and its repeat, at most (uniform from 0)")
+  sub->add_option("--list-fillers", *list_fillers,
+                  "Filler sentences between a list and its repeat, at most (uniform from 0)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_option("--seed", *seed, "Seed (the validation text uses seed + 1)")->capture_default_str();
@@ -179,12 +180,13 @@ Command passkey_data_command(CLI::App& app) {
     LM_CHECK(*min_fill <= *max_fill, "passkey-data: --min-fillers " << *min_fill << " is above --max-fillers " << *max_fill);
     // About 90 bytes per filler sentence and 250 for the rest of a document; refuse before
     // building a string that cannot fit in memory.
-    const double fillers = std::max(0.5 * static_cast<double>(*min_fill + *max_fill), 0.5 * static_cast<double>(*copy_fillers));
+    const double fillers =
+        std::max(0.5 * static_cast<double>(*min_fill + *max_fill), 0.5 * static_cast<double>(*list_fillers));
     const double gb = static_cast<double>(*docs) * static_cast<double>(*questions) *
-                      (fillers * 90.0 + 250.0 + 12.0 * static_cast<double>(*copy_items)) / 1e9;
+                      (fillers * 90.0 + 250.0 + 12.0 * static_cast<double>(*list_items)) / 1e9;
     LM_CHECK(gb < 8.0, "passkey-data: --docs " << *docs << " with --max-fillers " << *max_fill << ", --questions "
-                                               << *questions << ", --list-fillers " << *copy_fillers
-                                               << " and --list-items " << *copy_items << " is about " << gb
+                                               << *questions << ", --list-fillers " << *list_fillers
+                                               << " and --list-items " << *list_items << " is about " << gb
                                                << " GB of text; lower --docs, --max-fillers, --questions or "
                                                   "--list-fillers (at most 8 GB)");
     std::filesystem::create_directories(*out);
@@ -197,10 +199,10 @@ Command passkey_data_command(CLI::App& app) {
       o.max_fillers = *max_fill;
       o.filler_only = *filler_only;
       o.uniform_distance = *uniform_distance;
-      o.copy_docs = *copy_docs;
+      o.list_docs = *list_docs;
       o.questions = *questions;
-      o.copy_max_items = *copy_items;
-      o.copy_max_fillers = *copy_fillers;
+      o.list_max_items = *list_items;
+      o.list_max_fillers = *list_fillers;
       o.seed = s;
       const std::string text = passkey_training_text(o);
       write_file_atomic(path, text, "passkey-data");

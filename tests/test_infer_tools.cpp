@@ -231,10 +231,10 @@ TEST_CASE("pass-key prompts: the paper's wording, the requested length, the key 
   o.filler_only = 0.1;
   o.seed = 4;
   const std::string plain = passkey_training_text(o);
-  CHECK(plain == passkey_training_text(4000, 5, 0.1, 4));  // copy_docs 0: the text as before the option
-  o.copy_docs = 0.3;
-  o.copy_max_items = 6;
-  o.copy_max_fillers = 7;
+  CHECK(plain == passkey_training_text(4000, 5, 0.1, 4));  // list_docs 0: the text as before the option
+  o.list_docs = 0.3;
+  o.list_max_items = 6;
+  o.list_max_fillers = 7;
   std::istringstream lines(passkey_training_text(o));
   int64_t lists = 0, prompts = 0;
   std::set<size_t> items_seen;
@@ -270,7 +270,7 @@ TEST_CASE("pass-key prompts: the paper's wording, the requested length, the key 
   CHECK(prompts > 2000);  // the rest: 90% prompts, 10% plain filler
   CHECK(items_seen == std::set<size_t>{1, 2, 3, 4, 5, 6});
   CHECK(fillers_seen == std::set<int64_t>{0, 1, 2, 3, 4, 5, 6, 7});
-  o.copy_max_items = 61;  // 64 counters per document: at most 60 numbers
+  o.list_max_items = 61;  // 64 counters per document: at most 60 numbers
   CHECK_THROWS_AS(passkey_training_text(o), Error);
 
   // Repeated questions: each prompt document asks 3 times, always answered with its own key; the

@@ -79,13 +79,13 @@ std::string passkey_list_document(const std::vector<int32_t>& numbers, int64_t f
 
 std::string passkey_training_text(const PasskeyDataOptions& o) {
   LM_CHECK(o.docs > 0 && o.min_fillers >= 0 && o.max_fillers >= o.min_fillers && o.filler_only >= 0 &&
-               o.filler_only <= 1 && o.copy_docs >= 0 && o.copy_docs <= 1 && o.copy_max_items >= 1 && o.copy_max_items <= 60 && o.questions >= 1 && o.questions <= 60 &&
-               o.copy_max_fillers >= 0,
+               o.filler_only <= 1 && o.list_docs >= 0 && o.list_docs <= 1 && o.list_max_items >= 1 &&
+               o.list_max_items <= 60 && o.questions >= 1 && o.questions <= 60 && o.list_max_fillers >= 0,
            "passkey_training_text: bad arguments docs=" << o.docs << " min_fillers=" << o.min_fillers
                                                         << " max_fillers=" << o.max_fillers << " filler_only="
-                                                        << o.filler_only << " copy_docs=" << o.copy_docs
-                                                        << " copy_max_items=" << o.copy_max_items
-                                                        << " copy_max_fillers=" << o.copy_max_fillers
+                                                        << o.filler_only << " list_docs=" << o.list_docs
+                                                        << " list_max_items=" << o.list_max_items
+                                                        << " list_max_fillers=" << o.list_max_fillers
                                                         << " questions=" << o.questions);
   const uint64_t seed = o.seed;
   // The list documents' draws: a stream of their own (seed offset), 64 counters per document.
@@ -99,10 +99,10 @@ std::string passkey_training_text(const PasskeyDataOptions& o) {
       return lo + static_cast<int64_t>(draw(s, k) * static_cast<double>(hi - lo + 1));
     };
     const uint64_t lc = static_cast<uint64_t>(d) * 64;
-    if (o.copy_docs > 0 && draw(list_seed, lc) < o.copy_docs) {
-      std::vector<int32_t> numbers(static_cast<size_t>(uniform_int(list_seed, lc + 1, 1, o.copy_max_items)));
+    if (o.list_docs > 0 && draw(list_seed, lc) < o.list_docs) {
+      std::vector<int32_t> numbers(static_cast<size_t>(uniform_int(list_seed, lc + 1, 1, o.list_max_items)));
       for (size_t i = 0; i < numbers.size(); ++i) numbers[i] = draw_key(list_seed, lc + 3 + i);
-      out += passkey_list_document(numbers, uniform_int(list_seed, lc + 2, 0, o.copy_max_fillers)) + "\n";
+      out += passkey_list_document(numbers, uniform_int(list_seed, lc + 2, 0, o.list_max_fillers)) + "\n";
       continue;
     }
     const int64_t total = uniform_int(seed, c, o.min_fillers, o.max_fillers);

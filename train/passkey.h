@@ -62,19 +62,19 @@ struct PasskeyDataOptions {
   // per token, none of them contradicted by another key (with `train --doc-starts` and documents
   // longer than a window, a window holds one key). 1 gives the same text as before the option.
   int64_t questions = 1;
-  // A fraction `copy_docs` of the documents are list documents instead (drawn before the rest,
+  // A fraction `list_docs` of the documents are list documents instead (drawn before the rest,
   // on a stream of their own, so 0 gives the same text as before the option existed):
   //   "The list is N1 N2 ... Nm. <f fillers> What is the list? The list is N1 N2 ... Nm."
-  // with m uniform in 1..copy_max_items (at most 60), the numbers uniform in 1..50000 like keys, and f uniform
-  // in 0..copy_max_fillers. Every token of the repeated list is a copy from f fillers back: the
-  // pass-key answer's mechanism (find "... is", copy what followed it, token after token), many
-  // times per document instead of once, at every distance a window holds.
-  double copy_docs = 0.0;
-  int64_t copy_max_items = 8, copy_max_fillers = 18;
+  // with m uniform in 1..list_max_items (at most 60), the numbers uniform in 1..50000 like keys,
+  // and f uniform in 0..list_max_fillers. Every token of the repeated list is a copy from f
+  // fillers back: the pass-key answer's mechanism (find "... is", copy what followed it, token
+  // after token), many times per document instead of once.
+  double list_docs = 0.0;
+  int64_t list_max_items = 8, list_max_fillers = 18;
   uint64_t seed = 1;
 };
 std::string passkey_training_text(const PasskeyDataOptions& o);
-// The same with the options as arguments (the copy documents left out).
+// The same with the options as arguments (no list documents, one question per document).
 std::string passkey_training_text(int64_t docs, int64_t max_fillers, double filler_only, uint64_t seed,
                                   int64_t min_fillers = 0, bool uniform_distance = false);
 // One list document (without the newline): the first sentence, f fillers, the question and the repeat.
