@@ -282,16 +282,26 @@ Command eval_command(CLI::App& app) {
     PerplexityResult r = evaluate(cfg);
     std::printf("%-12s %-8s %-9s %-7s %-3s %-15s %s\n", "Eval. Length", "l_local", "XL cache", "Blocks", "k", "Attention Size",
                 "Perplexity");
+    const bool xl = mc.xl_cache > 0;
     if (landmark)
       std::printf("%-12lld %-8lld %-9s %-7s %-3lld %-15lld %.4f\n", (long long)*length, (long long)cfg.chunk_len, "None",
                   cfg.capacity > 0 ? std::to_string(cfg.capacity).c_str() : "all", (long long)cfg.k,
                   (long long)(cfg.chunk_len + cfg.k * (F + 1)), r.perplexity());
+    else if (xl)  // Table 1's XL rows: local length T, an XL cache of M, attention size T + M
+      std::printf("%-12lld %-8lld %-9lld %-7s %-3s %-15lld %.4f\n", (long long)*length, (long long)mc.block_size,
+                  (long long)mc.xl_cache, "None", "-", (long long)(mc.block_size + mc.xl_cache), r.perplexity());
     else
       std::printf("%-12lld %-8lld %-9s %-7s %-3s %-15lld %.4f\n", (long long)*length, (long long)*length, "None", "None", "-",
                   (long long)*length, r.perplexity());
-    std::printf("(%lld windows, %lld tokens scored: every position of each window; %.4f nats/token, %.1f s; "
-                "attention size = chunk + k (F + 1)%s)\n",
-                (long long)r.windows, (long long)r.tokens, r.nll, r.seconds, cfg.kv_f16 && landmark ? "; block K/V in f16" : "");
+    if (xl)
+      std::printf("(%lld windows, %lld tokens scored: every position of each window, read in pieces of %lld tokens with "
+                  "the XL cache carried across, empty at each window's start; %.4f nats/token, %.1f s; attention size = "
+                  "local length + XL cache)\n",
+                  (long long)r.windows, (long long)r.tokens, (long long)mc.block_size, r.nll, r.seconds);
+    else
+      std::printf("(%lld windows, %lld tokens scored: every position of each window; %.4f nats/token, %.1f s; "
+                  "attention size = chunk + k (F + 1)%s)\n",
+                  (long long)r.windows, (long long)r.tokens, r.nll, r.seconds, cfg.kv_f16 && landmark ? "; block K/V in f16" : "");
     if (landmark)
       std::printf("retrieval (%s granularity): %lld blocks retrieved in all, %.1f per chunk and layer (Table 2's count), "
                   "%.3f unique blocks per token, over %lld (chunk, layer) pairs with a cache\n",

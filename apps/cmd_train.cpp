@@ -71,6 +71,17 @@ Command train_command(CLI::App& app) {
                                          "(Appendix E; 1 = off)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
       ->capture_default_str();
+  sub->add_option("--xl-cache", o->model.xl_cache,
+                  "Transformer-XL: each window also sees this many cached positions (keys and values, per layer) of "
+                  "the windows before it, with no gradient through them; needs --segment (0: off; standard attention, CPU)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
+      ->capture_default_str();
+  sub->add_option("--segment", o->segment,
+                  "With --xl-cache: the tokens of each batch row, a multiple of --block-size read as consecutive windows "
+                  "with the cache carried across (the paper: --block-size 256 --xl-cache 256 --segment 2048); one "
+                  "optimizer step per batch of segments")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 30))
+      ->capture_default_str();
   sub->add_flag("--doc-starts", o->doc_starts, "Start every window at a document (right after a newline token) "
                                               "instead of anywhere: each window then holds a whole document, as a prompt does");
   sub->add_option("--dropout", o->model.dropout, "Dropout probability")->check(real_in(0.0, 0.95))->capture_default_str();

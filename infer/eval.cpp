@@ -1,4 +1,4 @@
-// eval.cpp: evaluate_perplexity (eval.h).
+// eval.cpp: evaluate_perplexity and its Transformer-XL reading, evaluate_perplexity_xl (eval.h).
 #include "infer/eval.h"
 
 #include <chrono>
@@ -22,20 +22,27 @@ double PerplexityResult::drop_rate() const {
   return cmt_rows == 0 ? 0.0 : static_cast<double>(cmt_dropped) / static_cast<double>(cmt_rows);
 }
 
+namespace {
+// Window w reads tokens [w L, (w + 1) L) and is scored on [w L + 1, (w + 1) L]: one token more.
+int64_t count_windows(int64_t N, int64_t eval_length, int64_t max_windows) {
+  LM_CHECK(eval_length >= 1, "eval: the evaluation length must be at least 1, got " << eval_length);
+  int64_t windows = N > 0 ? (N - 1) / eval_length : 0;
+  LM_CHECK(windows > 0, "eval: the text has " << N << " tokens, fewer than one window of " << eval_length
+                                              << " plus the token after it");
+  return max_windows > 0 ? std::min(windows, max_windows) : windows;
+}
+}  // namespace
+
 PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t>& tokens, const InferConfig& cfg,
                                      int32_t landmark_id, int32_t cmt_id, int64_t eval_length, int64_t max_windows,
                                      const std::function<void(int64_t, int64_t)>& progress) {
+  if (model.config().xl_cache > 0) return evaluate_perplexity_xl(model, tokens, eval_length, max_windows, progress);
   LM_CHECK(eval_length >= 1, "eval: the evaluation length must be at least 1, got " << eval_length);
   const bool landmark = model.config().landmark();
   LM_CHECK(landmark || eval_length <= model.config().block_size,
            "eval: a standard model reads at most its block size " << model.config().block_size << " tokens at once; "
                                                                    << "got eval length " << eval_length);
-  // Window w reads tokens [w L, (w + 1) L) and is scored on [w L + 1, (w + 1) L]: one token more.
-  const int64_t N = static_cast<int64_t>(tokens.size());
-  int64_t windows = N > 0 ? (N - 1) / eval_length : 0;
-  LM_CHECK(windows > 0, "eval: the text has " << N << " tokens, fewer than one window of " << eval_length
-                                              << " plus the token after it");
-  if (max_windows > 0) windows = std::min(windows, max_windows);
+  const int64_t windows = count_windows(static_cast<int64_t>(tokens.size()), eval_length, max_windows);
   PerplexityResult r;
   const auto t0 = std::chrono::steady_clock::now();
   double total = 0;
@@ -68,6 +75,35 @@ PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t
     Tensor loss = cross_entropy(logits, from_vector(next, {eval_length}));
     total += loss.to(DType::F64).item() * static_cast<double>(eval_length);
     r.tokens += eval_length;
+    ++r.windows;
+    if (progress) progress(w + 1, windows);
+  }
+  r.nll = total / static_cast<double>(r.tokens);
+  r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
+}
+
+PerplexityResult evaluate_perplexity_xl(const GPT& model, const std::vector<int32_t>& tokens, int64_t eval_length,
+                                        int64_t max_windows, const std::function<void(int64_t, int64_t)>& progress) {
+  const GPTConfig& mc = model.config();
+  LM_CHECK(!mc.landmark(), "eval: the Transformer-XL reading needs a standard model, not a landmark one");
+  LM_CHECK(model.device() == Device::CPU, "eval: a Transformer-XL model (xl_cache " << mc.xl_cache << ") runs on the CPU "
+                                                                                     << "only; use --device cpu");
+  const int64_t windows = count_windows(static_cast<int64_t>(tokens.size()), eval_length, max_windows), T = mc.block_size;
+  PerplexityResult r;
+  const auto t0 = std::chrono::steady_clock::now();
+  double total = 0;
+  NoGradGuard ng;
+  for (int64_t w = 0; w < windows; ++w) {
+    XLCache cache;  // empty at every window's start
+    for (int64_t p0 = 0; p0 < eval_length; p0 += T) {
+      const int64_t n = std::min(T, eval_length - p0);
+      const auto begin = tokens.begin() + w * eval_length + p0;
+      std::vector<int32_t> piece(begin, begin + n), next(begin + 1, begin + n + 1);
+      Tensor logits = model.forward_xl(from_vector(piece, {1, n}), cache, &cache).value().squeeze(0);
+      total += cross_entropy(logits, from_vector(next, {n})).to(DType::F64).item() * static_cast<double>(n);
+      r.tokens += n;
+    }
     ++r.windows;
     if (progress) progress(w + 1, windows);
   }

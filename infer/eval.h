@@ -2,6 +2,7 @@
 // text is cut into non-overlapping windows of eval_length raw tokens, each window is read by a
 // fresh InferenceSession in chunks, and all eval_length positions are scored, the last one
 // against the first token after the window (so N tokens give (N - 1) / eval_length windows).
+// (A Transformer-XL model reads each window in pieces with its cache instead: evaluate_perplexity_xl.)
 // Also collects what retrieval did: the blocks retrieved (Table 2's count), the unique blocks
 // per token, Appendix F's statistic (unique blocks in the penultimate chunk of each window, per
 // layer) and, for a model with a context-miss token, the drop rate at the CMT cutoff (Table 3).
@@ -35,10 +36,23 @@ struct PerplexityResult {
 
 // `tokens`: the raw text; windows of `eval_length` scored tokens (the remainder is dropped).
 // max_windows > 0 stops early. A standard model (no landmarks) is evaluated in one shot per window
-// and needs eval_length <= block_size. cmt_id: the "<|cmt|>" id, needed by a model trained with a
+// and needs eval_length <= block_size; a Transformer-XL model (xl_cache > 0) goes to
+// evaluate_perplexity_xl, any length, `cfg` unused. cmt_id: the "<|cmt|>" id, needed by a model trained with a
 // context-miss token. progress(window_done, windows_total).
 PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t>& tokens, const InferConfig& cfg,
                                      int32_t landmark_id, int32_t cmt_id, int64_t eval_length, int64_t max_windows = 0,
                                      const std::function<void(int64_t, int64_t)>& progress = nullptr);
+
+// The Transformer-XL reading of the same windows (GPTConfig::xl_cache = M; any standard model):
+// each window of eval_length tokens is read in consecutive pieces of the model's block_size T
+// tokens (the last one shorter when T does not divide eval_length), the cache carried from piece
+// to piece (GPT::forward_xl) and empty at the window's start, so the first piece is read exactly as
+// a standard model reads its window (its first token with no context at all) and a later piece
+// sees the M positions before it. Every position scored, the last against the token after the
+// window, as evaluate_perplexity. With M = 0 every piece is read alone: windowed perplexity with
+// windows of T. CPU only.
+PerplexityResult evaluate_perplexity_xl(const GPT& model, const std::vector<int32_t>& tokens, int64_t eval_length,
+                                        int64_t max_windows = 0,
+                                        const std::function<void(int64_t, int64_t)>& progress = nullptr);
 
 }  // namespace lm

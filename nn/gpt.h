@@ -37,6 +37,10 @@ struct GPTConfig {
   AttentionKind attention = AttentionKind::Standard;
   int64_t landmark_every = 50;   // F: regular tokens per landmark block
   bool context_miss = false;     // trained with a context-miss token (Appendix D)
+  // Transformer-XL (docs/nn.md section 17): M, the positions of cached keys and values per layer
+  // that a window sees before its own (forward_xl); 0 = off, a plain causal model. Standard
+  // attention only; CPU only.
+  int64_t xl_cache = 0;
   int64_t head_size() const { return n_embd / n_head; }
   bool landmark() const { return attention == AttentionKind::Landmark; }
   void validate() const;  // throws naming the bad field
@@ -49,6 +53,14 @@ struct GPTConfig {
   }
 };
 
+// Transformer-XL's cache: per layer, the keys (before rotary) and the values (B, NH, M, HS) of the
+// M positions before the current window, plain tensors (no gradient flows into them). No layers
+// (length 0) at the start of a segment or a text.
+struct XLCache {
+  std::vector<Tensor> k, v;
+  int64_t length() const { return k.empty() ? 0 : k[0].size(2); }
+};
+
 // An attention core: q, k, v (B, NH, T, HS) after rotary -> (B, NH, T, HS). Empty = causal.
 using AttentionFn = std::function<Var(const Var& q, const Var& k, const Var& v)>;
 
@@ -57,6 +69,12 @@ class CausalSelfAttention : public Module {
   explicit CausalSelfAttention(const GPTConfig& cfg);
   // x (B, T, C) -> (B, T, C); positions enter through the rotary tables.
   Var forward(const Var& x, const RotaryTables& rot, const AttentionFn& core = nullptr) const;
+  // Transformer-XL: x (B, T, C) of the window after the cached positions; ck, cv (B, NH, M, HS)
+  // their un-rotated keys and values (undefined: M = 0); rot for positions M..M+T-1, rot_cache
+  // for 0..M-1 -> (B, T, C). k_new, v_new (when given) receive the window's un-rotated keys and
+  // values (B, NH, T, HS), detached.
+  Var forward_xl(const Var& x, const RotaryTables& rot, const Tensor& ck, const Tensor& cv, const RotaryTables& rot_cache,
+                 Tensor* k_new, Tensor* v_new) const;
   Linear qkv, proj;  // qkv: C -> 3C (q, k, v stacked in that order); proj: C -> C
 
  private:
@@ -77,6 +95,8 @@ class Block : public Module {
  public:
   explicit Block(const GPTConfig& cfg);
   Var forward(const Var& x, const RotaryTables& rot, const AttentionFn& core = nullptr) const;
+  Var forward_xl(const Var& x, const RotaryTables& rot, const Tensor& ck, const Tensor& cv, const RotaryTables& rot_cache,
+                 Tensor* k_new, Tensor* v_new) const;  // as CausalSelfAttention::forward_xl
   LayerNorm ln1, ln2;
   CausalSelfAttention attn;
   MLP mlp;
@@ -91,6 +111,14 @@ class GPT : public Module {
   // Mean cross-entropy of forward(idx) against targets i32 (B, T); ignore_index rows skipped.
   Var loss(const Tensor& idx, const Tensor& targets, const Tensor& positions = Tensor(),
            int64_t ignore_index = -100, const AttentionFn& core = nullptr) const;
+  // Transformer-XL: idx i32 (B, T), the window right after the positions `cache` holds (none at a
+  // segment's start) -> logits (B, T, V). Query i attends to all M cached keys of its layer and to
+  // the window's keys j <= i; rotary positions are 0..M-1 for the cache and M..M+T-1 for the
+  // window (only offsets matter). `next`, when given (it may be &cache), receives the cache for
+  // the following window: per layer the last min(xl_cache, M + T) positions of [cache | window].
+  Var forward_xl(const Tensor& idx, const XLCache& cache, XLCache* next) const;
+  // Mean cross-entropy of forward_xl(idx, cache, next) against targets i32 (B, T).
+  Var loss_xl(const Tensor& idx, const Tensor& targets, const XLCache& cache, XLCache* next) const;
   const GPTConfig& config() const { return cfg_; }
   Device device() const { return wte.weight.device(); }
 

@@ -11,7 +11,8 @@ nlohmann::json gpt_config_to_json(const GPTConfig& c) {
                         {"block_size", c.block_size},     {"dropout", c.dropout},
                         {"rotary_base", c.rotary_base},   {"ln_eps", c.ln_eps},
                         {"bias", c.bias},                 {"attention", attention_kind_name(c.attention)},
-                        {"landmark_every", c.landmark_every}, {"context_miss", c.context_miss}};
+                        {"landmark_every", c.landmark_every}, {"context_miss", c.context_miss},
+                        {"xl_cache", c.xl_cache}};
 }
 
 GPTConfig gpt_config_from_json(const nlohmann::json& j) {
@@ -30,6 +31,7 @@ GPTConfig gpt_config_from_json(const nlohmann::json& j) {
     c.attention = parse_attention_kind(j.value("attention", std::string("standard")));
     c.landmark_every = j.value("landmark_every", int64_t(50));
     c.context_miss = j.value("context_miss", false);
+    c.xl_cache = j.value("xl_cache", int64_t(0));  // absent in checkpoints from before the XL option
   } catch (const nlohmann::json::exception& e) {
     LM_FAIL("model config: " << e.what() << " in " << j.dump());
   }

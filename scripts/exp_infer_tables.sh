@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # exp_infer_tables.sh: the measured tables of docs/infer.md, from the models that
-# scripts/exp_inference_models.sh trains: `landmark` (the demo's data, data/passkey) for the
+# scripts/exp_inference_models.sh trains: `landmark` (the demo's data until 2026-11-26, data/passkey_0to12) for the
 # pass-key, recall and granularity tables; `landmark_them` and `cmt_them` (data/passkey_them) for
 # the context-miss token, and `landmark_them` once more for the pass-key table of a model that did
 # not learn to copy the key.
@@ -19,7 +19,7 @@ cd "$ROOT"
 LANDMARK="${LANDMARK:-build/apps/landmark}"
 OUT=runs/infer_tables
 LM=runs/infer_models/landmark/checkpoint.safetensors
-VAL=data/passkey/tokens/val.tokens
+VAL=data/passkey_0to12/tokens/val.tokens
 LM_THEM=runs/infer_models/landmark_them/checkpoint.safetensors
 CMT=runs/infer_models/cmt_them/checkpoint.safetensors
 VAL_THEM=data/passkey_them/tokens/val.tokens

@@ -150,7 +150,7 @@ TEST_CASE("graph: 100000-op chain x * 1.0001 gives the product of the local deri
 
 // ---- accumulation, grad mode, detach ----
 
-TEST_CASE("graph: two backward() calls accumulate twice the gradient; zero_grad resets",
+TEST_CASE("graph: two backward() calls accumulate twice the gradient, zero_grad resets",
           "[autograd][graph]") {
   Var x = leaf({1, 2, 3}, {3});
   Var L = sum(x * x);  // dL/dx = 2x = {2, 4, 6}

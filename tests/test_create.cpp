@@ -29,7 +29,7 @@ TEST_CASE("rng: Philox4x32-10 matches the published known-answer vectors", "[rng
   CHECK(z.v[3] == 0x9b00dbd8u);
 }
 
-TEST_CASE("rng: same seed gives the same numbers; draws advance the counter", "[rng]") {
+TEST_CASE("rng: same seed gives the same numbers, draws advance the counter", "[rng]") {
   manual_seed(42);
   Tensor a = randn({1000});
   Tensor b = randn({1000});

@@ -147,7 +147,7 @@ TEST_CASE("scalar ops and operators", "[elementwise]") {
   CHECK(values(binary_scalar(BinaryOp::Gt, x, 1.5)) == std::vector<double>{0, 1, 1});
 }
 
-TEST_CASE("where selects with broadcasting; comparisons give 0/1", "[elementwise]") {
+TEST_CASE("where selects with broadcasting, comparisons give 0/1", "[elementwise]") {
   Tensor cond = from_vector(std::vector<int32_t>{1, 0, 1}, {3});
   Tensor a = arange(0, 6, 1, DType::F32).reshape({2, 3});
   Tensor b = full({1}, -1.0);

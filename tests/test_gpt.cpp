@@ -1,11 +1,17 @@
 // test_gpt.cpp: the GPT model: parameter names and counts, shapes, fused attention vs the
-// composed reference through the whole model, causality, and learning (overfitting one batch).
+// composed reference through the whole model, causality, and learning (overfitting one batch);
+// the Transformer-XL option (xl_cache): windows read with the cache against one forward with an
+// explicit XL mask, an empty cache against the plain forward, its config field.
 #include "tests/helpers.h"
+
+#include <tuple>
 
 #include "autograd/functions.h"
 #include "nn/gpt.h"
+#include "nn/gpt_io.h"
 #include "nn/optim.h"
 #include "tensor/rng.h"
+#include "tests/xl_mask.h"
 
 using namespace lm;
 using namespace lm::test;
@@ -100,7 +106,7 @@ TEST_CASE("GPT: causality: changing a later token never changes earlier logits",
   CHECK_THROWS_AS(m.forward(full({1, 3}, 37, DType::I32)), Error);  // token id out of range
 }
 
-TEST_CASE("GPT: overfits one batch to near-zero loss; same seed gives the same losses", "[gpt]") {
+TEST_CASE("GPT: overfits one batch to near-zero loss, same seed gives the same losses", "[gpt]") {
   auto run = [](int steps) {
     manual_seed(74);
     GPTConfig c = small_config();
@@ -123,4 +129,97 @@ TEST_CASE("GPT: overfits one batch to near-zero loss; same seed gives the same l
   CHECK(a == b);                                  // bit-for-bit with the same seed and threads
   CHECK(std::fabs(a.front() - std::log(37.0)) < 0.3);  // starts near uniform: log V
   CHECK(a.back() < 0.05);                         // 24 random targets memorised
+}
+
+TEST_CASE("GPT xl_cache: windows read with the cache equal one forward with the XL mask", "[gpt][xl]") {
+  // The independent answer: GPT::forward over all the windows at once with an explicit mask
+  // (tests/xl_mask.h): query t of window w sees keys max(0, w T - M) .. t.
+  // (T, M, windows): half a window cached, a whole window, and a cache longer than the window over
+  // three windows (the third sees the last M = 6 positions of windows one and two).
+  for (auto [T, M, W] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{6, 3, 2}, {6, 6, 2}, {4, 6, 3}}) {
+    INFO("T = " << T << ", M = " << M << ", windows = " << W);
+    manual_seed(75);
+    GPTConfig c = small_config();
+    c.block_size = T;
+    c.xl_cache = M;
+    GPT m(c);
+    m.to(DType::F64);
+    Tensor idx = random_tokens(2, W * T, 37);
+    XLCache cache;
+    std::vector<Tensor> pieces;
+    for (int64_t w = 0; w < W; ++w) {
+      pieces.push_back(m.forward_xl(idx.narrow(1, w * T, T).contiguous(), cache, &cache).value());
+      CHECK(cache.length() == std::min(M, (w + 1) * T));  // the last M positions read so far
+    }
+    Tensor xl = concat(pieces, 1);
+    Tensor naive = m.forward(idx, Tensor(), xl_mask_core(T, M)).value();
+    // f64: the same function, except that the naive forward rotates at positions 0..WT-1 and the
+    // XL windows at 0..M+T-1 (offsets equal, angles rounded differently), and the sums run in
+    // other orders.
+    CHECK(max_abs_diff(xl, naive) < 1e-12);
+    // The mask matters: the plain causal forward over all windows (every query sees the whole
+    // past) differs in the later windows and agrees in the first.
+    Tensor causal = m.forward(idx).value();
+    CHECK(max_abs_diff(xl.narrow(1, 0, T), causal.narrow(1, 0, T)) < 1e-12);
+    // When the cache reaches back to the start (M >= (W - 1) T) the XL reading is the causal one.
+    const double last = max_abs_diff(xl.narrow(1, (W - 1) * T, T), causal.narrow(1, (W - 1) * T, T));
+    if (M < T * (W - 1)) CHECK(last > 1e-6);
+    else CHECK(last < 1e-12);
+  }
+}
+
+TEST_CASE("GPT xl_cache: an empty cache is the plain forward, and fused equals reference through the model", "[gpt][xl]") {
+  manual_seed(76);
+  GPTConfig c = small_config();
+  c.xl_cache = 5;
+  GPT fused(c);
+  Tensor idx = random_tokens(3, 12, 37), tgt = random_tokens(3, 12, 37);
+  // Empty cache: positions 0..T-1 and prefix attention with M = 0, which is causal attention bit
+  // for bit (tests/test_xl_attention.cpp), so the logits are equal, not close.
+  CHECK(max_abs_diff(fused.forward_xl(idx, XLCache{}, nullptr).value(), fused.forward(idx).value()) == 0);
+  c.fused_attention = false;
+  GPT ref(c);
+  auto pf = fused.named_parameters(), pr = ref.named_parameters();
+  for (size_t i = 0; i < pf.size(); ++i) pr[i].second->value().copy_(pf[i].second->value());
+  XLCache cf, cr;
+  fused.forward_xl(idx, XLCache{}, &cf);
+  ref.forward_xl(idx, XLCache{}, &cr);
+  REQUIRE(cf.length() == 5);
+  for (size_t l = 0; l < cf.k.size(); ++l) {
+    CHECK(max_abs_diff(cf.k[l], cr.k[l]) < 1e-6);  // f32, the first window through two attentions
+    CHECK(max_abs_diff(cf.v[l], cr.v[l]) < 1e-6);
+  }
+  fused.zero_grad();
+  ref.zero_grad();
+  Tensor idx2 = random_tokens(3, 12, 37);  // the second window, read with the first one's cache
+  Var lf = fused.loss_xl(idx2, tgt, cf, nullptr), lr = ref.loss_xl(idx2, tgt, cf, nullptr);
+  CHECK(std::fabs(lf.item() - lr.item()) < 1e-6);  // f32 with different summation orders
+  lf.backward();
+  lr.backward();
+  for (size_t i = 0; i < pf.size(); ++i) {
+    INFO(pf[i].first);
+    CHECK(max_abs_diff(pf[i].second->grad(), pr[i].second->grad()) < 1e-5);  // as the plain fused-vs-reference test
+  }
+  // The cache keeps the last min(M, T) = 5 positions of every layer: (B, NH, M, HS).
+  for (const Tensor& t : cf.k) CHECK(t.shape() == Shape{3, 2, 5, 8});
+}
+
+TEST_CASE("GPT xl_cache: the config field, its JSON and its refusals", "[gpt][xl]") {
+  GPTConfig c = small_config();
+  c.xl_cache = 256;
+  CHECK(gpt_config_from_json(gpt_config_to_json(c)).xl_cache == 256);
+  nlohmann::json old = gpt_config_to_json(small_config());
+  old.erase("xl_cache");  // a checkpoint written before the option
+  CHECK(gpt_config_from_json(old).xl_cache == 0);
+  c.attention = AttentionKind::Landmark;
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("xl_cache 256") && Catch::Contains("landmark"));
+  c = small_config();
+  c.xl_cache = -1;
+  CHECK_THROWS_WITH(c.validate(), Catch::Contains("xl_cache"));
+  c.xl_cache = 4;
+  GPT m(c);
+  XLCache bad;
+  bad.k.push_back(zeros({1, 2, 4, 8}));
+  bad.v.push_back(zeros({1, 2, 4, 8}));
+  CHECK_THROWS_WITH(m.forward_xl(random_tokens(1, 5, 37), bad, nullptr), Catch::Contains("one (k, v) per layer"));
 }

@@ -6,7 +6,7 @@
 using namespace lm;
 using namespace lm::test;
 
-TEST_CASE("embedding gathers rows; backward scatter-adds repeated indices", "[index]") {
+TEST_CASE("embedding gathers rows, backward scatter-adds repeated indices", "[index]") {
   manual_seed(31);
   Tensor w = randn({6, 4}, DType::F64);
   Tensor idx = from_vector(std::vector<int32_t>{5, 0, 5, 2, 2, 2}, {2, 3});

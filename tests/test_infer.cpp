@@ -68,7 +68,7 @@ TEST_CASE("inference: f32 chunked logits match the one-shot forward to ~1e-5", "
   CHECK(max_abs_diff(got, ref) < 1e-5 * scale * 10);  // f32 rounding of logits of size ~`scale`
 }
 
-TEST_CASE("inference: exactly k blocks cached is the one-shot forward; fewer retrieved blocks converge as k grows",
+TEST_CASE("inference: exactly k blocks cached is the one-shot forward, fewer retrieved blocks converge as k grows",
           "[infer]") {
   auto model = make_model(DType::F64);
   std::vector<int32_t> raw = random_raw(100, 9);  // 20 blocks of 5
@@ -125,7 +125,7 @@ TEST_CASE("inference: with at most k cached blocks, stingy positions equal exact
   CHECK(max_abs_diff(stingy, InferenceSession(*model, c, kLandmarkId).feed(raw)) > 1e-6);
 }
 
-TEST_CASE("inference: stingy positions change the result but keep it finite; capacity keeps the newest blocks",
+TEST_CASE("inference: stingy positions change the result but keep it finite, capacity keeps the newest blocks",
           "[infer]") {
   auto model = make_model(DType::F64);
   std::vector<int32_t> raw = random_raw(200, 10);
@@ -400,7 +400,7 @@ TEST_CASE("retrieval scores: the CPU loop equals the tensor ops (stingy and exac
   }
 }
 
-TEST_CASE("layer cache: landmark keys kept through buffer growth and a capacity; CPU scores equal the tensor ops",
+TEST_CASE("layer cache: landmark keys kept through buffer growth and a capacity, CPU scores equal the tensor ops",
           "[infer][retrieval]") {
   // 30 chunks of 3 blocks each (NH 2, F 3, HS 8) into a cache that keeps 7 blocks: the key buffers
   // grow and drop their oldest columns many times. The keys held must be the newest 7 landmark

@@ -57,7 +57,7 @@ TEST_CASE("CMT at inference: f32 matches the one-shot forward to ~1e-5", "[infer
   CHECK(max_abs_diff(got, ref) < 1e-5 * scale);  // f32 rounding of logits of size ~`scale`
 }
 
-TEST_CASE("CMT at inference: a cutoff of 1 is no retrieval at all; the cutoff changes only what it should",
+TEST_CASE("CMT at inference: a cutoff of 1 is no retrieval at all, the cutoff changes only what it should",
           "[infer][cmt]") {
   // With S(CMT) set to 0 everywhere, every retrieved block weighs 0: the result is that of k = 0.
   // (Exact positions: in stingy mode k also moves the chunk, and with it the CMT's distance.)

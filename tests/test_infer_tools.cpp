@@ -1,7 +1,7 @@
 // test_infer_tools.cpp: what sits on top of the inference session: the full-KV-cache decoder
 // (against the model's one-shot forward), sampling (against the softmax it samples from),
-// generation (against one-shot greedy decoding), perplexity (against one-shot logits) and the
-// pass-key prompts.
+// generation (against one-shot greedy decoding), perplexity (against one-shot logits; the
+// Transformer-XL reading against windowed perplexity and a per-token loop) and the pass-key prompts.
 #include "tests/helpers.h"
 
 #include <algorithm>
@@ -18,6 +18,7 @@
 #include "tensor/rng.h"
 #include "train/passkey.h"
 #include "train/tokenizer.h"
+#include "tests/xl_mask.h"
 
 using namespace lm;
 using namespace lm::test;
@@ -58,7 +59,7 @@ TEST_CASE("full KV cache: token-by-token logits equal the one-shot causal forwar
   CHECK_THROWS_AS(fc.step(1), Error);  // full
 }
 
-TEST_CASE("sampling: greedy is argmax; samples follow the softmax; top-k stays in the top k", "[infer]") {
+TEST_CASE("sampling: greedy is argmax, samples follow the softmax, top-k stays in the top k", "[infer]") {
   Tensor logits = from_vector(std::vector<float>{0.0f, 1.0f, 2.0f, -1.0f}, {4});
   SampleOptions greedy;
   CHECK(sample_token(logits, greedy, 0) == 2);
@@ -132,6 +133,64 @@ TEST_CASE("perplexity through the cache equals the one-shot loss per window, eve
                     Catch::Contains("plus the token after it"));
   auto s = model("standard", DType::F64);
   CHECK_THROWS_WITH(evaluate_perplexity(*s, t, c, 32, -1, 200), Catch::Contains("block size"));
+}
+
+TEST_CASE("XL perplexity: M = 0 is windowed perplexity, and a cache equals a per-token loop over the XL mask", "[infer][xl]") {
+  GPTConfig c;
+  c.vocab_size = 33;
+  c.n_layer = 2;
+  c.n_head = 2;
+  c.n_embd = 16;
+  c.block_size = 8;  // T: the pieces a window is read in
+  auto build = [&](int64_t M) {
+    manual_seed(202);
+    c.xl_cache = M;
+    auto m = std::make_unique<GPT>(c);
+    for (Var* p : m->parameters())
+      if (p->dim() == 2) p->value().copy_(mul(p->value(), 6.0));  // sharper predictions, as model() above
+    m->to(DType::F64);
+    return m;
+  };
+  // M = 0: every piece of T is read alone, so windows of 2T read in two pieces are the standard
+  // model's windows of T. 49 tokens: 3 windows of 16 or 6 of 8, each scored up to the token after
+  // it, the same 48 targets in the same order. The pieces run the plain forward's arithmetic bit
+  // for bit (tests/test_gpt.cpp), so the two means are equal, not close.
+  auto m0 = build(0);
+  std::vector<int32_t> t = toks(49, 4);
+  PerplexityResult xl0 = evaluate_perplexity_xl(*m0, t, 16), std0 = evaluate_perplexity(*m0, t, InferConfig{}, -1, -1, 8);
+  CHECK(xl0.windows == 3);
+  CHECK(xl0.tokens == 48);
+  CHECK(std0.tokens == 48);
+  CHECK(xl0.nll == std0.nll);
+  // M > 0, half a piece and one and a half pieces, over windows of 20 = 8 + 8 + 4 (a short last
+  // piece). The independent answer: each window in one GPT::forward with the explicit XL mask
+  // (tests/xl_mask.h), then each token's loss by a naive loop, log-sum-exp in double.
+  std::vector<int32_t> u = toks(44, 5);  // (44 - 1) / 20 = 2 windows
+  for (int64_t M : {4, 12}) {
+    INFO("M = " << M);
+    auto m = build(M);
+    PerplexityResult r = evaluate_perplexity_xl(*m, u, 20);
+    REQUIRE(r.tokens == 40);
+    double total = 0;
+    for (int w = 0; w < 2; ++w) {
+      std::vector<int32_t> win(u.begin() + w * 20, u.begin() + (w + 1) * 20);
+      std::vector<double> logits = values(m->forward(from_vector(win, {1, 20}), Tensor(), test::xl_mask_core(8, M)).value());
+      for (int i = 0; i < 20; ++i) {
+        const double* row = logits.data() + i * 33;
+        const double mx = *std::max_element(row, row + 33);
+        double z = 0;
+        for (int v = 0; v < 33; ++v) z += std::exp(row[v] - mx);
+        total += mx + std::log(z) - row[u[static_cast<size_t>(w * 20 + i + 1)]];
+      }
+    }
+    CHECK(std::fabs(r.nll - total / 40) < 1e-12);  // f64; rotary at other positions, other summation orders
+    // evaluate_perplexity hands an XL model to the XL reading (any length, the config unused).
+    CHECK(evaluate_perplexity(*m, u, InferConfig{}, -1, -1, 20).nll == r.nll);
+    // The cache matters: the M = 0 model (the same weights) reads the later pieces alone.
+    CHECK(std::fabs(evaluate_perplexity_xl(*build(0), u, 20).nll - r.nll) > 1e-6);
+  }
+  CHECK_THROWS_WITH(evaluate_perplexity_xl(*m0, std::vector<int32_t>(t.begin(), t.begin() + 16), 16),
+                    Catch::Contains("plus the token after it"));
 }
 
 TEST_CASE("pass-key prompts: the paper's wording, the requested length, the key in range", "[passkey]") {

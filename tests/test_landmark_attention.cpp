@@ -86,7 +86,7 @@ std::vector<double> weights_by_definition(const std::vector<int32_t>& kind, cons
 }
 }  // namespace
 
-TEST_CASE("landmark attention: Appendix A's worked example (landmarks 2, 5, 8; query 6; equal scores)", "[landmark]") {
+TEST_CASE("landmark attention: Appendix A's worked example (landmarks 2, 5, 8, query 6, equal scores)", "[landmark]") {
   const int64_t T = 9, HS = 4;
   Tensor kinds = kinds_tensor({kinds_row(T, {2, 5, 8})});
   // Every key is the same vector, so every score of every query is equal.
@@ -103,7 +103,7 @@ TEST_CASE("landmark attention: Appendix A's worked example (landmarks 2, 5, 8; q
   for (int j = 0; j < T; ++j) CHECK(std::fabs(row5[j] - expect5[j]) < 1e-15);
 }
 
-TEST_CASE("landmark attention: weights equal an explicit per-query loop; rows sum to 1; landmark columns 0",
+TEST_CASE("landmark attention: weights equal an explicit per-query loop, rows sum to 1, landmark columns 0",
           "[landmark]") {
   manual_seed(81);
   const int64_t T = 23, HS = 8, NH = 2;
@@ -131,7 +131,7 @@ TEST_CASE("landmark attention: weights equal an explicit per-query loop; rows su
       }
 }
 
-TEST_CASE("landmark attention: no landmarks is causal attention; landmark values do not matter", "[landmark]") {
+TEST_CASE("landmark attention: no landmarks is causal attention, landmark values do not matter", "[landmark]") {
   manual_seed(82);
   const int64_t B = 2, NH = 2, T = 70, HS = 8;  // 70 rows: two row blocks in the fused kernel
   Tensor q = randn({B, NH, T, HS}, DType::F64), k = randn({B, NH, T, HS}, DType::F64), v = randn({B, NH, T, HS}, DType::F64);
@@ -297,7 +297,7 @@ TEST_CASE("landmark groups picture: categories of Appendix A's example", "[landm
   CHECK(std::filesystem::file_size(png) > 1000);
 }
 
-TEST_CASE("landmark attention: the CMT cutoff drops controlled blocks where P(CMT) is small; drop rate", "[landmark]") {
+TEST_CASE("landmark attention: the CMT cutoff drops controlled blocks where P(CMT) is small, drop rate", "[landmark]") {
   manual_seed(87);
   const int64_t T = 20, HS = 4, NH = 2;
   // CMT at 0; landmarks at 5 (controlled), 10 (free), 15 (controlled).

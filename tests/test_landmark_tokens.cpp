@@ -11,7 +11,7 @@
 using namespace lm;
 using namespace lm::test;
 
-TEST_CASE("landmark insertion: one-shot equals chunked with a carried phase; block edges end with a landmark",
+TEST_CASE("landmark insertion: one-shot equals chunked with a carried phase, block edges end with a landmark",
           "[landmark][tokens]") {
   const int32_t L = 999;
   std::vector<int32_t> raw(103);
@@ -42,7 +42,7 @@ TEST_CASE("landmark insertion: one-shot equals chunked with a carried phase; blo
   CHECK_THROWS_AS(LandmarkInserter(10, L, 10), Error);
 }
 
-TEST_CASE("landmark targets: next regular token; landmarks carry no loss", "[landmark][tokens]") {
+TEST_CASE("landmark targets: next regular token, landmarks carry no loss", "[landmark][tokens]") {
   // tokens:  5  6  L  7  8  L  9   (F = 2)
   std::vector<int32_t> tokens = {5, 6, 99, 7, 8, 99, 9};
   std::vector<int32_t> kinds = {0, 0, 1, 0, 0, 1, 0};
@@ -122,7 +122,7 @@ TEST_CASE("landmark windows: global landmark grid, never starting on a landmark,
   CHECK_THROWS_WITH(sample_landmark_batch(data, B, T, o, 5, 0, true, &too_late), Catch::Contains("no room"));
 }
 
-TEST_CASE("landmark windows: positional jumps stay in 1..p_jump, only after landmarks, off at eval; CMT layout",
+TEST_CASE("landmark windows: positional jumps stay in 1..p_jump, only after landmarks, off at eval, CMT layout",
           "[landmark][batch]") {
   const int64_t N = 5000, V = 6002, F = 5, T = 60, B = 64;
   TokenFile data = identity_file(N, V);

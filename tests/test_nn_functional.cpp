@@ -24,7 +24,7 @@ TEST_CASE("rotary tables: angles pos * base^(-2i/HS) in f64", "[nn][rotary]") {
   CHECK_THROWS_AS(rotary_tables(zeros({1, 3}, DType::I32), 3, 10000.0, DType::F32, Device::CPU), Error);
 }
 
-TEST_CASE("rotary rotates interleaved pairs; inverse undoes it; dot products depend on offsets only",
+TEST_CASE("rotary rotates interleaved pairs, inverse undoes it, dot products depend on offsets only",
           "[nn][rotary]") {
   manual_seed(51);
   const int64_t B = 2, NH = 3, T = 5, HS = 8;

@@ -17,7 +17,7 @@ Tensor layernorm_composed(const Tensor& x, const Tensor& w, const Tensor& b, dou
 }
 }  // namespace
 
-TEST_CASE("layernorm equals its composition; saves mean and rstd", "[nn_ops]") {
+TEST_CASE("layernorm equals its composition, saves mean and rstd", "[nn_ops]") {
   manual_seed(41);
   Tensor x = add(mul(randn({2, 3, 16}, DType::F64), 3.0), 5.0);
   Tensor w = randn({16}, DType::F64), b = randn({16}, DType::F64);

@@ -1,7 +1,8 @@
 // test_trainer.cpp: the training loop end to end on real text (the opening of Persuasion, byte
 // tokens): the loss falls, a run resumed from a checkpoint equals an uninterrupted run bit for
 // bit, same seed gives the same losses, and bad input (tokenizer mismatch, NaN weights, bad
-// options, mis-shaped checkpoints) stops with a message naming the problem.
+// options, mis-shaped checkpoints) stops with a message naming the problem. Transformer-XL runs
+// (segments read window by window) against the explicit XL mask, and their resume.
 #include "tests/helpers.h"
 
 #include <algorithm>
@@ -11,11 +12,15 @@
 #include <sstream>
 
 #include "infer/model_io.h"
+#include "autograd/functions.h"
 #include "nn/checkpoint.h"
+#include "tensor/rng.h"
+#include "train/batch.h"
 #include "train/metrics.h"
 #include "train/token_file.h"
 #include "train/tokenizer.h"
 #include "train/trainer.h"
+#include "tests/xl_mask.h"
 
 using namespace lm;
 using namespace lm::test;
@@ -67,7 +72,7 @@ std::string out_dir(const std::string& name) {
 }
 }  // namespace
 
-TEST_CASE("trainer: loss falls on real text in a short run; the log parses and plots", "[trainer]") {
+TEST_CASE("trainer: loss falls on real text in a short run, the log parses and plots", "[trainer]") {
   ByteTokenizer tok;
   std::string data = make_data_dir("falls", tok), out = out_dir("falls");
   TrainOptions o = small_options(data, out);
@@ -138,7 +143,7 @@ TEST_CASE("trainer: N steps + save + resume + N steps == 2N steps, bit for bit",
   CHECK(read_metrics(straight + "/metrics.jsonl").loss == read_metrics(split + "/metrics.jsonl").loss);
 }
 
-TEST_CASE("trainer: same seed, same losses; another seed, other losses", "[trainer]") {
+TEST_CASE("trainer: same seed, same losses, another seed, other losses", "[trainer]") {
   ByteTokenizer tok;
   std::string data = make_data_dir("seed", tok);
   std::ostringstream log;
@@ -265,6 +270,122 @@ TEST_CASE("trainer: bad options and inputs are reported clearly", "[trainer]") {
   o.resume = o.out_dir + "/edited.safetensors";
   o.steps = 20;
   CHECK_THROWS_WITH(train(o, log), Catch::Contains("edited.safetensors") && Catch::Contains("--grad-accum"));
+}
+
+namespace {
+// A Transformer-XL run on the small model: windows of 16, a cache of 16, segments of 64 (4 windows).
+TrainOptions xl_options(const std::string& data, const std::string& out) {
+  TrainOptions o = small_options(data, out);
+  o.model.block_size = 16;
+  o.model.xl_cache = 16;
+  o.segment = 64;
+  o.batch_size = 2;
+  return o;
+}
+
+// The mean loss over every token of the segments at (seed, cursor), computed without forward_xl:
+// each segment in one GPT::forward with the explicit XL mask (tests/xl_mask.h).
+double naive_xl_loss(GPT& m, const TokenFile& f, const TrainOptions& o, uint64_t seed, uint64_t cursor) {
+  Batch b = sample_batch(f, o.batch_size, o.segment, seed, cursor);
+  Var logits = m.forward(b.x, Tensor(), xl_mask_core(o.model.block_size, o.model.xl_cache));
+  return cross_entropy(reshape(logits, {-1, m.config().vocab_size}), b.y.reshape({-1})).item();
+}
+}  // namespace
+
+TEST_CASE("trainer: an XL model reads each segment window by window, and its losses are the XL mask's", "[trainer][xl]") {
+  ByteTokenizer tok;
+  std::string data = make_data_dir("xl_loss", tok), out = out_dir("xl_loss");
+  TrainOptions o = xl_options(data, out);
+  o.steps = 2;
+  o.eval_every = 2;
+  o.eval_batches = 2;
+  std::ostringstream log;
+  TrainResult r = train(o, log);
+  CHECK(r.stop_reason == "done");
+  // A step reads batch x segment tokens: the accounting that lets --steps match another model's tokens.
+  CHECK(log.str().find("; 128 tokens per step;") != std::string::npos);
+  CHECK(log.str().find("segments of 64 tokens read as 4 windows") != std::string::npos);
+  MetricsLog ml = read_metrics(out + "/metrics.jsonl");
+  REQUIRE(ml.loss.size() == 2);
+  REQUIRE(ml.val_loss.size() == 1);
+  GPTConfig mc = o.model;
+  mc.vocab_size = tok.vocab_size();
+  TokenFile train_file(data + "/train.tokens"), val_file(data + "/val.tokens");
+  {
+    // Step 1's loss is the fresh model's (the seed draws the weights first) on the segments at cursor 0.
+    manual_seed(o.seed);
+    GPT fresh(mc);
+    // f32, the same function summed in other orders (one long masked forward against four windows).
+    CHECK(std::fabs(ml.loss[0] - naive_xl_loss(fresh, train_file, o, o.seed, 0)) < 1e-5);
+  }
+  // Validation reads segments the same way: the final checkpoint's weights on the fixed validation
+  // segments (seed ^ 0x5EEDEFA1, cursors 0, B, ...) give the logged validation loss.
+  Checkpoint ck = load_safetensors(out + "/checkpoint.safetensors");
+  CHECK(ck.metadata["model"]["xl_cache"] == 16);
+  CHECK(ck.metadata["train"]["segment"] == 64);
+  GPT trained(gpt_config_from_json(ck.metadata["model"]));
+  load_model_weights(ck, trained, nullptr);
+  double val = 0;
+  for (int64_t i = 0; i < o.eval_batches; ++i)
+    val += naive_xl_loss(trained, val_file, o, o.seed ^ 0x5EEDEFA1ULL, static_cast<uint64_t>(i * o.batch_size));
+  CHECK(std::fabs(ml.val_loss[0] - val / static_cast<double>(o.eval_batches)) < 1e-5);  // f32, as above
+}
+
+TEST_CASE("trainer: an XL run: N steps + save + resume + N steps == 2N steps, bit for bit", "[trainer][xl]") {
+  ByteTokenizer tok;
+  std::string data = make_data_dir("xl_resume", tok);
+  std::ostringstream log;
+  std::string straight = out_dir("xl_straight"), split = out_dir("xl_split");
+  TrainOptions a = xl_options(data, straight);
+  a.model.dropout = 0.1;  // the RNG state must be restored, and windows draw their masks in order
+  a.grad_accum = 2;
+  train(a, log);
+  TrainOptions b = a;
+  b.out_dir = split;
+  b.stop_at = 4;
+  CHECK(train(b, log).step == 4);
+  TrainOptions c = small_options(data, split);  // no XL flags: the model and the segment come from the checkpoint
+  c.resume = split + "/checkpoint.safetensors";
+  c.steps = a.steps;
+  CHECK(train(c, log).step == 8);
+  Checkpoint x = load_safetensors(straight + "/checkpoint.safetensors"), y = load_safetensors(split + "/checkpoint.safetensors");
+  REQUIRE(x.tensors.size() == y.tensors.size());
+  for (size_t i = 0; i < x.tensors.size(); ++i) {
+    INFO(x.tensors[i].first);
+    CHECK(max_abs_diff(x.tensors[i].second, y.tensors[i].second) == 0);
+  }
+  CHECK(x.metadata["rng"] == y.metadata["rng"]);
+  CHECK(x.metadata["data_cursor"] == y.metadata["data_cursor"]);
+  CHECK(read_metrics(straight + "/metrics.jsonl").loss == read_metrics(split + "/metrics.jsonl").loss);
+}
+
+TEST_CASE("trainer: --xl-cache and --segment refuse what cannot work, naming the flag", "[trainer][xl]") {
+  ByteTokenizer tok;
+  std::string data = make_data_dir("xl_bad", tok);
+  std::ostringstream log;
+  TrainOptions o = xl_options(data, out_dir("xl_bad"));
+  o.segment = 0;
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("--xl-cache 16 needs --segment"));
+  o = xl_options(data, out_dir("xl_bad"));
+  o.model.xl_cache = 0;
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("--segment 64") && Catch::Contains("--xl-cache M too"));
+  o = xl_options(data, out_dir("xl_bad"));
+  o.segment = 40;
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("--segment 40 must be a multiple of --block-size 16"));
+  o.segment = 16;  // one window: the cache would never be read in training
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("at least two windows"));
+  o = xl_options(data, out_dir("xl_bad"));
+  o.model.attention = AttentionKind::Landmark;
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("--xl-cache") && Catch::Contains("--attention standard"));
+  o = xl_options(data, out_dir("xl_bad"));
+  o.device = Device::CUDA;
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("--xl-cache runs on the CPU only"));
+  o = xl_options(data, out_dir("xl_bad"));
+  o.segment = 16 * 1000;  // more than the validation text holds
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("--segment + 1 = 16001"));
+  o = xl_options(data, out_dir("xl_bad"));
+  o.batch_size = int64_t(1) << 30;
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("--segment 64") && Catch::Contains("tokens per micro-batch"));
 }
 
 TEST_CASE("trainer: a landmark model (with CMT and positional jumps) learns and resumes bit for bit", "[trainer][landmark]") {
@@ -489,7 +610,7 @@ TEST_CASE("trainer: --init-from refuses other shapes, another tokenizer, and --r
   CHECK_THROWS_WITH(train(q, log), Catch::Contains("tokenizer") && Catch::Contains(other.fingerprint()));
 }
 
-TEST_CASE("tables: read_number_table reads what passkey --tsv writes; bad cells name line and column", "[metrics]") {
+TEST_CASE("tables: read_number_table reads what passkey --tsv writes, bad cells name line and column", "[metrics]") {
   const std::string dir = out_dir("table");
   fs::create_directories(dir);
   const std::string good = dir + "/t.tsv", ragged = dir + "/r.tsv", word = dir + "/w.tsv", png = dir + "/t.png";

@@ -143,6 +143,7 @@ template <class Options, class Visit> void for_each_setting(Options& o, Visit&& 
   f("cmt_prob", o.cmt_prob, false);
   f("jump_max", o.jump_max, false);
   f("doc_starts", o.doc_starts, false);
+  f("segment", o.segment, false);
 }
 
 nlohmann::json settings_to_json(const TrainOptions& o) {
@@ -165,8 +166,24 @@ void validate(const TrainOptions& o) {
   // One micro-batch is a (batch, T) tensor of token ids and its activations: past 2^31 tokens it
   // could not be held anyway, and the products below (tokens per step, cursors) must not wrap.
   constexpr int64_t kMaxBatchTokens = int64_t(1) << 31, kMaxAccum = int64_t(1) << 20;
-  LM_CHECK(o.model.block_size <= 0 || o.batch_size <= kMaxBatchTokens / o.model.block_size,
-           "train: --batch " << o.batch_size << " x --block-size " << o.model.block_size << " is more than "
+  // Transformer-XL: the cache length is the model's, the segment the run's; they come together.
+  const int64_t T = o.model.block_size, M = o.model.xl_cache, S = o.segment;
+  LM_CHECK(M >= 0 && S >= 0, "train: --xl-cache and --segment must be >= 0, got " << M << " and " << S);
+  if (M > 0 || S > 0) {
+    LM_CHECK(!o.model.landmark(), "train: --xl-cache (Transformer-XL) needs --attention standard; landmark attention "
+                                  "reaches past its window by retrieval instead");
+    LM_CHECK(M > 0, "train: --segment " << S << " reads each row window by window through an XL cache: give --xl-cache M too");
+    LM_CHECK(S > 0, "train: --xl-cache " << M << " needs --segment S, the tokens of each batch row, read as S / --block-size "
+                                         << "windows (the paper's XL setting: --block-size 256 --xl-cache 256 --segment 2048)");
+    LM_CHECK(T > 0 && S % T == 0 && S >= 2 * T, "train: --segment " << S << " must be a multiple of --block-size " << T
+                                                                    << " and at least two windows (" << 2 * T
+                                                                    << "), so that training reads the cache");
+    LM_CHECK(o.device == Device::CPU, "train: --xl-cache runs on the CPU only (the attention after a cached prefix has no "
+                                      "CUDA kernel); use --device cpu");
+  }
+  const int64_t row = S > 0 ? S : T;
+  LM_CHECK(row <= 0 || o.batch_size <= kMaxBatchTokens / row,
+           "train: --batch " << o.batch_size << " x " << (S > 0 ? "--segment " : "--block-size ") << row << " is more than "
                              << kMaxBatchTokens << " tokens per micro-batch");
   LM_CHECK(o.grad_accum <= kMaxAccum, "train: --grad-accum " << o.grad_accum << " is more than " << kMaxAccum);
   LM_CHECK(std::isfinite(o.lr) && o.lr > 0, "train: --lr must be positive, got " << o.lr);
@@ -186,14 +203,24 @@ void validate(const TrainOptions& o) {
 
 // One batch through the model: plain windows for a standard model; for a landmark model,
 // windows with landmarks (and CMT / jumps as configured) and landmark attention as the core.
+// A Transformer-XL model reads segments of S tokens as S / T windows, the cache carried from one to
+// the next (forward_xl).
 struct BatchLoss {
   const TrainOptions& o;
   const GPTConfig& mc;
   LandmarkDataOptions lmo;
   std::shared_ptr<CmtStats> cmt_stats = std::make_shared<CmtStats>();  // validation drop rate
+  // The mean loss of one batch (validation; training goes through forward_backward).
   // starts: where windows may begin (document_starts; nullptr: anywhere)
   Var operator()(GPT& model, const TokenFile& data, const std::vector<int64_t>* starts, uint64_t seed, uint64_t cursor,
                  bool training) const {
+    if (mc.xl_cache > 0) {
+      Var total;
+      const int64_t windows = xl_windows(model, data, starts, seed, cursor, [&](int64_t, Var loss) {
+        total = total.defined() ? add(total, loss) : loss;
+      });
+      return mul(total, 1.0 / static_cast<double>(windows));
+    }
     if (!mc.landmark()) {
       Batch b = sample_batch(data, o.batch_size, mc.block_size, seed, cursor, starts);
       return model.loss(b.x, b.y);
@@ -205,6 +232,50 @@ struct BatchLoss {
       layout.cmt_stats = cmt_stats;
     }
     return model.loss(b.x, b.y, b.positions.to(model.device()), kIgnoreIndex, landmark_attention_core(layout));
+  }
+
+  // One training micro-batch, forward and backward: the gradient of its mean loss divided by
+  // grad_accum is added into the parameters' .grad; returns the mean loss. A non-finite loss stops
+  // the run before its backward, naming the step. An XL model runs each window's backward right
+  // after its forward: the cache is a constant, so no graph spans two windows, and memory holds
+  // one window's activations however long the segment (the gradient is the same as one backward
+  // of the mean over the windows, summed in another order).
+  double forward_backward(GPT& model, const TokenFile& data, const std::vector<int64_t>* starts, uint64_t seed,
+                          uint64_t cursor, int64_t step) const {
+    const double accum = static_cast<double>(o.grad_accum);
+    auto check = [&](double lv) {
+      LM_CHECK(std::isfinite(lv), "train: the loss became " << lv << " at step " << step + 1 << " (tensor: loss)");
+    };
+    if (mc.xl_cache > 0) {
+      double total = 0;
+      const int64_t windows = o.segment / mc.block_size;
+      xl_windows(model, data, starts, seed, cursor, [&](int64_t, Var loss) {
+        const double lv = loss.item();
+        check(lv);
+        mul(loss, 1.0 / (static_cast<double>(windows) * accum)).backward();
+        total += lv;
+      });
+      return total / static_cast<double>(windows);
+    }
+    Var loss = (*this)(model, data, starts, seed, cursor, true);
+    const double lv = loss.item();
+    check(lv);
+    (o.grad_accum == 1 ? loss : mul(loss, 1.0 / accum)).backward();
+    return lv;
+  }
+
+  // The XL reading of one batch of segments: rows of S tokens at the sampler's starts, read as
+  // S / T windows in order, the cache empty at the first; each window's mean loss goes to
+  // on_window(w, loss) before the next window is read. Returns the number of windows.
+  template <class OnWindow>
+  int64_t xl_windows(GPT& model, const TokenFile& data, const std::vector<int64_t>* starts, uint64_t seed, uint64_t cursor,
+                     OnWindow&& on_window) const {
+    const int64_t T = mc.block_size, windows = o.segment / T;
+    Batch b = sample_batch(data, o.batch_size, o.segment, seed, cursor, starts);  // x, y (B, S)
+    XLCache cache;
+    for (int64_t w = 0; w < windows; ++w)
+      on_window(w, model.loss_xl(b.x.narrow(1, w * T, T).contiguous(), b.y.narrow(1, w * T, T).contiguous(), cache, &cache));
+    return windows;
   }
 };
 
@@ -263,17 +334,18 @@ struct TrainData {
   }
 };
 
-// --doc-starts: the positions right after each "\n" token where a whole window still fits (a
-// landmark window may span two more raw tokens: landmark_batch.cpp).
-void find_document_starts(TrainData& data, const GPTConfig& mc) {
+// --doc-starts: the positions right after each "\n" token where a whole row of `row` tokens (a
+// window, or an XL model's segment) still fits (a landmark window may span two more raw tokens:
+// landmark_batch.cpp).
+void find_document_starts(TrainData& data, const GPTConfig& mc, int64_t row) {
   const std::vector<int32_t> nl = data.tok->encode("\n");
   LM_CHECK(nl.size() == 1, "train: --doc-starts needs \"\\n\" to be one token, but " << data.tok_path << " encodes it as "
                                                                                 << nl.size() << " tokens");
   const int64_t spare = mc.landmark() ? 3 : 1;
   for (auto [file, starts] : {std::pair{&data.train, &data.train_starts}, std::pair{&data.val, &data.val_starts}}) {
-    *starts = document_starts(*file, nl[0], file->size() - mc.block_size - spare);
-    LM_CHECK(!starts->empty(), "train: --doc-starts: " << file->path() << " has no document start with room for a window of "
-                                                       << mc.block_size << " tokens");
+    *starts = document_starts(*file, nl[0], file->size() - row - spare);
+    LM_CHECK(!starts->empty(), "train: --doc-starts: " << file->path() << " has no document start with room for a "
+                                                       << (mc.xl_cache > 0 ? "segment" : "window") << " of " << row << " tokens");
   }
 }
 
@@ -382,11 +454,8 @@ std::pair<double, double> train_step(GPT& model, AdamW& opt, const TrainData& da
   model.zero_grad();
   double loss_value = 0;
   for (int64_t micro = 0; micro < o.grad_accum; ++micro) {
-    Var loss = batch_loss(model, data.train, data.train_windows(), o.seed, cursor, true);
+    const double lv = batch_loss.forward_backward(model, data.train, data.train_windows(), o.seed, cursor, step);
     cursor += static_cast<uint64_t>(o.batch_size);
-    const double lv = loss.item();
-    LM_CHECK(std::isfinite(lv), "train: the loss became " << lv << " at step " << step + 1 << " (tensor: loss)");
-    (o.grad_accum == 1 ? loss : mul(loss, 1.0 / static_cast<double>(o.grad_accum))).backward();
     loss_value += lv / static_cast<double>(o.grad_accum);
   }
   const double gnorm = o.grad_clip > 0 ? clip_grad_norm(model, o.grad_clip) : grad_norm(model);
@@ -398,16 +467,16 @@ std::pair<double, double> train_step(GPT& model, AdamW& opt, const TrainData& da
   return {loss_value, gnorm};
 }
 
-// The progress line: step, loss, learning rate, speed, elapsed and the time left (by steps, or by
-// the time limit when that comes first).
+// The progress line: the attention kind ("xl" for a Transformer-XL model), step, loss, learning
+// rate, speed, elapsed and the time left (by steps, or by the time limit when that comes first).
 std::string progress_line(const TrainOptions& o, const GPTConfig& mc, int64_t step, double loss, double lr, double tps,
                           double elapsed, double avg_step) {
   double eta = avg_step * static_cast<double>(o.steps - step);
   if (o.time_limit_min > 0) eta = std::min(eta, std::max(0.0, 60.0 * o.time_limit_min - elapsed));
   char line[240];
   std::snprintf(line, sizeof line, "%s step %6lld/%lld | loss %.4f | lr %.2e | %7.0f tok/s | elapsed %s | ETA %s",
-                attention_kind_name(mc.attention), static_cast<long long>(step), static_cast<long long>(o.steps), loss, lr,
-                tps, hms(elapsed).c_str(), hms(eta).c_str());
+                mc.xl_cache > 0 ? "xl" : attention_kind_name(mc.attention), static_cast<long long>(step),
+                static_cast<long long>(o.steps), loss, lr, tps, hms(elapsed).c_str(), hms(eta).c_str());
   return line;
 }
 
@@ -480,13 +549,18 @@ void log_header(std::ostream& log, const TrainOptions& o, const GPTConfig& mc, G
   log << "training " << model.num_parameters() << " parameters (" << mc.n_layer << " layers, d " << mc.n_embd << ", "
       << mc.n_head << " heads, T " << mc.block_size << ", vocab " << mc.vocab_size << ", " << attention_kind_name(mc.attention)
       << " attention"
-      << (mc.landmark() ? " every " + std::to_string(mc.landmark_every) + (mc.context_miss ? " + CMT" : "") : "") << ") on "
-      << device_name(o.device) << ", " << threads_note() << "\n"
+      << (mc.landmark() ? " every " + std::to_string(mc.landmark_every) + (mc.context_miss ? " + CMT" : "") : "")
+      << (mc.xl_cache > 0 ? " with an XL cache of " + std::to_string(mc.xl_cache) : "") << ") on " << device_name(o.device)
+      << ", " << threads_note() << "\n"
       << "data: " << data.train.size() << " train / " << data.val.size() << " val tokens"
-      << (o.doc_starts ? " (windows start at one of " + std::to_string(data.train_starts.size()) + " / " +
-                             std::to_string(data.val_starts.size()) + " documents)"
+      << (o.doc_starts ? std::string(mc.xl_cache > 0 ? " (segments" : " (windows") + " start at one of " +
+                             std::to_string(data.train_starts.size()) + " / " + std::to_string(data.val_starts.size()) +
+                             " documents)"
                        : "")
-      << "; " << o.batch_size * mc.block_size * o.grad_accum << " tokens per step; "
+      << (mc.xl_cache > 0 ? "; rows are segments of " + std::to_string(o.segment) + " tokens read as " +
+                                std::to_string(o.segment / mc.block_size) + " windows, the cache carried across"
+                          : "")
+      << "; " << o.batch_size * row_tokens(o, mc) * o.grad_accum << " tokens per step; "
       << (!o.resume.empty() ? "resuming at step " + std::to_string(step)
                             : o.init_from.empty() ? "fresh start" : "a new run from the weights of " + o.init_from)
       << (o.time_limit_min > 0
@@ -516,6 +590,8 @@ void validate_and_log(GPT& model, const TrainData& data, const TrainOptions& o, 
 
 }  // namespace
 
+int64_t row_tokens(const TrainOptions& o, const GPTConfig& mc) { return mc.xl_cache > 0 ? o.segment : mc.block_size; }
+
 int64_t schedule_position(int64_t step, int64_t total, double elapsed_s, double limit_s) {
   LM_CHECK(total > 0 && step >= 0, "schedule_position: step " << step << " of " << total);
   int64_t s = step;
@@ -540,10 +616,12 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
   const Start start = resolve_start(o, *data.tok, log);
   const GPTConfig& mc = start.model;
   mc.validate();
-  LM_CHECK(data.train.size() > mc.block_size + 1 && data.val.size() > mc.block_size + 1,
-           "train: the token files need more than block_size + 1 = " << mc.block_size + 1 << " tokens (train has "
-                                                                     << data.train.size() << ", val " << data.val.size() << ")");
-  if (o.doc_starts) find_document_starts(data, mc);
+  const int64_t row = row_tokens(o, mc);
+  LM_CHECK(data.train.size() > row + 1 && data.val.size() > row + 1,
+           "train: the token files need more than " << (o.segment > 0 ? "--segment" : "block_size") << " + 1 = " << row + 1
+                                                    << " tokens (train has " << data.train.size() << ", val "
+                                                    << data.val.size() << ")");
+  if (o.doc_starts) find_document_starts(data, mc, row);
   const BatchLoss batch_loss = make_batch_loss(o, mc, *data.tok, data.tok_path);
   State st(o, start, *data.tok);
   std::filesystem::create_directories(o.out_dir);
@@ -558,7 +636,7 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
   log << st.init_note;
 
   TrainResult res;
-  const int64_t tokens_per_step = o.batch_size * mc.block_size * o.grad_accum;
+  const int64_t tokens_per_step = o.batch_size * row * o.grad_accum;
   const double t_start = now_s(), limit_s = 60.0 * o.time_limit_min;
   double avg_step = 0, last_line = -INFINITY;
   bool over_limit = false;  // a step ended past the time limit: the next one is the last

@@ -58,7 +58,15 @@ struct TrainOptions {
   double cmt_prob = 0.5;         // P_CMT, chance that a landmark is CMT-controlled in training
   int64_t jump_max = 1;          // p_jump for positional jumps in training (1 = off)
   double cmt_cutoff = 0;         // validation with a CMT: drop controlled blocks when P(CMT) < this
+  // Transformer-XL models only (model.xl_cache = M > 0): each batch row is a contiguous segment of
+  // this many tokens, a multiple of model.block_size T, read as segment / T consecutive windows with
+  // the cache carried from one to the next (empty at the segment's start); one optimizer step per
+  // micro-batch of segments, the loss over every token. 0 = no segments (every other model).
+  int64_t segment = 0;
 };
+
+// The tokens one batch row reads: the segment of an XL model, else the window T.
+int64_t row_tokens(const TrainOptions& o, const GPTConfig& mc);
 
 struct TrainResult {
   int64_t step = 0;              // steps completed in total (incl. before a resume)

@@ -14,6 +14,9 @@
 #   - a run stopped at step 10 of 20 and resumed without --steps ends at 20 with the same losses as
 #     one run straight through, and every step is in metrics.jsonl once, even when lines past the
 #     checkpoint were written before it died.
+#   - `train --xl-cache --segment` (Transformer-XL) says how it reads its segments and counts its
+#     tokens per step; `eval` of that model prints Table 1's XL row at lengths past the window; the
+#     bad combinations are errors naming the flags.
 # Usage: test_train_cli.sh path/to/landmark
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect
 
@@ -70,6 +73,29 @@ if "$LANDMARK" plot-table "$WORK/bad.tsv" --out "$WORK/bad.png" > "$WORK/bad_tab
   fail "plot-table accepted a word as a number"
 fi
 expect "$WORK/bad_table.log" "'abc' is not a number"
+
+# Transformer-XL: windows of 32, a cache of 32, segments of 128; eval at 64 and 256 tokens.
+XL=(--data "$WORK/tok" --layers 1 --embd 32 --heads 2 --block-size 32 --batch 2 --eval-every 0 --steps 2)
+"$LANDMARK" train "${XL[@]}" --xl-cache 32 --segment 128 --out "$WORK/xl" > "$WORK/xl.log"
+expect "$WORK/xl.log" "with an XL cache of 32"
+expect "$WORK/xl.log" "rows are segments of 128 tokens read as 4 windows, the cache carried across; 256 tokens per step"
+expect "$WORK/xl.log" "xl step      2/2"
+for len in 64 256; do
+  "$LANDMARK" eval --checkpoint "$WORK/xl/checkpoint.safetensors" --tokens "$WORK/tok/val.tokens" --length $len \
+    --windows 2 > "$WORK/xl_eval.log" 2> /dev/null
+  expect "$WORK/xl_eval.log" "Eval. Length l_local  XL cache  Blocks  k   Attention Size  Perplexity"
+  grep -qE "^$len +32 +32 +None +- +64 +[0-9.]+$" "$WORK/xl_eval.log" || { cat "$WORK/xl_eval.log" >&2; fail "no XL row at length $len"; }
+done
+for bad in "--xl-cache 32|needs --segment S" "--segment 128|give --xl-cache M too" \
+           "--xl-cache 32 --segment 48|must be a multiple of --block-size 32" \
+           "--xl-cache 32 --segment 128 --attention landmark|--attention standard"; do
+  read -r -a flags <<< "${bad%%|*}"
+  if "$LANDMARK" train "${XL[@]}" "${flags[@]}" --out "$WORK/xl_bad" > "$WORK/xl_bad.log" 2>&1; then
+    fail "train ${bad%%|*} succeeded"
+  fi
+  expect "$WORK/xl_bad.log" "error: train: "
+  expect "$WORK/xl_bad.log" "${bad#*|}"
+done
 
 # SIGTERM during a long run: the step finishes, a checkpoint is written, exit status 143.
 "$LANDMARK" train "${TINY[@]}" --steps 100000 --out "$WORK/term" --log-every 0 > "$WORK/term.log" 2>&1 &
