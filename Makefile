@@ -14,7 +14,7 @@ BUILD      ?= build
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps configure build test bench fuzz demo demo-finetune demo-long demo-corpus clean
+.PHONY: all deps configure build test bench fuzz demo demo-finetune demo-long demo-corpus paper-tables clean
 
 all: build
 
@@ -52,6 +52,10 @@ demo-finetune: configure
 demo-long: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark
 	@bash scripts/demo_long.sh
+
+paper-tables: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target landmark
+	@bash scripts/paper_tables.sh
 
 demo-corpus: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -25,6 +26,11 @@ namespace lm {
 namespace app {
 
 namespace {
+std::string fmt_g(double v) {  // a number for a TSV cell, 6 significant digits
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", v);
+  return buf;
+}
 std::string pct(double share) {  // a share as a percentage with one decimal, for the TSV
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", 100 * share);
@@ -241,17 +247,79 @@ Command eval_command(CLI::App& app) {
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40))
       ->capture_default_str();
   sub->add_option("--hist", *hist, "Write the histogram of unique retrieved blocks (Appendix F) to this PNG");
+  auto local = std::make_shared<int64_t>(0);
+  auto tsv = std::make_shared<std::string>();
+  auto label = std::make_shared<std::string>();
+  auto resamples = std::make_shared<int64_t>(2000);
+  sub->add_option("--local", *local,
+                  "A standard model: read each window in independent pieces of this many tokens, no memory between "
+                  "them (Table 1's baseline at l_local 360; 0: the whole window)")
+      ->check(CLI::Range(int64_t(0), int64_t(1) << 30))
+      ->capture_default_str();
+  sub->add_option("--tsv", *tsv,
+                  "Write the result as a tab-separated table, one row per granularity: model train_len eval_len k ppl "
+                  "ci_low ci_high l_local xl_cache blocks attention_size granularity positions cmt_cutoff drop_rate "
+                  "blocks_per_step unique_per_token windows tokens seconds");
+  sub->add_option("--label", *label,
+                  "The model column of --tsv (default: standard, landmark, landmark-cmt or xl, from the checkpoint)");
+  sub->add_option("--bootstrap", *resamples, "Resamples of the 95% bootstrap interval over windows")
+      ->check(CLI::Range(int64_t(2), int64_t(1) << 24))
+      ->capture_default_str();
   flags->add(sub, true);
   auto run = [=]() {
     LoadedModel m = load_trained_model(*ckpt, flags->dev());
     InferConfig cfg = flags->get(m);
+    cfg.standard_local = *local;
+    if (!tsv->empty()) {  // refuse a bad --tsv before the evaluation, not after it
+      const std::filesystem::path dir = std::filesystem::path(*tsv).parent_path();
+      LM_CHECK(dir.empty() || std::filesystem::is_directory(dir),
+               "eval: --tsv " << *tsv << ": the directory " << dir.string() << " does not exist");
+    }
     LM_CHECK(!flags->all() || hist->empty(), "eval: --hist draws one granularity; choose one instead of 'all'");
+    LM_CHECK(*local == 0 || (!m.model->config().landmark() && m.model->config().xl_cache == 0),
+             "eval: --local reads a standard model's windows in pieces; a landmark model's local length is --chunk, "
+             "a Transformer-XL model's its block size");
     TokenFile data(*tokens);
     data.check_fingerprint(m.tokenizer->fingerprint());
     const GPTConfig& mc = m.model->config();
     const bool landmark = mc.landmark();
     LM_CHECK(landmark || !flags->all(), "eval: --granularity all needs a landmark model");
     const int64_t F = mc.landmark_every;
+    const bool xl = mc.xl_cache > 0;
+    // One row per evaluation for --tsv; the first eleven columns are docs/results/table1.tsv's.
+    std::string rows =
+        "model\ttrain_len\teval_len\tk\tppl\tci_low\tci_high\tl_local\txl_cache\tblocks\tattention_size\t"
+        "granularity\tpositions\tcmt_cutoff\tdrop_rate\tblocks_per_step\tunique_per_token\twindows\ttokens\tseconds\n";
+    const std::string model_name =
+        !label->empty() ? *label : landmark ? (mc.context_miss ? "landmark-cmt" : "landmark") : xl ? "xl" : "standard";
+    LM_CHECK(model_name.size() <= 64 && model_name.find_first_of("\t\n") == std::string::npos,
+             "eval: --label must be at most 64 characters with no tab or newline, got '" << model_name << "'");
+    auto interval = [&](const PerplexityResult& r) {
+      PerplexityInterval ci = bootstrap_perplexity_interval(r, 0.95, *resamples);
+      std::printf("perplexity %.4f, 95%% bootstrap interval [%.4f, %.4f] (%lld resamples of the %lld windows)\n",
+                  r.perplexity(), ci.low, ci.high, (long long)*resamples, (long long)r.windows);
+      return ci;
+    };
+    auto add_row = [&](const InferConfig& c, const PerplexityResult& r, const PerplexityInterval& ci) {
+      const int64_t l_local = landmark ? c.chunk_len : xl ? mc.block_size : c.standard_local > 0 ? std::min(c.standard_local, *length) : *length;
+      const int64_t attention = landmark ? c.chunk_len + c.k * (F + 1) : xl ? mc.block_size + mc.xl_cache : l_local;
+      char buf[1024];
+      std::snprintf(buf, sizeof buf, "%s\t%lld\t%lld\t%s\t%.4f\t%.4f\t%.4f\t%lld\t%s\t%s\t%lld\t%s\t%s\t%s\t%s\t%s\t%s\t%lld\t%lld\t%.1f\n",
+                    model_name.c_str(), (long long)mc.block_size, (long long)*length,
+                    landmark ? std::to_string(c.k).c_str() : "-", r.perplexity(), ci.low, ci.high, (long long)l_local,
+                    xl ? std::to_string(mc.xl_cache).c_str() : "-",
+                    landmark ? (c.capacity > 0 ? std::to_string(c.capacity).c_str() : "all") : "-", (long long)attention,
+                    landmark ? granularity_name(c.granularity) : "-", landmark ? position_mode_name(c.positions) : "-",
+                    mc.context_miss ? fmt_g(c.cmt_cutoff).c_str() : "-", mc.context_miss ? fmt_g(r.drop_rate()).c_str() : "-",
+                    landmark ? fmt_g(r.fetched_per_step()).c_str() : "-", landmark ? fmt_g(r.unique_per_token()).c_str() : "-",
+                    (long long)r.windows, (long long)r.tokens, r.seconds);
+      rows += buf;
+    };
+    auto write_tsv = [&]() {
+      if (tsv->empty()) return;
+      write_file_atomic(*tsv, rows, "eval --tsv");
+      std::printf("wrote %s\n", tsv->c_str());
+    };
     auto evaluate = [&](const InferConfig& c) {
       PerplexityResult r = evaluate_perplexity(*m.model, data.tokens(), c, m.landmark_id(), m.cmt_id(), *length, *windows,
                                                [](int64_t d, int64_t t) {
@@ -263,6 +331,7 @@ Command eval_command(CLI::App& app) {
     if (flags->all()) {  // the paper's Table 2: the three granularities
       std::printf("%-8s %-9s %-12s %-3s %-14s %-26s %-13s %-10s%s\n", "Per Head", "Per Token", "Eval. Length", "k",
                   "Blocks (all)", "Blocks (per chunk, layer)", "unique/token", "Perplexity", mc.context_miss ? "  drop_rate" : "");
+      std::string intervals;
       for (Granularity g : {Granularity::TokenHead, Granularity::Head, Granularity::Token}) {
         InferConfig c = cfg;
         c.granularity = g;
@@ -272,8 +341,16 @@ Command eval_command(CLI::App& app) {
                     r.fetched_per_step(), r.unique_per_token(), r.perplexity());
         if (mc.context_miss) std::printf("  %.4f", r.drop_rate());
         std::printf("\n");
+        const PerplexityInterval ci = bootstrap_perplexity_interval(r, 0.95, *resamples);
+        char note[160];
+        std::snprintf(note, sizeof note, "%s: perplexity %.4f, 95%% bootstrap interval [%.4f, %.4f]\n",
+                      granularity_name(g), r.perplexity(), ci.low, ci.high);
+        intervals += note;
+        add_row(c, r, ci);
         std::fflush(stdout);
       }
+      std::printf("%s(%lld resamples of the windows)\n", intervals.c_str(), (long long)*resamples);
+      write_tsv();
       std::printf("(chunk %lld; Blocks: blocks retrieved per chunk and layer with a cache, a set shared by the heads of a "
                   "token or the tokens of a head counted once; unique/token: distinct blocks per chunk and layer over its queries)\n",
                   (long long)cfg.chunk_len);
@@ -282,7 +359,6 @@ Command eval_command(CLI::App& app) {
     PerplexityResult r = evaluate(cfg);
     std::printf("%-12s %-8s %-9s %-7s %-3s %-15s %s\n", "Eval. Length", "l_local", "XL cache", "Blocks", "k", "Attention Size",
                 "Perplexity");
-    const bool xl = mc.xl_cache > 0;
     if (landmark)
       std::printf("%-12lld %-8lld %-9s %-7s %-3lld %-15lld %.4f\n", (long long)*length, (long long)cfg.chunk_len, "None",
                   cfg.capacity > 0 ? std::to_string(cfg.capacity).c_str() : "all", (long long)cfg.k,
@@ -290,18 +366,25 @@ Command eval_command(CLI::App& app) {
     else if (xl)  // Table 1's XL rows: local length T, an XL cache of M, attention size T + M
       std::printf("%-12lld %-8lld %-9lld %-7s %-3s %-15lld %.4f\n", (long long)*length, (long long)mc.block_size,
                   (long long)mc.xl_cache, "None", "-", (long long)(mc.block_size + mc.xl_cache), r.perplexity());
-    else
-      std::printf("%-12lld %-8lld %-9s %-7s %-3s %-15lld %.4f\n", (long long)*length, (long long)*length, "None", "None", "-",
-                  (long long)*length, r.perplexity());
+    else {
+      const int64_t l = cfg.standard_local > 0 ? std::min(cfg.standard_local, *length) : *length;
+      std::printf("%-12lld %-8lld %-9s %-7s %-3s %-15lld %.4f\n", (long long)*length, (long long)l, "None", "None", "-",
+                  (long long)l, r.perplexity());
+    }
     if (xl)
       std::printf("(%lld windows, %lld tokens scored: every position of each window, read in pieces of %lld tokens with "
                   "the XL cache carried across, empty at each window's start; %.4f nats/token, %.1f s; attention size = "
                   "local length + XL cache)\n",
                   (long long)r.windows, (long long)r.tokens, (long long)mc.block_size, r.nll, r.seconds);
     else
-      std::printf("(%lld windows, %lld tokens scored: every position of each window; %.4f nats/token, %.1f s; "
-                  "attention size = chunk + k (F + 1)%s)\n",
-                  (long long)r.windows, (long long)r.tokens, r.nll, r.seconds, cfg.kv_f16 && landmark ? "; block K/V in f16" : "");
+      std::printf("(%lld windows, %lld tokens scored: every position of each window; %.4f nats/token, %.1f s; %s)\n",
+                  (long long)r.windows, (long long)r.tokens, r.nll, r.seconds,
+                  landmark ? (cfg.kv_f16 ? "attention size = chunk + k (F + 1); block K/V in f16" : "attention size = chunk + k (F + 1)")
+                  : cfg.standard_local > 0 && cfg.standard_local < *length
+                      ? "each window read in independent pieces of l_local tokens, no memory between them"
+                      : "each window read at once");
+    const PerplexityInterval ci = interval(r);
+    add_row(cfg, r, ci);
     if (landmark)
       std::printf("retrieval (%s granularity): %lld blocks retrieved in all, %.1f per chunk and layer (Table 2's count), "
                   "%.3f unique blocks per token, over %lld (chunk, layer) pairs with a cache\n",
@@ -327,6 +410,7 @@ Command eval_command(CLI::App& app) {
         std::printf("wrote %s\n", hist->c_str());
       }
     }
+    write_tsv();
     return 0;
   };
   return {sub, run};

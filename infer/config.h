@@ -37,6 +37,9 @@ struct InferConfig {
   double cmt_cutoff = 0;         // models with a context-miss token: S(CMT) below this is set to 0
                                  // for the gating of retrieved blocks (Appendix D); in [0, 1]
   KeySearch search = KeySearch::Scan;  // how the top k is found (both exact)
+  int64_t standard_local = 0;    // eval of a standard model: each window read in independent pieces of
+                                 // this many tokens, no memory between them (Table 1's baseline row
+                                 // at l_local 360); 0: the whole window at once
   void validate() const;
 };
 

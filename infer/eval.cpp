@@ -1,6 +1,7 @@
 // eval.cpp: evaluate_perplexity and its Transformer-XL reading, evaluate_perplexity_xl (eval.h).
 #include "infer/eval.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 
@@ -8,6 +9,7 @@
 #include "infer/session.h"
 #include "tensor/create.h"
 #include "tensor/ops.h"
+#include "tensor/rng.h"
 
 namespace lm {
 
@@ -39,9 +41,14 @@ PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t
   if (model.config().xl_cache > 0) return evaluate_perplexity_xl(model, tokens, eval_length, max_windows, progress);
   LM_CHECK(eval_length >= 1, "eval: the evaluation length must be at least 1, got " << eval_length);
   const bool landmark = model.config().landmark();
-  LM_CHECK(landmark || eval_length <= model.config().block_size,
+  const int64_t standard_read = cfg.standard_local > 0 ? std::min(cfg.standard_local, eval_length) : eval_length;
+  LM_CHECK(landmark || standard_read <= model.config().block_size,
            "eval: a standard model reads at most its block size " << model.config().block_size << " tokens at once; "
-                                                                   << "got eval length " << eval_length);
+                                                                   << "got eval length " << eval_length
+                                                                   << " (--local splits a window into pieces)");
+  LM_CHECK(!landmark || cfg.standard_local == 0, "eval: --local reads a standard model's windows in pieces; a landmark "
+                                                 "model's local length is --chunk");
+  LM_CHECK(cfg.standard_local >= 0, "eval: --local must be at least 0, got " << cfg.standard_local);
   const int64_t windows = count_windows(static_cast<int64_t>(tokens.size()), eval_length, max_windows);
   PerplexityResult r;
   const auto t0 = std::chrono::steady_clock::now();
@@ -70,10 +77,21 @@ PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t
         r.cmt_dropped += rec.cmt_dropped;
       }
     } else {
-      logits = model.forward(from_vector(win, {1, eval_length})).value().squeeze(0);
+      // The whole window at once, or (standard_local > 0) in independent pieces without memory.
+      const int64_t piece = cfg.standard_local > 0 ? std::min(cfg.standard_local, eval_length) : eval_length;
+      std::vector<Tensor> parts;
+      for (int64_t p0 = 0; p0 < eval_length; p0 += piece) {
+        const int64_t n = std::min(piece, eval_length - p0);
+        std::vector<int32_t> sub(win.begin() + p0, win.begin() + p0 + n);
+        parts.push_back(model.forward(from_vector(sub, {1, n})).value().squeeze(0));
+      }
+      logits = parts.size() == 1 ? parts[0] : concat(parts, 0);
     }
     Tensor loss = cross_entropy(logits, from_vector(next, {eval_length}));
-    total += loss.to(DType::F64).item() * static_cast<double>(eval_length);
+    const double window_nats = loss.to(DType::F64).item() * static_cast<double>(eval_length);
+    total += window_nats;
+    r.window_nll.push_back(window_nats);
+    r.window_tokens.push_back(eval_length);
     r.tokens += eval_length;
     ++r.windows;
     if (progress) progress(w + 1, windows);
@@ -96,20 +114,54 @@ PerplexityResult evaluate_perplexity_xl(const GPT& model, const std::vector<int3
   NoGradGuard ng;
   for (int64_t w = 0; w < windows; ++w) {
     XLCache cache;  // empty at every window's start
+    double window_nats = 0;
     for (int64_t p0 = 0; p0 < eval_length; p0 += T) {
       const int64_t n = std::min(T, eval_length - p0);
       const auto begin = tokens.begin() + w * eval_length + p0;
       std::vector<int32_t> piece(begin, begin + n), next(begin + 1, begin + n + 1);
       Tensor logits = model.forward_xl(from_vector(piece, {1, n}), cache, &cache).value().squeeze(0);
-      total += cross_entropy(logits, from_vector(next, {n})).to(DType::F64).item() * static_cast<double>(n);
+      window_nats += cross_entropy(logits, from_vector(next, {n})).to(DType::F64).item() * static_cast<double>(n);
       r.tokens += n;
     }
+    total += window_nats;
+    r.window_nll.push_back(window_nats);
+    r.window_tokens.push_back(eval_length);
     ++r.windows;
     if (progress) progress(w + 1, windows);
   }
   r.nll = total / static_cast<double>(r.tokens);
   r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return r;
+}
+
+PerplexityInterval bootstrap_perplexity_interval(const PerplexityResult& r, double level, int64_t resamples,
+                                                 uint64_t seed) {
+  const size_t n = r.window_nll.size();
+  LM_CHECK(n > 0 && r.window_tokens.size() == n, "bootstrap: no windows to resample (" << n << " window sums, "
+                                                                                       << r.window_tokens.size()
+                                                                                       << " window token counts)");
+  LM_CHECK(level > 0 && level < 1, "bootstrap: the level must be in (0, 1), got " << level);
+  LM_CHECK(resamples >= 2, "bootstrap: at least 2 resamples, got " << resamples);
+  std::vector<double> draws(static_cast<size_t>(resamples));
+  uint64_t counter = 0;
+  for (int64_t b = 0; b < resamples; ++b) {
+    double nats = 0, tokens = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const Philox4 u = philox::block(counter++, static_cast<uint32_t>(RngStream::User) + 1, seed);
+      const size_t pick = std::min(n - 1, static_cast<size_t>(uniform_from<double>(u) * static_cast<double>(n)));
+      nats += r.window_nll[pick];
+      tokens += static_cast<double>(r.window_tokens[pick]);
+    }
+    draws[static_cast<size_t>(b)] = std::exp(nats / tokens);
+  }
+  std::sort(draws.begin(), draws.end());
+  auto quantile = [&](double q) {  // linear between the sorted draws at positions q (B - 1)
+    const double x = q * static_cast<double>(resamples - 1);
+    const size_t lo = static_cast<size_t>(std::floor(x));
+    const size_t hi = std::min(lo + 1, draws.size() - 1);
+    return draws[lo] + (x - static_cast<double>(lo)) * (draws[hi] - draws[lo]);
+  };
+  return PerplexityInterval{quantile((1 - level) / 2), quantile((1 + level) / 2)};
 }
 
 }  // namespace lm

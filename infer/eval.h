@@ -19,6 +19,8 @@ namespace lm {
 struct PerplexityResult {
   int64_t windows = 0, tokens = 0;  // tokens scored
   double nll = 0;                   // mean negative log-likelihood (nats per token)
+  std::vector<double> window_nll;   // per window: its summed nats (the bootstrap's unit)
+  std::vector<int64_t> window_tokens;  // per window: the tokens it scored
   double perplexity() const;
   std::vector<int64_t> unique_blocks;  // per window and layer: penultimate chunk's unique blocks
   int64_t cached_at_penultimate = 0;   // blocks in the cache then (the histogram's upper end)
@@ -54,5 +56,16 @@ PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t
 PerplexityResult evaluate_perplexity_xl(const GPT& model, const std::vector<int32_t>& tokens, int64_t eval_length,
                                         int64_t max_windows = 0,
                                         const std::function<void(int64_t, int64_t)>& progress = nullptr);
+
+// A percentile bootstrap interval for the perplexity, resampling whole windows (the paper's
+// windows are its independent units: tokens inside one share context). Each of `resamples`
+// draws picks r.windows windows with replacement (Philox, stream RngStream::User + 1, `seed`),
+// its perplexity is exp(sum nats / sum tokens), and the interval is cut from the sorted draws at
+// (1 - level) / 2 and (1 + level) / 2 (linear between neighbours). Deterministic for a seed.
+struct PerplexityInterval {
+  double low = 0, high = 0;
+};
+PerplexityInterval bootstrap_perplexity_interval(const PerplexityResult& r, double level = 0.95,
+                                                 int64_t resamples = 2000, uint64_t seed = 2023);
 
 }  // namespace lm

@@ -193,6 +193,102 @@ TEST_CASE("XL perplexity: M = 0 is windowed perplexity, and a cache equals a per
                     Catch::Contains("plus the token after it"));
 }
 
+TEST_CASE("a standard model's windows read in independent pieces (--local) equal pieces scored alone", "[infer]") {
+  auto m = model("standard", DType::F64);
+  std::vector<int32_t> t = toks(90, 6);
+  InferConfig c;
+  c.standard_local = 15;  // windows of 40 read as 15 + 15 + 10, no memory between the pieces
+  PerplexityResult r = evaluate_perplexity(*m, t, c, -1, -1, 40);
+  REQUIRE(r.windows == 2);
+  REQUIRE(r.window_nll.size() == 2);
+  // The independent answer: each piece alone through GPT::forward, its loss by a naive loop.
+  for (int w = 0; w < 2; ++w) {
+    double nats = 0;
+    for (int p0 = 0; p0 < 40; p0 += 15) {
+      const int n = std::min(15, 40 - p0);
+      const auto begin = t.begin() + w * 40 + p0;
+      std::vector<double> logits = values(m->forward(from_vector(std::vector<int32_t>(begin, begin + n), {1, n})).value());
+      for (int i = 0; i < n; ++i) {
+        const double* row = logits.data() + i * 33;
+        const double mx = *std::max_element(row, row + 33);
+        double z = 0;
+        for (int v = 0; v < 33; ++v) z += std::exp(row[v] - mx);
+        nats += mx + std::log(z) - row[*(begin + i + 1)];
+      }
+    }
+    CHECK(std::fabs(r.window_nll[w] - nats) < 1e-10);  // f64, 40 terms
+    CHECK(r.window_tokens[w] == 40);
+  }
+  CHECK(std::fabs(r.nll - (r.window_nll[0] + r.window_nll[1]) / 80) < 1e-14);
+  // The pieces lose context: the whole window at once scores differently (and 0 means that).
+  c.standard_local = 0;
+  PerplexityResult whole = evaluate_perplexity(*m, t, c, -1, -1, 40);
+  CHECK(std::fabs(whole.nll - r.nll) > 1e-6);
+  c.standard_local = 40;
+  CHECK(evaluate_perplexity(*m, t, c, -1, -1, 40).nll == whole.nll);
+  // A piece longer than the block size is refused; a landmark model refuses --local.
+  // Pieces let a window exceed the block size (128); a piece may not.
+  std::vector<int32_t> long_t = toks(300, 6);
+  c.standard_local = 100;
+  CHECK(evaluate_perplexity(*m, long_t, c, -1, -1, 200).windows == 1);
+  c.standard_local = 150;
+  CHECK_THROWS_WITH(evaluate_perplexity(*m, long_t, c, -1, -1, 200), Catch::Contains("--local"));
+  c.standard_local = 15;
+  auto lm = model("landmark", DType::F64);
+  CHECK_THROWS_WITH(evaluate_perplexity(*lm, t, c, 32, -1, 40), Catch::Contains("--chunk"));
+}
+
+TEST_CASE("bootstrap interval of a perplexity: hand-worked cases and the normal approximation", "[infer][eval]") {
+  PerplexityResult r;
+  // Identical windows: every resample is the same, so the interval is the point.
+  r.window_nll = {30.0, 30.0, 30.0};
+  r.window_tokens = {10, 10, 10};
+  PerplexityInterval same = bootstrap_perplexity_interval(r);
+  CHECK(same.low == Approx(std::exp(3.0)).epsilon(1e-15));
+  CHECK(same.high == Approx(std::exp(3.0)).epsilon(1e-15));
+  // Two windows of 10 tokens, 20 and 40 nats. A resample of two is {a, a} (1/4), {a, b} (1/2) or
+  // {b, b} (1/4): perplexity e^2, e^3 or e^4. The 2.5% and 97.5% points fall in the outer quarters,
+  // the 30% and 70% points in the middle half (each about 5 standard errors inside at 2000 draws).
+  r.window_nll = {20.0, 40.0};
+  r.window_tokens = {10, 10};
+  PerplexityInterval wide = bootstrap_perplexity_interval(r, 0.95, 2000, 7);
+  CHECK(wide.low == Approx(std::exp(2.0)).epsilon(1e-15));
+  CHECK(wide.high == Approx(std::exp(4.0)).epsilon(1e-15));
+  PerplexityInterval mid = bootstrap_perplexity_interval(r, 0.4, 2000, 7);
+  CHECK(mid.low == Approx(std::exp(3.0)).epsilon(1e-15));
+  CHECK(mid.high == Approx(std::exp(3.0)).epsilon(1e-15));
+  // Many windows: the interval of the mean log-perplexity approaches the normal one,
+  // mean +- 1.96 sd / sqrt(n). Nats per window uniform in [0, 20], 10 tokens each, n = 400:
+  // sd of the mean nats per token = (20 / sqrt(12)) / 10 / sqrt(400). The bootstrap's own error
+  // at 4000 draws and the sample sd's error at n = 400 are a few percent: 10% on the half-width.
+  manual_seed(99);
+  std::vector<double> u = values(rand({400}, DType::F64, Device::CPU, 0, 20));
+  r.window_nll = u;
+  r.window_tokens.assign(400, 10);
+  double mean = 0, var = 0;
+  for (double x : u) mean += x / 10;
+  mean /= 400;
+  for (double x : u) var += (x / 10 - mean) * (x / 10 - mean);
+  const double half = 1.96 * std::sqrt(var / 399) / std::sqrt(400.0);
+  PerplexityInterval big = bootstrap_perplexity_interval(r, 0.95, 4000, 3);
+  CHECK(std::log(big.high) - mean == Approx(half).epsilon(0.10));
+  CHECK(mean - std::log(big.low) == Approx(half).epsilon(0.10));
+  // A seed reproduces the interval; another seed moves it a little.
+  PerplexityInterval again = bootstrap_perplexity_interval(r, 0.95, 4000, 3), other = bootstrap_perplexity_interval(r, 0.95, 4000, 4);
+  CHECK(again.low == big.low);
+  CHECK(again.high == big.high);
+  CHECK(other.low != big.low);
+  // evaluate_perplexity's windows add up to its mean.
+  auto m = model("standard", DType::F64);
+  PerplexityResult e = evaluate_perplexity(*m, toks(70, 8), InferConfig{}, -1, -1, 23);
+  REQUIRE(e.window_nll.size() == 3);
+  CHECK(std::fabs((e.window_nll[0] + e.window_nll[1] + e.window_nll[2]) / 69 - e.nll) < 1e-14);
+  // Clear errors.
+  CHECK_THROWS_WITH(bootstrap_perplexity_interval(PerplexityResult{}), Catch::Contains("no windows"));
+  CHECK_THROWS_WITH(bootstrap_perplexity_interval(r, 1.0), Catch::Contains("level"));
+  CHECK_THROWS_WITH(bootstrap_perplexity_interval(r, 0.95, 1), Catch::Contains("resamples"));
+}
+
 TEST_CASE("pass-key prompts: the paper's wording, the requested length, the key in range", "[passkey]") {
   PasskeyPrompt p = make_passkey_prompt(4217, 1, 2);
   CHECK(p.text.rfind(kPasskeyTask, 0) == 0);

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# test_paper_tables.sh: `PAPER_QUICK=1 make paper-tables` (scripts/paper_tables.sh) end to end on
+# a small byte-level text: every stage runs, table1.tsv and results.md are well formed, a row of
+# table1.tsv equals a direct `landmark eval` of the same setting, a second run skips everything,
+# an interrupted evaluation is redone, and bad settings are refused.
+# Usage: test_paper_tables.sh path/to/landmark
+source "$(dirname "$0")/lib.sh"
+ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
+SCRIPT="$ROOT/scripts/paper_tables.sh"
+TEXT="$ROOT/tests/data/persuasion_opening.txt"
+
+# 30 kB to train on, the last 10 kB to evaluate: two windows of 4096 bytes (plus one token).
+head -c 30000 "$TEXT" > "$WORK/train.txt"
+tail -c 10000 "$TEXT" > "$WORK/val.txt"
+"$LANDMARK" prepare --train "$WORK/train.txt" --val "$WORK/val.txt" --out "$WORK/tok" --tokenizer bytes > /dev/null
+export PAPER_QUICK=1 PAPER_DATA="$WORK/tok" PAPER_OUT="$WORK/out" LANDMARK
+bash "$SCRIPT" > "$WORK/log1" 2>&1 || { cat "$WORK/log1" >&2; fail "the quick run failed"; }
+expect "$WORK/log1" "wrote $WORK/out/docs/results.md"
+T1="$WORK/out/docs/results/table1.tsv"
+MD="$WORK/out/docs/results.md"
+
+# table1.tsv: the issue's header, 17 rows (Table 1 and the CMT / jump rows), eleven columns, a
+# perplexity inside its interval, k '-' exactly where it does not apply.
+[ "$(head -n 1 "$T1")" = "$(printf 'model\ttrain_len\teval_len\tk\tppl\tci_low\tci_high\tl_local\txl_cache\tblocks\tattention_size')" ] ||
+  fail "table1.tsv header: $(head -n 1 "$T1")"
+[ "$(tail -n +2 "$T1" | wc -l)" -eq 17 ] || fail "table1.tsv has $(tail -n +2 "$T1" | wc -l) rows, expected 17"
+awk -F'\t' 'NR > 1 {
+  if (NF != 11) { print "row " NR ": " NF " columns"; bad = 1 }
+  if ($1 !~ /^(standard|landmark|landmark-cmt|landmark-jump|xl)$/) { print "row " NR ": model " $1; bad = 1 }
+  if (!($6 <= $5 && $5 <= $7) || $5 <= 1) { print "row " NR ": ppl " $5 " outside [" $6 ", " $7 "]"; bad = 1 }
+  if (($1 ~ /^landmark/) != ($4 != "-")) { print "row " NR ": k " $4 " for " $1; bad = 1 }
+} END { exit bad }' "$T1" || fail "table1.tsv is malformed"
+for section in "## Table 1" "## Table 2" "## Table 3" "## Appendix E" "## Appendix F" "**Target**" "PAPER_QUICK=1"; do
+  expect "$MD" "$section"
+done
+[ -s "$WORK/out/docs/results/appendix_f_hist.png" ] || fail "no Appendix F histogram"
+# Table 2: nine rows, three per granularity.
+[ "$(grep -cE '^\| (yes|no) \| (yes|no) \| (2048|4096) \|' "$MD")" -eq 9 ] || fail "Table 2 should have 9 rows"
+
+# The plumbing against a direct evaluation: the row of landmark at 2048, l_local 250, 40 blocks,
+# k 4 must carry the perplexity `landmark eval` prints for that setting.
+"$LANDMARK" eval --checkpoint "$WORK/out/train/landmark/checkpoint.safetensors" --tokens "$WORK/tok/val.tokens" \
+  --length 2048 --chunk 250 --capacity 40 --k 4 --windows 2 > "$WORK/direct" 2>/dev/null
+direct=$(sed -n 's/^2048 *250 *None *40 *4 *454 *\([0-9.]*\)$/\1/p' "$WORK/direct")
+row=$(awk -F'\t' '$1 == "landmark" && $3 == 2048 && $8 == 250 && $10 == 40 && $4 == 4 { print $5 }' "$T1")
+[ -n "$direct" ] && [ "$direct" = "$row" ] || { cat "$WORK/direct" >&2; fail "table1.tsv has '$row', landmark eval printed '$direct'"; }
+
+# A second run redoes nothing; a row whose file is gone (an interrupted evaluation) is redone.
+bash "$SCRIPT" > "$WORK/log2" 2>&1 || { cat "$WORK/log2" >&2; fail "the second run failed"; }
+[ "$(grep -c 'done earlier' "$WORK/log2")" -eq 40 ] || { cat "$WORK/log2" >&2; fail "expected 5 runs + 35 rows done earlier"; }
+rm "$WORK/out/eval/t3_cutoff_0.3.tsv"
+bash "$SCRIPT" eval tables > "$WORK/log3" 2>&1 || { cat "$WORK/log3" >&2; fail "the third run failed"; }
+expect "$WORK/log3" "--- eval t3_cutoff_0.3 (25/35): landmark-cmt"
+[ "$(grep -c 'done earlier' "$WORK/log3")" -eq 34 ] || fail "only the missing row should run"
+
+# A run without DONE resumes from its checkpoint: 12 steps, then the same runs asked for 24 (only
+# `standard` lost its DONE) continue at step 12; a finished run whose DONE is missing is marked.
+PAPER_OUT="$WORK/out2" PAPER_STEPS=12 bash "$SCRIPT" train > "$WORK/log4" 2>&1 || { cat "$WORK/log4" >&2; fail "12 steps failed"; }
+rm "$WORK/out2/train/standard/DONE" "$WORK/out2/train/xl/DONE"
+PAPER_OUT="$WORK/out2" PAPER_STEPS=24 bash "$SCRIPT" train > "$WORK/log5" 2>&1 || { cat "$WORK/log5" >&2; fail "the resumed training failed"; }
+expect "$WORK/log5" "--- train standard (1/5): 24 steps (resuming)"
+expect "$WORK/log5" "resuming at step 12"
+expect "$WORK/log5" "--- train landmark (2/5): done earlier"
+grep -q '"step":24[,}]' "$WORK/out2/train/standard/metrics.jsonl" || fail "the resumed run did not reach step 24"
+rm "$WORK/out2/train/xl/DONE"
+PAPER_OUT="$WORK/out2" PAPER_STEPS=24 bash "$SCRIPT" train > "$WORK/log6" 2>&1 || { cat "$WORK/log6" >&2; fail "the last run failed"; }
+expect "$WORK/log6" "--- train xl (5/5): finished earlier at step 24"
+[ -f "$WORK/out2/train/xl/DONE" ] || fail "a finished run was not marked DONE"
+
+# Bad settings: a clear error, non-zero exit.
+PAPER_QUICK=2 bash "$SCRIPT" > "$WORK/bad1" 2>&1 && fail "PAPER_QUICK=2 accepted"
+expect "$WORK/bad1" "PAPER_QUICK must be 0 or 1"
+bash "$SCRIPT" evaluate > "$WORK/bad2" 2>&1 && fail "an unknown stage accepted"
+expect "$WORK/bad2" "unknown stage 'evaluate'"
+PAPER_DATA="$WORK/nothing" bash "$SCRIPT" > "$WORK/bad3" 2>&1 && fail "a missing token directory accepted"
+expect "$WORK/bad3" "has no train.tokens and val.tokens"
+rm "$WORK/out/train/xl/DONE" "$WORK/out/eval/t1_xl_2048.tsv"
+bash "$SCRIPT" eval > "$WORK/bad4" 2>&1 && fail "an evaluation of an unfinished run accepted"
+expect "$WORK/bad4" "needs the finished run xl"
+echo "paper-tables quick run: ok"
