@@ -36,6 +36,7 @@ bench: build
 	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_landmark
 	@GOMP_SPINCOUNT=10000 ./$(BUILD)/bench/bench_decode  # a short spin, as the landmark program uses
 	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_topk --out $(BUILD)/bench_topk
+	@bash scripts/bench_dp.sh $(BUILD)/apps/landmark
 
 demo: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark  # the program only: tests and benches wait for make test

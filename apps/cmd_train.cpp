@@ -6,6 +6,7 @@
 #include "apps/commands.h"
 #include "tensor/check.h"
 #include "nn/checkpoint.h"
+#include "train/distributed.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
 
@@ -156,12 +157,14 @@ Command train_command(CLI::App& app) {
     TrainResult r = train(*o, std::cout);
     o->init_parent = nullptr;
     for (int sig : kStopSignals) std::signal(sig, SIG_DFL);
+    const int status = r.stop_reason == "interrupted" ? 128 + (g_stop_signal ? static_cast<int>(g_stop_signal) : SIGINT) : 0;
+    if (!dist::world().root()) return status;  // rank 0 draws and reports for all
     const std::string png = o->out_dir + "/loss.png";
     plot_loss_curves({o->out_dir + "/metrics.jsonl"}, {""}, png, "training " + *preset + " (" + o->out_dir + ")");
     std::cout << "stopped: " << r.stop_reason << " at step " << r.step << "; last loss " << r.last_loss
               << (r.last_val_loss >= 0 ? "; validation loss " + std::to_string(r.last_val_loss) : "") << "\n"
               << "checkpoint: " << r.checkpoint << "\nloss curve: " << png << "\n";
-    return r.stop_reason == "interrupted" ? 128 + (g_stop_signal ? static_cast<int>(g_stop_signal) : SIGINT) : 0;
+    return status;
   };
   return {sub, run};
 }

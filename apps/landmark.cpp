@@ -12,6 +12,7 @@
 
 #include "apps/commands.h"
 #include "tensor/check.h"
+#include "train/distributed.h"
 
 int main(int argc, char** argv) {
   // How idle OpenMP threads wait. libgomp's default spins ~3 ms before sleeping, which steals the
@@ -39,15 +40,20 @@ int main(int argc, char** argv) {
   }
   for (auto& c : commands) {
     if (!c.sub->parsed()) continue;
+    // Under mpirun (train/distributed.h) an error on one rank stops every rank: the others would
+    // otherwise wait forever in the next collective.
     try {
-      return c.run();
+      const int status = c.run();
+      lm::dist::finalize();
+      return status;
     } catch (const lm::Error& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
-      return 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "error: %s\n", e.what());
-      return 1;
     }
+    std::fflush(stderr);
+    lm::dist::abort_all(1);
+    return 1;
   }
   return 0;
 }

@@ -9,6 +9,8 @@
 #   zlib1g-dev           reading the R data files that hold the Austen corpus
 #   libopenblas-dev      the comparison baseline in bench/ only (never linked into the library)
 #   libreadline8         runtime library of the `bible` program that prints the KJV corpus
+#   libopenmpi-dev openmpi-bin   data-parallel training under mpirun (train/distributed.h;
+#                        the build trains on one rank without them)
 #   chromium             a headless browser for the explorer page's test (tests/cli/test_explore_cli.sh,
 #                        skipped without it)
 #   cmake g++ make       the toolchain
@@ -17,7 +19,7 @@
 set -euo pipefail
 
 packages=(cmake g++ make catch2 libstb-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libopenblas-dev libreadline8
-          chromium)
+          libopenmpi-dev openmpi-bin chromium)
 for group in "$@"; do
   case "$group" in
     fuzz) packages+=(clang-16 libclang-rt-16-dev libfuzzer-16-dev) ;;

@@ -22,6 +22,7 @@
 #include "landmark/attention.h"
 #include "nn/gpt_io.h"
 #include "train/batch.h"
+#include "train/distributed.h"
 #include "train/file_io.h"
 #include "train/landmark_batch.h"
 #include "train/token_file.h"
@@ -210,6 +211,14 @@ struct BatchLoss {
   const GPTConfig& mc;
   LandmarkDataOptions lmo;
   std::shared_ptr<CmtStats> cmt_stats = std::make_shared<CmtStats>();  // validation drop rate
+  // Data parallel (distributed.h): every rank draws the whole batch (cheap: token ids) and keeps
+  // its rows, rank r of R the r-th of R equal slices, so R ranks read exactly the batch one would.
+  int rank = 0, ranks = 1;
+  Tensor shard(const Tensor& t) const {
+    if (ranks == 1) return t;
+    const int64_t rows = t.size(0) / ranks;
+    return t.narrow(0, rank * rows, rows).contiguous();
+  }
   // The mean loss of one batch (validation; training goes through forward_backward).
   // starts: where windows may begin (document_starts; nullptr: anywhere)
   Var operator()(GPT& model, const TokenFile& data, const std::vector<int64_t>* starts, uint64_t seed, uint64_t cursor,
@@ -223,15 +232,36 @@ struct BatchLoss {
     }
     if (!mc.landmark()) {
       Batch b = sample_batch(data, o.batch_size, mc.block_size, seed, cursor, starts);
-      return model.loss(b.x, b.y);
+      return model.loss(shard(b.x), shard(b.y));
     }
     LandmarkBatch b = sample_landmark_batch(data, o.batch_size, mc.block_size, lmo, seed, cursor, training, starts);
+    // The loss is a mean over the scored targets (landmarks and the CMT are not scored), whose
+    // number may differ between rows: each rank's mean is weighted by its share of the batch's
+    // targets, so the mean over ranks is the batch's mean.
+    const double weight = ranks == 1 ? 1.0 : shard_weight(b.y);
+    b.x = shard(b.x);
+    b.y = shard(b.y);
+    b.kinds = shard(b.kinds);
+    b.positions = shard(b.positions);
     LandmarkLayout layout = make_layout(b.kinds, model.device());
     if (!training && mc.context_miss) {
       layout.cmt_cutoff = o.cmt_cutoff;
       layout.cmt_stats = cmt_stats;
     }
-    return model.loss(b.x, b.y, b.positions.to(model.device()), kIgnoreIndex, landmark_attention_core(layout));
+    Var loss = model.loss(b.x, b.y, b.positions.to(model.device()), kIgnoreIndex, landmark_attention_core(layout));
+    return weight == 1.0 ? loss : mul(loss, weight);
+  }
+  // ranks x (targets in this rank's rows) / (targets in the batch), for targets y (B, T).
+  double shard_weight(const Tensor& y) const {
+    const std::vector<int32_t> v = y.to_vector<int32_t>();
+    const int64_t T = y.size(1), rows = y.size(0) / ranks;
+    int64_t mine = 0, all = 0;
+    for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i) {
+      if (v[static_cast<size_t>(i)] == kIgnoreIndex) continue;
+      ++all;
+      if (i / T / rows == rank) ++mine;
+    }
+    return all == 0 ? 1.0 : static_cast<double>(ranks) * static_cast<double>(mine) / static_cast<double>(all);
   }
 
   // One training micro-batch, forward and backward: the gradient of its mean loss divided by
@@ -272,6 +302,8 @@ struct BatchLoss {
                      OnWindow&& on_window) const {
     const int64_t T = mc.block_size, windows = o.segment / T;
     Batch b = sample_batch(data, o.batch_size, o.segment, seed, cursor, starts);  // x, y (B, S)
+    b.x = shard(b.x);
+    b.y = shard(b.y);
     XLCache cache;
     for (int64_t w = 0; w < windows; ++w)
       on_window(w, model.loss_xl(b.x.narrow(1, w * T, T).contiguous(), b.y.narrow(1, w * T, T).contiguous(), cache, &cache));
@@ -304,7 +336,16 @@ double evaluate(GPT& model, const TokenFile& val, const std::vector<int64_t>* st
   for (int64_t i = 0; i < o.eval_batches; ++i)
     total += batch_loss(model, val, starts, o.seed ^ 0x5EEDEFA1ULL, static_cast<uint64_t>(i * o.batch_size), false).item();
   model.train();
-  return total / static_cast<double>(o.eval_batches);
+  double mean = total / static_cast<double>(o.eval_batches);
+  if (batch_loss.ranks > 1) {  // each rank scored its rows of the same batches: equal shares
+    CmtStats& c = *batch_loss.cmt_stats;
+    std::vector<double> v{mean, static_cast<double>(c.rows), static_cast<double>(c.dropped)};
+    dist::allreduce_sum(v);
+    mean = v[0] / static_cast<double>(batch_loss.ranks);
+    c.rows = static_cast<int64_t>(v[1]);
+    c.dropped = static_cast<int64_t>(v[2]);
+  }
+  return mean;
 }
 
 // Name of the first parameter whose gradient holds a NaN or an infinity ("" if none).
@@ -458,6 +499,14 @@ std::pair<double, double> train_step(GPT& model, AdamW& opt, const TrainData& da
     cursor += static_cast<uint64_t>(o.batch_size);
     loss_value += lv / static_cast<double>(o.grad_accum);
   }
+  if (batch_loss.ranks > 1) {  // the mean over all ranks' rows: gradients and the loss
+    std::vector<Tensor> grads;
+    for (Var* p : model.parameters()) grads.push_back(p->grad());
+    dist::average_gradients(grads);
+    std::vector<double> l{loss_value};
+    dist::allreduce_sum(l);
+    loss_value = l[0] / static_cast<double>(batch_loss.ranks);
+  }
   const double gnorm = o.grad_clip > 0 ? clip_grad_norm(model, o.grad_clip) : grad_norm(model);
   if (!std::isfinite(gnorm)) {
     const std::string bad = first_nonfinite_grad(model);
@@ -551,7 +600,9 @@ void log_header(std::ostream& log, const TrainOptions& o, const GPTConfig& mc, G
       << " attention"
       << (mc.landmark() ? " every " + std::to_string(mc.landmark_every) + (mc.context_miss ? " + CMT" : "") : "")
       << (mc.xl_cache > 0 ? " with an XL cache of " + std::to_string(mc.xl_cache) : "") << ") on " << device_name(o.device)
-      << ", " << threads_note() << "\n"
+      << ", " << threads_note()
+      << (dist::world().size > 1 ? ", " + std::to_string(dist::world().size) + " ranks (" + dist::backend_name() + ")" : "")
+      << "\n"
       << "data: " << data.train.size() << " train / " << data.val.size() << " val tokens"
       << (o.doc_starts ? std::string(mc.xl_cache > 0 ? " (segments" : " (windows") + " start at one of " +
                              std::to_string(data.train_starts.size()) + " / " + std::to_string(data.val_starts.size()) +
@@ -609,31 +660,51 @@ int64_t ScheduleClock::position(int64_t step, int64_t total, double elapsed_s, d
   return following ? by_clock : std::min(step, total - 1);
 }
 
-TrainResult train(const TrainOptions& opts, std::ostream& log) {
+TrainResult train(const TrainOptions& opts, std::ostream& log_all) {
   TrainOptions o = opts;  // on resume, the training settings are replaced by the checkpoint's
   validate(o);
+  // Data parallel: rank 0 alone prints, writes metrics and checkpoints; every rank trains.
+  const dist::World& world = dist::world();
+  std::ostream null_out(nullptr);
+  std::ostream& log = world.root() ? log_all : null_out;
   TrainData data(o.data_dir);
   const Start start = resolve_start(o, *data.tok, log);
   const GPTConfig& mc = start.model;
   mc.validate();
+  LM_CHECK(o.batch_size % world.size == 0,
+           "train: --batch " << o.batch_size << (o.resume.empty() ? "" : " (the resumed run's)") << " does not split evenly across "
+                             << world.size << " ranks; give a multiple of " << world.size);
   const int64_t row = row_tokens(o, mc);
   LM_CHECK(data.train.size() > row + 1 && data.val.size() > row + 1,
            "train: the token files need more than " << (o.segment > 0 ? "--segment" : "block_size") << " + 1 = " << row + 1
                                                     << " tokens (train has " << data.train.size() << ", val "
                                                     << data.val.size() << ")");
   if (o.doc_starts) find_document_starts(data, mc, row);
-  const BatchLoss batch_loss = make_batch_loss(o, mc, *data.tok, data.tok_path);
+  BatchLoss batch_loss = make_batch_loss(o, mc, *data.tok, data.tok_path);
+  batch_loss.rank = world.rank;
+  batch_loss.ranks = world.size;
   State st(o, start, *data.tok);
-  std::filesystem::create_directories(o.out_dir);
   const std::string ckpt_path = o.out_dir + "/checkpoint.safetensors", metrics_path = o.out_dir + "/metrics.jsonl";
-  // On resume, lines past the checkpoint's step (written before a kill, and about to be written
-  // again) are dropped first, so every step appears once.
-  if (!o.resume.empty()) drop_metrics_after(metrics_path, st.step);
-  std::ofstream metrics(metrics_path, o.resume.empty() ? std::ios::trunc : std::ios::app);
-  LM_CHECK(metrics.good(), "train: cannot write " << metrics_path);
+  std::ofstream metrics_file;
+  std::ostream metrics(nullptr);  // rank 0: the file; other ranks: nowhere
+  if (world.root()) {
+    std::filesystem::create_directories(o.out_dir);
+    // On resume, lines past the checkpoint's step (written before a kill, and about to be written
+    // again) are dropped first, so every step appears once.
+    if (!o.resume.empty()) drop_metrics_after(metrics_path, st.step);
+    metrics_file.open(metrics_path, o.resume.empty() ? std::ios::trunc : std::ios::app);
+    LM_CHECK(metrics_file.good(), "train: cannot write " << metrics_path);
+    metrics.rdbuf(metrics_file.rdbuf());
+  }
   if (!o.init_from.empty()) metrics << nlohmann::json{{"parent", start.parent_record}}.dump() << "\n";
   log_header(log, o, mc, st.model, data, st.step);
   log << st.init_note;
+  if (world.size > 1) {
+    int64_t grad_bytes = 0;
+    for (Var* p : st.model.parameters()) grad_bytes += p->value().numel() * static_cast<int64_t>(dtype_size(p->value().dtype()));
+    log << "data parallel: " << world.size << " ranks of " << o.batch_size / world.size << " rows each; "
+        << grad_bytes << " bytes of gradients summed across ranks per step (one all-reduce)\n";
+  }
 
   TrainResult res;
   const int64_t tokens_per_step = o.batch_size * row * o.grad_accum;
@@ -644,11 +715,19 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
   stop_requested() = false;
   while (st.step < o.steps) {
     const double t0 = now_s();
+    // Every rank follows rank 0's clock, so all place the schedule, and stop, at the same step.
+    double clock_s = t0 - t_start + avg_step;
+    if (world.size > 1) {
+      std::vector<double> c{clock_s, over_limit ? 1.0 : 0.0};
+      dist::broadcast(c);
+      clock_s = c[0];
+      over_limit = c[1] != 0;
+    }
     // With a time limit, the schedule is placed where this step is expected to end, so the step
     // that reaches the limit runs at the schedule's final learning rate and is the last one. A
     // step that overruns the limit (a slow step) is followed by one more at the final rate.
     const int64_t position =
-        over_limit ? o.steps - 1 : clock.position(st.step, o.steps, t0 - t_start + avg_step, limit_s);
+        over_limit ? o.steps - 1 : clock.position(st.step, o.steps, clock_s, limit_s);
     const bool final_by_time = limit_s > 0 && position == o.steps - 1 && st.step < o.steps - 1;
     const double lr = scheduled_lr(o, position);
     const auto [loss_value, gnorm] = train_step(st.model, st.opt, data, batch_loss, o, st.cursor, st.step, lr);
@@ -659,19 +738,28 @@ TrainResult train(const TrainOptions& opts, std::ostream& log) {
     const double tps = static_cast<double>(tokens_per_step) / dt;
     metrics << "{\"step\":" << step << ",\"loss\":" << std::setprecision(8) << loss_value << ",\"lr\":" << lr
             << ",\"grad_norm\":" << gnorm << ",\"tokens_per_s\":" << std::setprecision(6) << tps
-            << ",\"elapsed_s\":" << elapsed << "}\n";
-    const bool last = step == o.steps, stop = stop_requested().load(), reached = o.stop_at > 0 && step >= o.stop_at;
+            << ",\"elapsed_s\":" << elapsed << ",\"ranks\":" << world.size << "}\n";
+    bool stop = stop_requested().load();
+    if (world.size > 1) {  // a signal to any rank stops them all after this step
+      std::vector<double> f{stop ? 1.0 : 0.0};
+      dist::allreduce_sum(f);
+      stop = f[0] > 0;
+    }
+    const bool last = step == o.steps, reached = o.stop_at > 0 && step >= o.stop_at;
     over_limit = limit_s > 0 && now_s() - t_start > limit_s;
     const bool ending = last || stop || final_by_time || reached;
     if (!o.quiet && (ending || step == 1 || elapsed - last_line >= o.log_every_s)) {
-      log << progress_line(o, mc, step, loss_value, lr, tps, elapsed, avg_step) << "\n" << std::flush;
+      log << progress_line(o, mc, step, loss_value, lr, tps, elapsed, avg_step)
+          << (world.size > 1 ? " | ranks " + std::to_string(world.size) : "") << "\n"
+          << std::flush;
       last_line = elapsed;
     }
     if (o.eval_every > 0 && (step % o.eval_every == 0 || ending))  // and at the end, however it comes
       validate_and_log(st.model, data, o, mc, batch_loss, step, metrics, log, res);
     metrics.flush();
     if (ending || (o.ckpt_every > 0 && step % o.ckpt_every == 0)) {
-      save_training_checkpoint(ckpt_path, st.model, st.opt, checkpoint_metadata(o, mc, *data.tok, step, st.cursor, start.parent_record));
+      if (world.root())
+        save_training_checkpoint(ckpt_path, st.model, st.opt, checkpoint_metadata(o, mc, *data.tok, step, st.cursor, start.parent_record));
       res.checkpoint = ckpt_path;
       if (!o.quiet && o.log_every_s == 0) log << "saved " << ckpt_path << " at step " << step << "\n";
     }
