@@ -164,6 +164,9 @@ ROWS=(
   "e_landmark-jump_4096_stingy landmark-jump - --length 4096 --chunk 250 --k 4 --positions stingy"
   # Appendix F: unique blocks retrieved in the penultimate chunk, 4096 tokens, k 4.
   "f_hist landmark - --length 4096 --chunk 250 --k 4 --hist HIST"
+  # A diagnostic, not in the paper: the same chunks with retrieval off (k 0), so the difference to
+  # t3_baseline is what the retrieved blocks add.
+  "d_landmark_2048_k0 landmark - --length 2048 --chunk 250 --k 0"
 )
 # (Appendix E's landmark row at 2048 with stingy positions is t3_baseline: the same evaluation.)
 
@@ -356,6 +359,28 @@ stage_tables() {
     echo "k 4, l_local 250; one count per window and layer)."
     echo
     echo "![unique retrieved blocks](results/appendix_f_hist.png)"
+    echo
+    echo "## What retrieval adds (a diagnostic, not in the paper)"
+    echo
+    echo "The landmark model at eval length 2048, l_local 250, every block kept: with k 4 (as Table 3's baseline)"
+    echo "$(ppl_ci "$e/t3_baseline.tsv"); with retrieval off (k 0: each chunk sees only itself)"
+    echo "$(ppl_ci "$e/d_landmark_2048_k0.tsv")."
+    echo
+    echo "## The commands"
+    echo
+    echo "Every run: \`landmark train <flags of the runs table> ${TRAIN_COMMON[*]} --out $OUT/train/<run>\`."
+    echo "Every row: \`landmark eval --checkpoint $OUT/train/<model>/checkpoint.safetensors --tokens $DATA/val.tokens"
+    echo "<flags> ${WINDOWS[*]} --label <model> --bootstrap $RESAMPLES --tsv $OUT/eval/<row>.tsv\`, with these flags:"
+    echo
+    echo "| row | model | flags | seconds |"
+    echo "|---|---|---|---|"
+    for row in "${ROWS[@]}"; do
+      local name model paper flags secs=0 n r
+      read -r name model paper flags <<< "$row"
+      n=$(($(wc -l < "$e/$name.tsv") - 1))
+      for r in $(seq 1 "$n"); do secs=$(awk -v a="$secs" -v b="$(get seconds "$e/$name.tsv" "$r")" 'BEGIN { printf "%.0f", a + b }'); done
+      echo "| $name | $model | \`${flags//HIST/<png>}\` | $secs |"
+    done
     echo
     if [ "$QUICK" = 0 ] && [ -s "$DOCS/results/discussion.md" ]; then
       cat "$DOCS/results/discussion.md"

@@ -30,7 +30,8 @@ awk -F'\t' 'NR > 1 {
   if (!($6 <= $5 && $5 <= $7) || $5 <= 1) { print "row " NR ": ppl " $5 " outside [" $6 ", " $7 "]"; bad = 1 }
   if (($1 ~ /^landmark/) != ($4 != "-")) { print "row " NR ": k " $4 " for " $1; bad = 1 }
 } END { exit bad }' "$T1" || fail "table1.tsv is malformed"
-for section in "## Table 1" "## Table 2" "## Table 3" "## Appendix E" "## Appendix F" "**Target**" "PAPER_QUICK=1"; do
+for section in "## Table 1" "## Table 2" "## Table 3" "## Appendix E" "## Appendix F" "**Target**" "PAPER_QUICK=1" \
+               "## What retrieval adds" "## The commands" "| d_landmark_2048_k0 | landmark | \`--length 2048 --chunk 250 --k 0\` |"; do
   expect "$MD" "$section"
 done
 [ -s "$WORK/out/docs/results/appendix_f_hist.png" ] || fail "no Appendix F histogram"
@@ -47,11 +48,11 @@ row=$(awk -F'\t' '$1 == "landmark" && $3 == 2048 && $8 == 250 && $10 == 40 && $4
 
 # A second run redoes nothing; a row whose file is gone (an interrupted evaluation) is redone.
 bash "$SCRIPT" > "$WORK/log2" 2>&1 || { cat "$WORK/log2" >&2; fail "the second run failed"; }
-[ "$(grep -c 'done earlier' "$WORK/log2")" -eq 40 ] || { cat "$WORK/log2" >&2; fail "expected 5 runs + 35 rows done earlier"; }
+[ "$(grep -c 'done earlier' "$WORK/log2")" -eq 41 ] || { cat "$WORK/log2" >&2; fail "expected 5 runs + 36 rows done earlier"; }
 rm "$WORK/out/eval/t3_cutoff_0.3.tsv"
 bash "$SCRIPT" eval tables > "$WORK/log3" 2>&1 || { cat "$WORK/log3" >&2; fail "the third run failed"; }
-expect "$WORK/log3" "--- eval t3_cutoff_0.3 (25/35): landmark-cmt"
-[ "$(grep -c 'done earlier' "$WORK/log3")" -eq 34 ] || fail "only the missing row should run"
+expect "$WORK/log3" "--- eval t3_cutoff_0.3 (25/36): landmark-cmt"
+[ "$(grep -c 'done earlier' "$WORK/log3")" -eq 35 ] || fail "only the missing row should run"
 
 # A run without DONE resumes from its checkpoint: 12 steps, then the same runs asked for 24 (only
 # `standard` lost its DONE) continue at step 12; a finished run whose DONE is missing is marked.
