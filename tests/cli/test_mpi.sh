@@ -95,7 +95,13 @@ timeout 60 "${MPI[@]}" "$LANDMARK" train "${F[@]}" --batch 8 --block-size 64 --s
   > "$WORK/dead.log" 2>&1 &
 pid=$!
 for _ in $(seq 100); do grep -q '"step":3,' "$WORK/dead/metrics.jsonl" 2>/dev/null && break; sleep 0.2; done
-victim=$(pgrep -f "landmark train .*--out $WORK/dead" | grep -v "^$pid\$" | tail -n 1)
+rank_pid() {  # rank_pid N OUT: the process of rank N among those training into OUT (from its environment)
+  local p
+  for p in $(pgrep -f "landmark train .*--out $2"); do
+    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1" && { echo "$p"; return; }
+  done
+}
+victim=$(rank_pid 1 "$WORK/dead")
 [ -n "$victim" ] || fail "no rank process found to kill"
 kill -KILL "$victim"
 set +e
