@@ -120,10 +120,13 @@ PerplexityResult evaluate_perplexity_xl(const GPT& model, const std::vector<int3
       const auto begin = tokens.begin() + w * eval_length + p0;
       std::vector<int32_t> piece(begin, begin + n), next(begin + 1, begin + n + 1);
       Tensor logits = model.forward_xl(from_vector(piece, {1, n}), cache, &cache).value().squeeze(0);
-      window_nats += cross_entropy(logits, from_vector(next, {n})).to(DType::F64).item() * static_cast<double>(n);
+      // Added to the total piece by piece, in the order the standard reading adds its windows (the
+      // M = 0 test compares the two bit for bit); the window's own sum feeds the bootstrap.
+      const double piece_nats = cross_entropy(logits, from_vector(next, {n})).to(DType::F64).item() * static_cast<double>(n);
+      total += piece_nats;
+      window_nats += piece_nats;
       r.tokens += n;
     }
-    total += window_nats;
     r.window_nll.push_back(window_nats);
     r.window_tokens.push_back(eval_length);
     ++r.windows;
