@@ -73,8 +73,13 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const nlohmann::json& j) {
     LM_CHECK(j.is_object() && j.contains("kind"), "tokenizer JSON: expected an object with a \"kind\" "
              "field, got: " << j.dump().substr(0, 200));
     const std::string kind = j.at("kind").get<std::string>();
-    const int version = j.value("version", 1);
-    LM_CHECK(version == 1, "tokenizer JSON: unsupported version " << version << " (this build reads 1)");
+    // The version is checked as JSON before any conversion: value<int> of a float such as 2e31 is
+    // undefined behaviour (found by the tokenizer_json fuzz harness).
+    if (j.contains("version")) {
+      const nlohmann::json& v = j.at("version");
+      LM_CHECK((v.is_number_integer() || v.is_number_unsigned()) && v.get<int64_t>() == 1,
+               "tokenizer JSON: unsupported version " << v.dump().substr(0, 60) << " (this build reads 1)");
+    }
     if (kind == "bytes") {
       tok = std::make_unique<ByteTokenizer>();
     } else if (kind == "bpe") {
