@@ -70,6 +70,20 @@ std::string out_dir(const std::string& name) {
   fs::remove_all(d);
   return d;
 }
+// A run interrupted and resumed against the same run straight through: the same tensors bit for
+// bit (names in order), RNG state, data cursor and per-step losses.
+void check_same_run(const std::string& straight, const std::string& split) {
+  Checkpoint x = load_safetensors(straight + "/checkpoint.safetensors"), y = load_safetensors(split + "/checkpoint.safetensors");
+  REQUIRE(x.tensors.size() == y.tensors.size());
+  for (size_t i = 0; i < x.tensors.size(); ++i) {
+    INFO(x.tensors[i].first);
+    CHECK(x.tensors[i].first == y.tensors[i].first);
+    CHECK(max_abs_diff(x.tensors[i].second, y.tensors[i].second) == 0);
+  }
+  CHECK(x.metadata["rng"] == y.metadata["rng"]);
+  CHECK(x.metadata["data_cursor"] == y.metadata["data_cursor"]);
+  CHECK(read_metrics(straight + "/metrics.jsonl").loss == read_metrics(split + "/metrics.jsonl").loss);
+}
 }  // namespace
 
 TEST_CASE("trainer: loss falls on real text in a short run, the log parses and plots", "[trainer]") {
@@ -131,16 +145,7 @@ TEST_CASE("trainer: N steps + save + resume + N steps == 2N steps, bit for bit",
   c.seed = 7;
   TrainResult second = train(c, log);
   CHECK(second.step == 8);
-  Checkpoint x = load_safetensors(straight + "/checkpoint.safetensors"), y = load_safetensors(split + "/checkpoint.safetensors");
-  REQUIRE(x.tensors.size() == y.tensors.size());
-  for (size_t i = 0; i < x.tensors.size(); ++i) {
-    INFO(x.tensors[i].first);
-    CHECK(x.tensors[i].first == y.tensors[i].first);
-    CHECK(max_abs_diff(x.tensors[i].second, y.tensors[i].second) == 0);
-  }
-  CHECK(x.metadata["rng"] == y.metadata["rng"]);
-  CHECK(x.metadata["data_cursor"] == y.metadata["data_cursor"]);
-  CHECK(read_metrics(straight + "/metrics.jsonl").loss == read_metrics(split + "/metrics.jsonl").loss);
+  check_same_run(straight, split);
 }
 
 TEST_CASE("trainer: same seed, same losses, another seed, other losses", "[trainer]") {
@@ -348,15 +353,7 @@ TEST_CASE("trainer: an XL run: N steps + save + resume + N steps == 2N steps, bi
   c.resume = split + "/checkpoint.safetensors";
   c.steps = a.steps;
   CHECK(train(c, log).step == 8);
-  Checkpoint x = load_safetensors(straight + "/checkpoint.safetensors"), y = load_safetensors(split + "/checkpoint.safetensors");
-  REQUIRE(x.tensors.size() == y.tensors.size());
-  for (size_t i = 0; i < x.tensors.size(); ++i) {
-    INFO(x.tensors[i].first);
-    CHECK(max_abs_diff(x.tensors[i].second, y.tensors[i].second) == 0);
-  }
-  CHECK(x.metadata["rng"] == y.metadata["rng"]);
-  CHECK(x.metadata["data_cursor"] == y.metadata["data_cursor"]);
-  CHECK(read_metrics(straight + "/metrics.jsonl").loss == read_metrics(split + "/metrics.jsonl").loss);
+  check_same_run(straight, split);
 }
 
 TEST_CASE("trainer: --xl-cache and --segment refuse what cannot work, naming the flag", "[trainer][xl]") {
