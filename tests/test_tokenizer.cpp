@@ -372,6 +372,23 @@ TEST_CASE("tokenizer JSON round trip and fingerprints", "[tokenizer]") {
     }
     CHECK_THROWS_WITH(lm::Tokenizer::from_json(chain), Catch::Contains("merge 16 makes a token of 131072 bytes"));
   }
+  // The version field: only the integer 1 (or no field) is read. 2.11111e31 is the value the
+  // tokenizer_json fuzz harness found: converting it to int was undefined behaviour.
+  for (const nlohmann::json& bad_version : {nlohmann::json(2.11111e31), nlohmann::json(2), nlohmann::json("1"),
+                                            nlohmann::json(-1), nlohmann::json(1.0),
+                                            nlohmann::json(uint64_t(18446744073709551615ull))}) {
+    for (nlohmann::json j : {tok.to_json(), bytes.to_json()}) {
+      j["version"] = bad_version;
+      INFO("version " << bad_version.dump());
+      CHECK_THROWS_WITH(lm::Tokenizer::from_json(j), Catch::Contains("unsupported version " + bad_version.dump()));
+    }
+  }
+  {
+    nlohmann::json j = tok.to_json();
+    CHECK(j.at("version") == 1);
+    j.erase("version");
+    CHECK(lm::Tokenizer::from_json(j)->fingerprint() == tok.fingerprint());
+  }
   write_text(dir / "bad.json", "{\"kind\": \"bytes\",");
   CHECK_THROWS_WITH(lm::load_tokenizer((dir / "bad.json").string()), Catch::Contains("not valid JSON"));
   CHECK_THROWS_WITH(lm::load_tokenizer((dir / "absent.json").string()), Catch::Contains("cannot open"));
