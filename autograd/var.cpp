@@ -1,6 +1,9 @@
 // var.cpp: Var, graph recording and the backward pass.
 #include "autograd/var.h"
 
+#include <algorithm>
+#include <chrono>
+#include <map>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -79,7 +82,44 @@ void Var::set_requires_grad(bool on) {
   node_->requires_grad = on;
 }
 
+namespace {
+using ProfileClock = std::chrono::steady_clock;
+bool g_profiling = false;
+ProfileClock::time_point g_last_record;
+std::map<std::string, OpTotals>& profile_totals() {
+  static std::map<std::string, OpTotals> totals;
+  return totals;
+}
+double seconds_since(ProfileClock::time_point t) {
+  return std::chrono::duration<double>(ProfileClock::now() - t).count();
+}
+}  // namespace
+
+void set_op_profiling(bool on) {
+  if (on) {
+    profile_totals().clear();
+    g_last_record = ProfileClock::now();
+  }
+  g_profiling = on;
+}
+
+std::vector<OpTotals> op_profile() {
+  std::vector<OpTotals> out;
+  for (auto& kv : profile_totals()) out.push_back(kv.second);
+  std::sort(out.begin(), out.end(), [](const OpTotals& a, const OpTotals& b) {
+    return a.forward_s + a.backward_s > b.forward_s + b.backward_s;
+  });
+  return out;
+}
+
 Var make_op_result(const char* op, Tensor value, const std::vector<Var>& inputs, BackwardFn fn) {
+  if (g_profiling) {
+    OpTotals& t = profile_totals()[op];
+    t.op = op;
+    t.calls += 1;
+    t.forward_s += seconds_since(g_last_record);
+    g_last_record = ProfileClock::now();
+  }
   Var out(std::move(value), false);
   out.node_->op = op;
   if (!g_grad_enabled) return out;
@@ -139,8 +179,14 @@ void Var::backward(const Tensor& grad_out) const {
     if (found == pending.end()) continue;  // no gradient flows here (e.g. unused output)
     Tensor g = std::move(found->second);
     pending.erase(found);
+    const ProfileClock::time_point started = g_profiling ? ProfileClock::now() : ProfileClock::time_point();
     if (n->is_leaf()) {
       n->grad = n->grad.defined() ? add(n->grad, g) : g.contiguous().clone();
+      if (g_profiling) {
+        OpTotals& t = profile_totals()["leaf"];
+        t.op = "leaf";
+        t.backward_s += seconds_since(started);
+      }
       continue;
     }
     std::vector<Tensor> grads = n->backward(g);
@@ -157,7 +203,13 @@ void Var::backward(const Tensor& grad_out) const {
       if (acc == pending.end()) pending.emplace(p, gp);
       else acc->second = add(acc->second, gp);
     }
+    if (g_profiling) {
+      OpTotals& t = profile_totals()[n->op];
+      t.op = n->op;
+      t.backward_s += seconds_since(started);
+    }
   }
+  if (g_profiling) g_last_record = ProfileClock::now();  // the next forward op starts from here
 }
 
 }  // namespace lm

@@ -74,6 +74,20 @@ class Var {
 // grad, the result is a plain Var and `fn` is dropped.
 Var make_op_result(const char* op, Tensor value, const std::vector<Var>& inputs, BackwardFn fn);
 
+// Per-op time totals, for finding where a training step spends its time (bench_train prints them).
+// While profiling is on, each op is charged forward the time from the previous op's record to its
+// own (make_op_result runs right after an op computed its value, and a model's forward is ops back
+// to back, so this is the op's own time plus the little glue between ops), and backward the time
+// of its backward function plus the gradient sums it causes. Leaves' gradient accumulation is
+// charged to "leaf". Meant for one thread driving the graph (the ops' own threads are fine).
+struct OpTotals {
+  std::string op;
+  int64_t calls = 0;
+  double forward_s = 0, backward_s = 0;
+};
+void set_op_profiling(bool on);      // turning it on starts a fresh profile
+std::vector<OpTotals> op_profile();  // the totals so far, largest forward + backward first
+
 // Grad mode: while a NoGradGuard lives (on this thread), ops record nothing.
 bool grad_enabled();
 class NoGradGuard {

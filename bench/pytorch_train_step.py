@@ -3,6 +3,8 @@
 # presets: pre-LN, rotary on interleaved pairs, tied embedding, exact GELU, AdamW), timed with
 # Debian's PyTorch 1.13 on the CPU, for the comparison quoted in docs/nn.md. Optional: nothing in
 # the build or the tests needs Python. Usage: OMP_NUM_THREADS=2 /usr/bin/python3 bench/pytorch_train_step.py
+# [--quick | --tiny] (either: the tiny preset only; scripts/bench_vs_pytorch.sh alternates --tiny
+# runs with bench_train --tiny)
 import math, sys, time
 import torch
 import torch.nn.functional as F
@@ -70,6 +72,6 @@ def run(name, L, C, NH, T, B, V=4096, steps=3):
 
 print(f"PyTorch {torch.__version__} CPU, {torch.get_num_threads()} threads, vocab 4096, best of 3 steps after a warm-up")
 tiny = run("tiny", 4, 256, 4, 512, 8)
-if "--quick" not in sys.argv:
+if "--quick" not in sys.argv and "--tiny" not in sys.argv:
     run("small", 6, 512, 8, 512, 8)
 print(f"pytorch tiny_step_s={tiny:.3f}")

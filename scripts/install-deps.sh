@@ -16,6 +16,8 @@
 #   cmake g++ make       the toolchain
 # With the argument `fuzz` (scripts/fuzz.sh, CI), also:
 #   clang-16 libclang-rt-16-dev libfuzzer-16-dev   libFuzzer and the sanitizer runtimes for Clang
+# With the argument `bench` (`make bench`), also:
+#   python3-torch        PyTorch, the other side of the training-step comparison (scripts/bench_vs_pytorch.sh)
 set -euo pipefail
 
 packages=(cmake g++ make catch2 libstb-dev nlohmann-json3-dev libcli11-dev zlib1g-dev libopenblas-dev libreadline8
@@ -23,7 +25,8 @@ packages=(cmake g++ make catch2 libstb-dev nlohmann-json3-dev libcli11-dev zlib1
 for group in "$@"; do
   case "$group" in
     fuzz) packages+=(clang-16 libclang-rt-16-dev libfuzzer-16-dev) ;;
-    *) echo "install-deps: unknown group '$group' (known: fuzz)" >&2; exit 2 ;;
+    bench) packages+=(python3-torch) ;;
+    *) echo "install-deps: unknown group '$group' (known: fuzz, bench)" >&2; exit 2 ;;
   esac
 done
 missing=()

@@ -313,3 +313,43 @@ TEST_CASE("graph: broadcasting add sums the gradient back to each input's shape"
   CHECK(grad_of(b3) == Vec{5, 7, 9});
   CHECK(grad_of(a3) == Vec{1, 1, 1, 1, 1, 1});
 }
+
+TEST_CASE("op profile: counts each op's calls, charges forward and backward time, off by default", "[autograd]") {
+  Var a = leaf({1, 2, 3, 4, 5, 6}, {2, 3});
+  Var b = leaf({1, 1, 1}, {3});
+  sum(mul(a, b)).backward();  // profiling off: nothing recorded
+  CHECK(op_profile().empty());
+
+  set_op_profiling(true);
+  Var y = mul(a, b);   // 1 mul
+  Var z = mul(y, y);   // 2 muls
+  Var s = sum(add(z, a));  // 1 add, 1 sum
+  s.backward();
+  set_op_profiling(false);
+  Var ignored = mul(a, b);  // after switching off: not counted
+  std::vector<OpTotals> ops = op_profile();
+  auto find = [&](const std::string& name) -> const OpTotals* {
+    for (const OpTotals& o : ops)
+      if (o.op == name) return &o;
+    return nullptr;
+  };
+  REQUIRE(find("mul") != nullptr);
+  CHECK(find("mul")->calls == 2);
+  REQUIRE(find("add") != nullptr);
+  CHECK(find("add")->calls == 1);
+  REQUIRE(find("sum") != nullptr);
+  CHECK(find("sum")->calls == 1);
+  REQUIRE(find("leaf") != nullptr);  // a and b received gradients
+  CHECK(find("leaf")->calls == 0);
+  for (const OpTotals& o : ops) {
+    CHECK(o.forward_s >= 0);
+    CHECK(o.backward_s >= 0);
+  }
+  // Sorted by forward + backward, largest first.
+  for (size_t i = 1; i < ops.size(); ++i)
+    CHECK(ops[i - 1].forward_s + ops[i - 1].backward_s >= ops[i].forward_s + ops[i].backward_s);
+  // Turning it on again starts a fresh profile.
+  set_op_profiling(true);
+  set_op_profiling(false);
+  CHECK(op_profile().empty());
+}

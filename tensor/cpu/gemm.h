@@ -4,6 +4,7 @@
 // Both compute, for each batch b: C = alpha * op(A) op(B) + beta * C (see GemmArgs in kernels.h).
 #pragma once
 
+#include "tensor/cpu/cache_info.h"
 #include "tensor/kernels.h"
 
 namespace lm {
@@ -20,9 +21,16 @@ template <class Scalar>
 void gemm_single(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Scalar* A,
                  int64_t lda, const Scalar* B, int64_t ldb, double beta, Scalar* C, int64_t ldc);
 
-// The register tile and cache blocks gemm_blocked uses for Scalar on this build (for docs and bench).
+// The register tile (MR x NR, fixed by the build's vector width) and the cache blocks (KC, MC, NC)
+// gemm_blocked uses for Scalar. The blocks come from the cache sizes read at run time
+// (gemm_tiling_for(cache_sizes()), tensor/cpu/cache_info.h) unless set_gemm_blocks chose others.
+// Results do not depend on the blocks: each element of C is one chain of multiply-adds in k order.
 struct GemmTiling { int mr, nr, kc, mc, nc; };
 template <class Scalar> GemmTiling gemm_tiling();
+template <class Scalar> GemmTiling gemm_tiling_for(const CacheSizes& caches);
+// Tests and tuning experiments: fixed blocks (kc >= 1, mc a multiple of MR, nc a multiple of NR);
+// all three 0 go back to the cache-derived ones. Not to be called while a GEMM runs.
+template <class Scalar> void set_gemm_blocks(int kc, int mc, int nc);
 
 }  // namespace cpu
 }  // namespace lm
