@@ -6,7 +6,8 @@
 #   make demo-finetune  after make demo: its standard model fine-tuned with landmarks (scripts/demo_finetune.sh)
 #   make demo-long  after make demo: its landmark model on pass-key prompts of a million tokens (scripts/demo_long.sh)
 #   make demo-corpus  build the program + language modelling on Austen + KJV (scripts/demo_corpus.sh)
-#   make bench    build + run the benchmarks (prints ratios measured in one run)
+#   make bench    build + run the benchmarks (prints ratios measured in one run; log in build/bench.log)
+#   make bench-readme  put the last make bench's summary into README.md's speed section
 #   make fuzz     the libFuzzer harnesses of fuzz/, 60 s each (scripts/fuzz.sh; FUZZ_SECONDS=N for longer)
 #   make clean    remove ./build
 # Extra CMake options: make CMAKE_ARGS="-DLANDMARK_CUDA=OFF"
@@ -14,7 +15,7 @@ BUILD      ?= build
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps configure build test bench fuzz demo demo-finetune demo-long demo-corpus paper-tables clean
+.PHONY: all deps configure build test bench bench-readme fuzz demo demo-finetune demo-long demo-corpus paper-tables clean
 
 all: build
 
@@ -31,12 +32,11 @@ test: build
 	@cd $(BUILD) && OMP_WAIT_POLICY=PASSIVE ctest --output-on-failure -j $(JOBS)
 
 bench: build
-	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_gemm
-	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_train
-	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_landmark
-	@GOMP_SPINCOUNT=10000 ./$(BUILD)/bench/bench_decode  # a short spin, as the landmark program uses
-	@OMP_WAIT_POLICY=PASSIVE ./$(BUILD)/bench/bench_topk --out $(BUILD)/bench_topk
-	@bash scripts/bench_dp.sh $(BUILD)/apps/landmark
+	@bash scripts/install-deps.sh bench  # PyTorch, the other side of one comparison
+	@bash scripts/bench.sh $(BUILD)
+
+bench-readme:
+	@bash scripts/bench_readme.sh $(BUILD)/bench-summary.md README.md
 
 demo: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark  # the program only: tests and benches wait for make test

@@ -22,6 +22,7 @@
 #include "bench/bench_main.h"
 #include "infer/full_cache.h"
 #include "infer/session.h"
+#include "tensor/cpu/cache_info.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/create.h"
 #include "tensor/rng.h"
@@ -96,7 +97,8 @@ int bench_main(int argc, char** argv) {
   ic.chunk_len = 250;
   ic.k = 4;
   ic.block_dir = block_dir;
-  std::printf("CPU: %s\n", bench::cpu_model().c_str());
+  const cpu::CacheSizes& caches = cpu::cache_sizes();
+  bench::print_machine_line(cpu::num_threads(), caches.l1d, caches.l2, caches.l3_per_core, caches.source.c_str());
   std::printf("decode benchmark: the demo model (3 layers, d 128, 4 heads, vocab 514), f32, %d thread(s); landmark k %lld, chunk %lld, "
               "block K/V in %s\n", cpu::num_threads(), (long long)ic.k, (long long)ic.chunk_len,
               block_dir.empty() ? "RAM" : ("files in " + block_dir).c_str());

@@ -12,6 +12,7 @@
 #include "landmark/attention.h"
 #include "landmark/tokens.h"
 #include "nn/functional.h"
+#include "tensor/cpu/cache_info.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/create.h"
 #include "tensor/rng.h"
@@ -80,7 +81,8 @@ int bench_main(int argc, char** argv) {
       throw lm::bench::UsageError{"unknown flag '" + a + "'"};
     }
   }
-  std::printf("CPU: %s\n", bench::cpu_model().c_str());
+  const cpu::CacheSizes& caches = cpu::cache_sizes();
+  bench::print_machine_line(cpu::num_threads(), caches.l1d, caches.l2, caches.l3_per_core, caches.source.c_str());
   std::printf("landmark attention benchmark: f32, %d thread(s), forward + backward, best of %d\n", cpu::num_threads(), reps);
   const int64_t B = 8, NH = 4, T = 512, HS = 64, F = 50;
   double causal = run("causal", B, NH, T, HS, F, reps), landmark = run("landmark", B, NH, T, HS, F, reps);

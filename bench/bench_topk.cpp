@@ -28,6 +28,7 @@
 #include "landmark/key_index.h"
 #include "landmark/retrieval.h"
 #include "plot/plot.h"
+#include "tensor/cpu/cache_info.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/create.h"
@@ -146,6 +147,8 @@ int bench_main(int argc, char** argv) {
       throw bench::UsageError{"unknown or incomplete flag '" + a + "'"};
     }
   }
+  const cpu::CacheSizes& caches = cpu::cache_sizes();
+  bench::print_machine_line(cpu::num_threads(), caches.l1d, caches.l2, caches.l3_per_core, caches.source.c_str());
   std::printf("top-k benchmark: %s, %d thread(s); one head of 32 features, f32, time per query (best of 3)\n",
               bench::cpu_model().c_str(), cpu::num_threads());
   std::printf("%-8s %2s %9s | %12s %12s %9s | %8s | %10s %10s %7s\n", "keys", "k", "blocks", "scan us", "bounded us", "scored",

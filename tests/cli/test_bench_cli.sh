@@ -32,4 +32,43 @@ run 2 "$WORK/7" "$TOPK" --max-blocks 10
 expect "$WORK/7" "--max-blocks needs an integer in [1000, 10000000], got '10'"
 run 2 "$WORK/8" "$TOPK" --out
 expect "$WORK/8" "unknown or incomplete flag '--out'"
+run 2 "$WORK/9" "$GEMM" --blocks 64,7
+expect "$WORK/9" "--blocks needs KC,MC,NC (three integers), got '64,7'"
+run 2 "$WORK/10" "$GEMM" --blocks 64,13,32
+expect "$WORK/10" "--blocks: set_gemm_blocks: need kc >= 1, mc a positive multiple of"
+
+# The README's speed section comes from a bench log (scripts/bench_summary.sh, bench_readme.sh):
+# a hand-written log of two programs gives exactly their figures, the machine and the date.
+SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts" && pwd)"
+cat > "$WORK/bench.log" <<'LOG'
+bench run: 2026-01-02 03:04 UTC, Test CPU 9000, 2 logical CPUs, OMP_NUM_THREADS=(unset)
+CPU: Test CPU 9000 | threads 2 | caches L1d 48 KiB, L2 2048 KiB, L3 share 1024 KiB (sysfs)
+gemm peak_share=0.812
+gemm ratio_vs_openblas=1.234
+best: ours 0.5 s, pytorch 1.0 s (PyTorch 9.9)
+train tiny_speedup_vs_pytorch=2.00
+decode speedup_at_32k=31.5
+LOG
+bash "$SCRIPTS/bench_summary.sh" "$WORK/bench.log" > "$WORK/summary.md"
+expect "$WORK/summary.md" "(2026-01-02 03:04 UTC, Test CPU 9000, 2 logical CPUs"
+expect "$WORK/summary.md" "CPU: Test CPU 9000 | threads 2 | caches L1d 48 KiB"
+expect "$WORK/summary.md" "- \`ratio_vs_openblas=1.234\`: our GEMM over OpenBLAS"
+expect "$WORK/summary.md" "- \`peak_share=0.812\`"
+expect "$WORK/summary.md" "- \`tiny_speedup_vs_pytorch=2.00\`: PyTorch's tiny training step time over ours, alternated runs, best of each (PyTorch 9.9)"
+expect "$WORK/summary.md" "- \`speedup_at_32k=31.5\`"
+[ "$(grep -c '^- ' "$WORK/summary.md")" -eq 4 ] || { cat "$WORK/summary.md" >&2; fail "the summary lists figures the log does not have"; }
+printf 'not a log\n' > "$WORK/other.log"
+run 1 "$WORK/11" bash "$SCRIPTS/bench_summary.sh" "$WORK/other.log"
+expect "$WORK/11" "does not start like a bench.sh log"
+printf '# T\n\n## Speed\n\nintro\n\n<!-- bench:begin (generated from a make bench log by scripts/bench_readme.sh; do not edit by hand) -->\nold figures\n<!-- bench:end -->\n\n## Next\n' > "$WORK/README.md"
+bash "$SCRIPTS/bench_readme.sh" "$WORK/summary.md" "$WORK/README.md" > /dev/null
+expect "$WORK/README.md" "ratio_vs_openblas=1.234"
+expect "$WORK/README.md" "## Next"
+expect "$WORK/README.md" "intro"
+! grep -q "old figures" "$WORK/README.md" || fail "bench_readme left the old figures in"
+bash "$SCRIPTS/bench_readme.sh" "$WORK/summary.md" "$WORK/README.md" > /dev/null  # twice: the same file
+[ "$(grep -c 'ratio_vs_openblas=1.234' "$WORK/README.md")" -eq 1 ] || fail "a second bench_readme run doubled the section"
+printf '# no markers\n' > "$WORK/plain.md"
+run 1 "$WORK/12" bash "$SCRIPTS/bench_readme.sh" "$WORK/summary.md" "$WORK/plain.md"
+expect "$WORK/12" "needs exactly one line each of"
 echo "bench CLI: all checks passed"

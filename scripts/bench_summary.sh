@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# bench_summary.sh LOG: the result lines of a `make bench` log (scripts/bench.sh) as a Markdown
+# list that names the machine, the date and the thread count: what README.md's speed section
+# shows (make bench-readme). Every figure comes from the log; nothing is typed in.
+set -euo pipefail
+LOG="${1:?usage: bench_summary.sh path/to/bench.log}"
+[ -s "$LOG" ] || { echo "bench_summary: no log at $LOG (run make bench first)" >&2; exit 1; }
+head1="$(head -n 1 "$LOG")"
+case "$head1" in "bench run: "*) ;; *) echo "bench_summary: $LOG does not start like a bench.sh log" >&2; exit 1 ;; esac
+machine="$(grep -m 1 '^CPU: ' "$LOG" | sed 's/^CPU: //')"
+torch="$(sed -n 's/^best: .*(\(PyTorch [^)]*\)).*/\1/p' "$LOG" | head -n 1)"
+echo "Measured by scripts/bench.sh, what \`make bench\` runs (${head1#bench run: }); CPU: ${machine}."
+echo
+value() { { grep -o "\\b$1=[^ ]*" "$LOG" || true; } | tail -n 1 | cut -d= -f2; }  # empty when absent
+line() {  # key, what it is
+  local v
+  v="$(value "$1")"
+  [ -n "$v" ] && echo "- \`$1=$v\`: $2"
+  return 0
+}
+line ratio_vs_openblas "our GEMM over OpenBLAS's sgemm, geometric mean over the Linear shapes in 3 layouts (bench_gemm)"
+line peak_share "our GEMM's GFLOP/s over the FMA peak measured by the probe, geometric mean (bench_gemm)"
+line tiny_speedup_vs_pytorch "PyTorch's tiny training step time over ours, alternated runs, best of each (${torch:-PyTorch})"
+line tiny_step_s "our tiny training step (4 layers, d 256, T 512, batch 8), seconds (bench_train)"
+line gpt2_124m_peak_share "model GFLOP/s of a GPT-2 124M-shaped training step over the FMA peak (bench_train)"
+line fused_speedup_vs_reference "fused causal attention over the composed reference, forward + backward (bench_train)"
+line overhead_vs_causal "fused landmark attention's time over fused causal attention's (bench_landmark)"
+line speedup_at_32k "full-KV-cache decode step time over the landmark step (k 4) at 32k tokens (bench_decode)"
+line bounded_speedup_passkey_k4_at_max "bounded exact top-k over the scan, pass-key keys, most blocks (bench_topk)"
+line tiny_ranks2x1_vs_ranks1x2 "2 MPI ranks x 1 thread over 1 rank x 2 threads, tokens/s (scripts/bench_dp.sh)"
