@@ -9,6 +9,7 @@
 #include "nn/nn_math.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/parallel.h"
+#include "tensor/cpu/parallel.h"
 #include "tensor/cpu/vec_dot.h"
 #include "tensor/dtype.h"
 #include "tensor/ops.h"
@@ -45,9 +46,15 @@ template <class Scalar> void cpu_scores(const LayerCache& cache, const ChunkCont
   // The scale rides on the GEMM's alpha: each score is rounded once, from the same sum, as
   // scaling afterwards would give, without another pass over the scores.
   const Scalar sc = static_cast<Scalar>(score_scale(cache.dtype, HS));
-  for (int64_t h = 0; h < NH; ++h)
-    cpu::gemm_single<Scalar>(false, false, n, nb, HS, static_cast<double>(sc), q + h * n * HS, HS,
-                             rot_t + h * HS * cap, cap, 0.0, out + h * n * nb, nb);
+  // Heads in parallel: a decoded token's product per head (1 x HS by HS x nb) is below the size
+  // at which one GEMM splits across threads, so one core scored every head while the other
+  // waited (a decode step at 32k tokens, 2 threads: 6% faster by the median of 30 alternated
+  // batches, twice). Inside the loop each GEMM runs on its thread alone, with the same sums.
+  cpu::parallel_for(NH, n * nb * HS, [&](int64_t h0, int64_t h1) {
+    for (int64_t h = h0; h < h1; ++h)
+      cpu::gemm_single<Scalar>(false, false, n, nb, HS, static_cast<double>(sc), q + h * n * HS, HS,
+                               rot_t + h * HS * cap, cap, 0.0, out + h * n * nb, nb);
+  });
   if (ctx.positions == PositionMode::Stingy) {
     std::vector<Scalar> rk(static_cast<size_t>(HS));
     for (int64_t b = std::max<int64_t>(0, nb - ctx.k); b < nb; ++b)
