@@ -65,6 +65,48 @@ template <class Scalar> void cpu_scores(const LayerCache& cache, const ChunkCont
   }
 }
 
+// Scoring and choosing in one pass, token-head granularity on the CPU: what cpu_scores followed by
+// select_blocks computes, without the (NH, n, nb) score matrix. Per head (heads in parallel), the
+// chunk's n queries are scored against kScanPiece landmarks at a time into a buffer that stays in
+// the core's L2, and each query's TopKStream takes that piece before the next is scored. At a
+// million tokens the matrix was 64 MB per layer and chunk, written by the GEMM and read back by
+// the selection from memory; the pieces are scored by the same GEMM calls with the same sums
+// (one FMA chain per element, whatever the columns), and the stingy rescoring is the same dot
+// product, so every score, and so every choice, is what the two-step path gives.
+constexpr int64_t kScanPiece = 1024;
+
+template <class Scalar>
+std::vector<std::vector<int32_t>> score_and_select(const LayerCache& cache, const ChunkContext& ctx, const Scalar* q,
+                                                   int64_t n) {
+  const int64_t NH = cache.NH, HS = cache.HS, nb = cache.key_count, cap = cache.key_capacity;
+  std::vector<std::vector<int32_t>> sel(static_cast<size_t>(NH * n));
+  const Scalar* rot_t = cache.keys_rot_t_buf.data<Scalar>() + cache.key_begin;
+  const Scalar* keys = cache.keys_buf.data<Scalar>() + cache.key_begin * HS;
+  const Scalar sc = static_cast<Scalar>(score_scale(cache.dtype, HS));
+  const int64_t rescore_from = ctx.positions == PositionMode::Stingy ? std::max<int64_t>(0, nb - ctx.k) : nb;
+  cpu::parallel_for(NH, n * nb * HS, [&](int64_t h0, int64_t h1) {
+    static thread_local std::vector<Scalar> piece;
+    if (piece.size() < static_cast<size_t>(n * kScanPiece)) piece.resize(static_cast<size_t>(n * kScanPiece));
+    std::vector<Scalar> rk(static_cast<size_t>(HS));
+    for (int64_t h = h0; h < h1; ++h) {
+      std::vector<TopKStream<Scalar>> best(static_cast<size_t>(n), TopKStream<Scalar>(std::min(ctx.k, nb)));
+      for (int64_t b0 = 0; b0 < nb; b0 += kScanPiece) {
+        const int64_t len = std::min(kScanPiece, nb - b0);
+        cpu::gemm_single<Scalar>(false, false, n, len, HS, static_cast<double>(sc), q + h * n * HS, HS,
+                                 rot_t + h * HS * cap + b0, cap, 0.0, piece.data(), kScanPiece);
+        for (int64_t b = std::max(b0, rescore_from); b < b0 + len; ++b) {  // the k newest, at their slots
+          rotate_at_stingy_slot(ctx, b, nb, keys + (h * cap + b) * HS, HS, rk.data());
+          for (int64_t i = 0; i < n; ++i)
+            piece[i * kScanPiece + (b - b0)] = cpu::dot_vectors(q + (h * n + i) * HS, rk.data(), HS) * sc;
+        }
+        for (int64_t i = 0; i < n; ++i) best[i].push(piece.data() + i * kScanPiece, b0, len);
+      }
+      for (int64_t i = 0; i < n; ++i) sel[h * n + i] = best[i].take();
+    }
+  });
+  return sel;
+}
+
 void check_scoring(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, const char* who) {
   LM_CHECK(q_rot.dim() == 3 && q_rot.size(0) == cache.NH && q_rot.size(2) == cache.HS && q_rot.device() == cache.device &&
                q_rot.dtype() == cache.dtype,
@@ -147,13 +189,28 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
 // Every query scores every cached landmark key and keeps its top k; then each chosen block gets
 // its place. The scores are computed on q_rot's device and only the (NH, n, nb) score matrix
 // comes to the host, where the selection runs.
+// --- 2. where each chosen block sits ---
+RetrievalPlan finish_plan(RetrievalPlan& plan, const ChunkContext& ctx, int64_t nb) {
+  const int64_t B1 = ctx.F + 1;
+  plan.base.resize(plan.sel.size());  // first position of each chosen block
+  for (size_t r = 0; r < plan.sel.size(); ++r) {
+    const std::vector<int32_t>& sel = plan.sel[r];
+    if (sel.empty()) continue;
+    std::vector<int32_t> slot =
+        ctx.positions == PositionMode::Stingy ? stingy_attention_slots(sel, nb, ctx.k) : std::vector<int32_t>();
+    for (size_t c = 0; c < sel.size(); ++c)
+      plan.base[r].push_back(
+          static_cast<int32_t>(ctx.positions == PositionMode::Exact ? (plan.first_gid + sel[c]) * B1 : slot[c] * B1));
+  }
+  return std::move(plan);
+}
+
 template <class Scalar> RetrievalPlan plan_for(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot) {
   const int64_t NH = q_rot.size(0), n = q_rot.size(1);
-  const int64_t F = ctx.F, B1 = F + 1, nb = cache.store->size();
+  const int64_t nb = cache.store->size();
   RetrievalPlan plan;
   plan.nb = nb;
   plan.first_gid = ctx.blocks_done - nb;
-  const int64_t first_gid = plan.first_gid;
   LM_CHECK(cache.indexed || cache.key_count == nb,
            "plan_retrieval: " << cache.key_count << " landmark keys for " << nb << " cached blocks");
 
@@ -177,6 +234,11 @@ template <class Scalar> RetrievalPlan plan_for(const LayerCache& cache, const Ch
     // scores are tens of MB, and a fresh allocation each time paid for its pages every time.
     check_scoring(cache, ctx, q_rot, "plan_retrieval");
     plan.keys_scored = NH * n * nb;
+    if (ctx.granularity == Granularity::TokenHead && !keep_scores) {
+      const Tensor q = q_rot.contiguous();
+      plan.sel = score_and_select<Scalar>(cache, ctx, q.data<Scalar>(), n);
+      return finish_plan(plan, ctx, nb);
+    }
     static thread_local std::vector<Scalar> scores;
     if (scores.size() < static_cast<size_t>(NH * n * nb)) scores.resize(static_cast<size_t>(NH * n * nb));
     const Tensor q = q_rot.contiguous();
@@ -190,19 +252,7 @@ template <class Scalar> RetrievalPlan plan_for(const LayerCache& cache, const Ch
     if (keep_scores) keep_chosen_scores(scores.data<Scalar>());
   }
   if (keep_scores && plan.score.empty()) plan.score.resize(plan.sel.size());  // nothing cached: no scores
-
-  // --- 2. where each chosen block sits ---
-  plan.base.resize(plan.sel.size());  // first position of each chosen block
-  for (size_t r = 0; r < plan.sel.size(); ++r) {
-    const std::vector<int32_t>& sel = plan.sel[r];
-    if (sel.empty()) continue;
-    std::vector<int32_t> slot =
-        ctx.positions == PositionMode::Stingy ? stingy_attention_slots(sel, nb, ctx.k) : std::vector<int32_t>();
-    for (size_t c = 0; c < sel.size(); ++c)
-      plan.base[r].push_back(
-          static_cast<int32_t>(ctx.positions == PositionMode::Exact ? (first_gid + sel[c]) * B1 : slot[c] * B1));
-  }
-  return plan;
+  return finish_plan(plan, ctx, nb);
 }
 
 }  // namespace

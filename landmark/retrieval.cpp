@@ -22,41 +22,12 @@ const char* granularity_name(Granularity g) {
 }
 
 namespace {
-// Indices of the k largest values (ties: smaller index first), returned in ascending order.
-// One pass keeping the best k in a small array sorted best-first: most values lose against the
-// current k-th best with one comparison, so this is O(nb) for the small k retrieval uses.
+// Indices of the k largest values (ties: smaller index first), returned in ascending order: the
+// whole row as one piece of a TopKStream.
 template <class Scalar> std::vector<int32_t> top_k(const Scalar* v, int64_t nb, int64_t k) {
-  const int64_t kk = std::min(k, nb);
-  std::vector<int32_t> best;
-  best.reserve(static_cast<size_t>(kk) + 1);
-  auto beats = [&](int32_t a, int32_t b) { return v[a] > v[b] || (v[a] == v[b] && a < b); };
-  if (kk == 0) return best;
-  // Once k are held, a newcomer (a larger index than all of them) must be strictly above the
-  // k-th best value: `worst` caches that value so the common case is one comparison.
-  // Once k are held, runs of kRun values are first tested together (compares OR-ed, which the
-  // compiler turns into vector code): at long contexts almost every run holds no candidate and
-  // costs a few instructions instead of kRun branches.
-  constexpr int32_t kRun = 16;
-  Scalar worst = Scalar(0);
-  for (int32_t i = 0; i < static_cast<int32_t>(nb); ++i) {
-    if (static_cast<int64_t>(best.size()) == kk) {
-      if (i % kRun == 0 && i + kRun <= nb) {
-        int any = 0;
-        for (int32_t j = 0; j < kRun; ++j) any |= static_cast<int>(v[i + j] > worst);
-        if (!any) {
-          i += kRun - 1;
-          continue;
-        }
-      }
-      if (!(v[i] > worst)) continue;
-    }
-    auto at = std::upper_bound(best.begin(), best.end(), i, [&](int32_t a, int32_t b) { return beats(a, b); });
-    best.insert(at, i);
-    if (static_cast<int64_t>(best.size()) > kk) best.pop_back();
-    worst = v[best.back()];
-  }
-  std::sort(best.begin(), best.end());
-  return best;
+  TopKStream<Scalar> stream(std::min(k, nb));
+  stream.push(v, 0, nb);
+  return stream.take();
 }
 
 // Softmax over the nb landmark scores of one (head, query), into out.
@@ -67,6 +38,46 @@ template <class Scalar> void softmax_row(const Scalar* s, int64_t nb, double* ou
   for (int64_t b = 0; b < nb; ++b) out[b] /= z;
 }
 }  // namespace
+
+// One pass keeping the best k in a small array sorted best-first: most values lose against the
+// current k-th best with one comparison, so this is O(nb) for the small k retrieval uses. Once k
+// are held, a newcomer (a larger index than all of them) must be strictly above the k-th best
+// value (`worst_`), and runs of kRun values are first tested together (compares OR-ed, which the
+// compiler turns into vector code): at long contexts almost every run holds no candidate and
+// costs a few instructions instead of kRun branches.
+template <class Scalar> void TopKStream<Scalar>::push(const Scalar* v, int64_t first, int64_t len) {
+  constexpr int64_t kRun = 16;
+  if (k_ <= 0) return;
+  auto beats = [](const Entry& a, const Entry& b) { return a.value > b.value || (a.value == b.value && a.index < b.index); };
+  for (int64_t j = 0; j < len; ++j) {
+    if (static_cast<int64_t>(best_.size()) == k_) {
+      if (j % kRun == 0 && j + kRun <= len) {
+        int any = 0;
+        for (int64_t t = 0; t < kRun; ++t) any |= static_cast<int>(v[j + t] > worst_);
+        if (!any) {
+          j += kRun - 1;
+          continue;
+        }
+      }
+      if (!(v[j] > worst_)) continue;
+    }
+    const Entry e{v[j], static_cast<int32_t>(first + j)};
+    best_.insert(std::upper_bound(best_.begin(), best_.end(), e, beats), e);
+    if (static_cast<int64_t>(best_.size()) > k_) best_.pop_back();
+    worst_ = best_.back().value;
+  }
+}
+
+template <class Scalar> std::vector<int32_t> TopKStream<Scalar>::take() const {
+  std::vector<int32_t> out;
+  out.reserve(best_.size());
+  for (const Entry& e : best_) out.push_back(e.index);
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+template class TopKStream<float>;
+template class TopKStream<double>;
 
 template <class Scalar>
 std::vector<std::vector<int32_t>> select_blocks(const Scalar* scores, int64_t NH, int64_t n, int64_t nb, int64_t k,

@@ -26,6 +26,28 @@ template <class Scalar>
 std::vector<std::vector<int32_t>> select_blocks(const Scalar* scores, int64_t NH, int64_t n, int64_t nb, int64_t k,
                                                 Granularity g);
 
+// The top k of a row of scores fed in pieces, front to back: what select_blocks' token-head
+// selection does to a whole row, for a caller that computes the row a piece at a time and never
+// holds all of it (infer/retrieval_plan.cpp scores a million-token cache in pieces that stay in
+// cache). push(v, first, len) takes scores v[0..len) of blocks first..first+len-1; pieces must
+// come in order. take() returns the chosen block indices in ascending order. Ties go to the older
+// block; a NaN never enters once k are held. Same answer as select_blocks, piece sizes whatever.
+template <class Scalar> class TopKStream {
+ public:
+  explicit TopKStream(int64_t k) : k_(k) { best_.reserve(static_cast<size_t>(k) + 1); }
+  void push(const Scalar* v, int64_t first, int64_t len);
+  std::vector<int32_t> take() const;
+
+ private:
+  struct Entry {
+    Scalar value;
+    int32_t index;
+  };
+  int64_t k_;
+  std::vector<Entry> best_;  // best first
+  Scalar worst_ = Scalar(0);  // best_.back().value once k are held
+};
+
 // Stingy position mapping (Section 3.2.1, Fig. 2) with k retrieved blocks out of n cached ones
 // (chronological 0..n-1). The k + 1 block slots s = 0..k before the current context each span
 // F + 1 positions.

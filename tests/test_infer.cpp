@@ -436,6 +436,47 @@ TEST_CASE("layer cache: landmark keys kept through buffer growth and a capacity,
   }
 }
 
+TEST_CASE("retrieval plan: scoring and choosing in pieces gives the two-step scan's blocks (beyond one piece)",
+          "[infer][retrieval]") {
+  // 2600 cached blocks (more than two of plan_retrieval's 1024-block pieces) and 7 queries, NH 2,
+  // F 3, HS 8; the independent answer: select_blocks over the whole score matrix of
+  // retrieval_scores (its CPU loop, checked against the tensor ops above). Stingy and exact
+  // positions; k 1, 4 and 9; f32 and f64. Keys repeat in groups of 13 so that ties are common.
+  const int64_t NH = 2, F = 3, HS = 8, blocks = 2600, L = blocks * (F + 1), n = 7;
+  for (DType dt : {DType::F32, DType::F64}) {
+    manual_seed(53);
+    Tensor k = randn({NH, 13 * (F + 1), HS}, dt);
+    std::vector<Tensor> reps(static_cast<size_t>(blocks / 13), k);
+    k = concat(reps, 1);
+    Tensor v = randn({NH, L, HS}, dt), q = randn({NH, n, HS}, dt);
+    std::vector<int32_t> kinds(static_cast<size_t>(L), kRegular);
+    for (int64_t j = F; j < L; j += F + 1) kinds[j] = kLandmark;
+    RotaryCache rope(HS, 10000.0, dt, Device::CPU);
+    for (PositionMode pm : {PositionMode::Stingy, PositionMode::Exact}) {
+      LayerCache cache(NH, F, HS, dt, 0, "");
+      REQUIRE(cache.absorb(k, v, kinds, rope, pm, 0) == blocks);
+      for (int64_t kk : {1, 4, 9}) {
+        ChunkContext ctx;
+        ctx.F = F;
+        ctx.k = kk;
+        ctx.positions = pm;
+        ctx.blocks_done = blocks;
+        ctx.rope = &rope;
+        const Tensor scores = retrieval_scores(cache, ctx, q, true).contiguous();
+        std::vector<std::vector<int32_t>> want;
+        if (dt == DType::F32) want = select_blocks<float>(scores.data<float>(), NH, n, blocks, kk, Granularity::TokenHead);
+        else want = select_blocks<double>(scores.data<double>(), NH, n, blocks, kk, Granularity::TokenHead);
+        const RetrievalPlan plan = plan_retrieval(cache, ctx, q);
+        INFO((dt == DType::F32 ? "f32" : "f64") << " positions " << (pm == PositionMode::Stingy ? "stingy" : "exact")
+                                                << " k " << kk);
+        CHECK(plan.sel == want);
+        CHECK(plan.keys_scored == NH * n * blocks);
+        for (size_t r = 0; r < plan.sel.size(); ++r) CHECK(plan.base[r].size() == plan.sel[r].size());
+      }
+    }
+  }
+}
+
 TEST_CASE("retrieval log: the unique-block count (Appendix F) on cases with a known answer", "[infer][retrieval]") {
   auto model = make_model(DType::F64);
   std::vector<int32_t> raw = random_raw(80, 41);

@@ -71,6 +71,43 @@ TEST_CASE("retrieval: top-k per (head, query) equals a full stable sort, ties in
   }
 }
 
+TEST_CASE("retrieval: the top k fed in pieces equals the whole row, ties and NaN included", "[infer][retrieval]") {
+  // Independent answer: select_blocks on the whole row (itself checked against a full stable sort
+  // above). Scores from {0..3} (ties everywhere), with a NaN and infinities sprinkled in; pieces
+  // of random sizes, including empty ones and pieces shorter than the 16-value runs.
+  manual_seed(17);
+  for (int64_t nb : {1, 5, 33, 1000, 4099}) {
+    for (int64_t k : {1, 4, 7}) {
+      std::vector<float> s(static_cast<size_t>(nb));
+      std::vector<double> r = values(rand({nb}, DType::F64));
+      for (int64_t i = 0; i < nb; ++i) s[i] = std::floor(4.0f * static_cast<float>(r[i]));
+      if (nb > 10) {
+        s[3] = NAN;
+        s[nb / 2] = INFINITY;
+        s[nb - 1] = -INFINITY;
+      }
+      const std::vector<int32_t> want = select_blocks<float>(s.data(), 1, 1, nb, k, Granularity::TokenHead)[0];
+      for (int trial = 0; trial < 3; ++trial) {
+        TopKStream<float> stream(std::min(k, nb));
+        int64_t at = 0;
+        std::vector<double> cuts = values(rand({nb + 1}, DType::F64));
+        size_t c = 0;
+        while (at < nb) {
+          const int64_t len = std::min<int64_t>(nb - at, static_cast<int64_t>(cuts[c++ % cuts.size()] * (trial == 0 ? 40 : 1100)));
+          stream.push(s.data() + at, at, len);
+          at += len;
+        }
+        INFO("nb " << nb << " k " << k << " trial " << trial);
+        CHECK(stream.take() == want);
+      }
+    }
+  }
+  TopKStream<double> none(0);
+  const double one = 1.0;
+  none.push(&one, 0, 1);
+  CHECK(none.take().empty());
+}
+
 TEST_CASE("retrieval: stingy scoring slots", "[retrieval]") {
   // 5 cached blocks, k = 2: the two newest score at their true slots 1 and 2, the rest at slot 0.
   CHECK(stingy_score_slots(5, 2) == std::vector<int32_t>{0, 0, 0, 1, 2});
