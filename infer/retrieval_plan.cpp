@@ -9,7 +9,6 @@
 #include "nn/nn_math.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/parallel.h"
-#include "tensor/cpu/parallel.h"
 #include "tensor/cpu/vec_dot.h"
 #include "tensor/dtype.h"
 #include "tensor/ops.h"
@@ -49,7 +48,8 @@ template <class Scalar> void cpu_scores(const LayerCache& cache, const ChunkCont
   // Heads in parallel: a decoded token's product per head (1 x HS by HS x nb) is below the size
   // at which one GEMM splits across threads, so one core scored every head while the other
   // waited (a decode step at 32k tokens, 2 threads: 6% faster by the median of 30 alternated
-  // batches, twice). Inside the loop each GEMM runs on its thread alone, with the same sums.
+  // batches, twice, when decoding still scored here; score_and_select below does the same).
+  // Inside the loop each GEMM runs on its thread alone, with the same sums.
   cpu::parallel_for(NH, n * nb * HS, [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h)
       cpu::gemm_single<Scalar>(false, false, n, nb, HS, static_cast<double>(sc), q + h * n * HS, HS,
@@ -186,10 +186,7 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
   return sel;
 }
 
-// Every query scores every cached landmark key and keeps its top k; then each chosen block gets
-// its place. The scores are computed on q_rot's device and only the (NH, n, nb) score matrix
-// comes to the host, where the selection runs.
-// --- 2. where each chosen block sits ---
+// Step 2 of a plan: where each chosen block sits (its first position, stingy or exact).
 RetrievalPlan finish_plan(RetrievalPlan& plan, const ChunkContext& ctx, int64_t nb) {
   const int64_t B1 = ctx.F + 1;
   plan.base.resize(plan.sel.size());  // first position of each chosen block
@@ -205,6 +202,10 @@ RetrievalPlan finish_plan(RetrievalPlan& plan, const ChunkContext& ctx, int64_t 
   return std::move(plan);
 }
 
+// Every query scores every cached landmark key and keeps its top k; then each chosen block gets
+// its place. On the CPU at token-head granularity the two happen in pieces (score_and_select);
+// otherwise the scores are computed on q_rot's device and only the (NH, n, nb) score matrix
+// comes to the host, where the selection runs.
 template <class Scalar> RetrievalPlan plan_for(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot) {
   const int64_t NH = q_rot.size(0), n = q_rot.size(1);
   const int64_t nb = cache.store->size();
