@@ -86,7 +86,8 @@ template <class Scalar> GemmTiling current_blocks() {
     Blocks<Scalar>::nc.store(t.nc, std::memory_order_relaxed);
     Blocks<Scalar>::kc.store(t.kc, std::memory_order_release);
   }
-  return GemmTiling{Tile<Scalar>::MR, Tile<Scalar>::NR, static_cast<int>(Blocks<Scalar>::kc.load(std::memory_order_relaxed)),
+  return GemmTiling{Tile<Scalar>::MR, Tile<Scalar>::NR,
+                    static_cast<int>(Blocks<Scalar>::kc.load(std::memory_order_relaxed)),
                     static_cast<int>(Blocks<Scalar>::mc.load(std::memory_order_relaxed)),
                     static_cast<int>(Blocks<Scalar>::nc.load(std::memory_order_relaxed))};
 }
@@ -142,9 +143,9 @@ inline void copy_transposed(const Scalar* src, int64_t lds, Scalar* dst, int64_t
     for (int64_t c = 0; c < cols; ++c) dst[c * ldd + r] = src[r * lds + c];
 }
 
-// Asks for the next step's source lines early: `rows` rows `lds` apart, `count` values each (none
-// when count <= 0). Rows far apart are separate streams that the hardware prefetchers follow
-// poorly; without this, packing a row-major A spent most of its time waiting for L3.
+// Asks for the next step's source lines early: `rows` rows `lds` apart, `count` values each
+// (callers pass only pointers inside the source). Rows far apart are separate streams that the
+// hardware prefetchers follow poorly; without this, packing a row-major A spent most of its time waiting for L3.
 template <class Scalar> inline void prefetch_rows(const Scalar* src, int64_t lds, int64_t rows, int64_t count) {
   constexpr int64_t per_line = 64 / sizeof(Scalar);
   for (int64_t r = 0; r < rows; ++r)
@@ -163,7 +164,8 @@ void pack_a(const GemmArgs& g, const Scalar* A, int64_t i0, int64_t mc, int64_t 
       const int64_t rows = std::min<int64_t>(MR, mc - p);
       const Scalar* src = A + (i0 + p) * g.lda + k0;
       for (int64_t kb = 0; kb < kc; kb += kPackSteps) {
-        prefetch_rows(src + kb + kPackSteps, g.lda, rows, std::min(kPackSteps, kc - kb - kPackSteps));
+        if (kb + kPackSteps < kc)
+          prefetch_rows(src + kb + kPackSteps, g.lda, rows, std::min(kPackSteps, kc - kb - kPackSteps));
         copy_transposed(src + kb, g.lda, dst + kb * MR, MR, rows, std::min(kPackSteps, kc - kb));
       }
       if (rows < MR)
@@ -211,7 +213,8 @@ void pack_b(const GemmArgs& g, const Scalar* B, int64_t k0, int64_t kc, int64_t 
       const int64_t nr = std::min<int64_t>(NR, nc - p * NR);
       const Scalar* src = B + (j0 + p * NR) * g.ldb + k0;
       for (int64_t kb = 0; kb < kc; kb += kPackSteps) {
-        prefetch_rows(src + kb + kPackSteps, g.ldb, nr, std::min(kPackSteps, kc - kb - kPackSteps));
+        if (kb + kPackSteps < kc)
+          prefetch_rows(src + kb + kPackSteps, g.ldb, nr, std::min(kPackSteps, kc - kb - kPackSteps));
         copy_transposed(src + kb, g.ldb, dst + kb * NR, NR, nr, std::min(kPackSteps, kc - kb));
       }
       if (nr < NR)
