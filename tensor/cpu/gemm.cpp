@@ -145,7 +145,8 @@ inline void copy_transposed(const Scalar* src, int64_t lds, Scalar* dst, int64_t
 
 // Asks for the next step's source lines early: `rows` rows `lds` apart, `count` values each
 // (callers pass only pointers inside the source). Rows far apart are separate streams that the
-// hardware prefetchers follow poorly; without this, packing a row-major A spent most of its time waiting for L3.
+// hardware prefetchers follow poorly; without this, packing a row-major A spent most of its time
+// waiting for L3.
 template <class Scalar> inline void prefetch_rows(const Scalar* src, int64_t lds, int64_t rows, int64_t count) {
   constexpr int64_t per_line = 64 / sizeof(Scalar);
   for (int64_t r = 0; r < rows; ++r)
