@@ -153,6 +153,20 @@ template <class Scalar> inline void prefetch_rows(const Scalar* src, int64_t lds
     for (int64_t c = 0; c < count; c += per_line) __builtin_prefetch(src + r * lds + c);
 }
 
+// One packed panel from `rows` source rows `ld` apart that run along k (a row-major A, or B^T):
+// dst[k * width + r] = src[r * ld + k] for k < kc, zero for rows..width-1. Transposed copies of
+// kPackSteps values of k at a time, the next step's lines asked for early.
+template <class Scalar>
+void pack_panel_transposed(const Scalar* src, int64_t ld, int64_t rows, int64_t width, int64_t kc, Scalar* dst) {
+  for (int64_t kb = 0; kb < kc; kb += kPackSteps) {
+    if (kb + kPackSteps < kc) prefetch_rows(src + kb + kPackSteps, ld, rows, std::min(kPackSteps, kc - kb - kPackSteps));
+    copy_transposed(src + kb, ld, dst + kb * width, width, rows, std::min(kPackSteps, kc - kb));
+  }
+  if (rows < width)
+    for (int64_t k = 0; k < kc; ++k)
+      for (int64_t r = rows; r < width; ++r) dst[k * width + r] = Scalar(0);
+}
+
 // Pack rows [i0, i0+mc) x depth [k0, k0+kc) of op(A) into MR-row panels: panel p holds
 // Ap[p*MR*kc + k*MR + r] = op(A)(i0 + p*MR + r, k0 + k), zero beyond mc.
 template <class Scalar>
@@ -160,19 +174,8 @@ void pack_a(const GemmArgs& g, const Scalar* A, int64_t i0, int64_t mc, int64_t 
   constexpr int MR = Tile<Scalar>::MR;
   if (!g.trans_a) {
     // A is row-major along k: transposed copies, kPackSteps values of k at a time.
-    for (int64_t p = 0; p < mc; p += MR) {
-      Scalar* dst = Ap + p * kc;
-      const int64_t rows = std::min<int64_t>(MR, mc - p);
-      const Scalar* src = A + (i0 + p) * g.lda + k0;
-      for (int64_t kb = 0; kb < kc; kb += kPackSteps) {
-        if (kb + kPackSteps < kc)
-          prefetch_rows(src + kb + kPackSteps, g.lda, rows, std::min(kPackSteps, kc - kb - kPackSteps));
-        copy_transposed(src + kb, g.lda, dst + kb * MR, MR, rows, std::min(kPackSteps, kc - kb));
-      }
-      if (rows < MR)
-        for (int64_t k = 0; k < kc; ++k)
-          for (int64_t r = rows; r < MR; ++r) dst[k * MR + r] = Scalar(0);
-    }
+    for (int64_t p = 0; p < mc; p += MR)
+      pack_panel_transposed(A + (i0 + p) * g.lda + k0, g.lda, std::min<int64_t>(MR, mc - p), MR, kc, Ap + p * kc);
   } else {
     // op(A) = A^T: row k of A holds op(A)'s column k, so each source row feeds every panel.
     constexpr int64_t ahead = 8;  // rows of A asked for early (they are lda apart: separate streams)
@@ -209,19 +212,9 @@ void pack_b(const GemmArgs& g, const Scalar* B, int64_t k0, int64_t kc, int64_t 
     }
   } else {
     // op(B) = B^T: B's rows run along k, so transposed copies as for a row-major A.
-    for (int64_t p = p0; p < p1; ++p) {
-      Scalar* dst = Bp + p * NR * kc;
-      const int64_t nr = std::min<int64_t>(NR, nc - p * NR);
-      const Scalar* src = B + (j0 + p * NR) * g.ldb + k0;
-      for (int64_t kb = 0; kb < kc; kb += kPackSteps) {
-        if (kb + kPackSteps < kc)
-          prefetch_rows(src + kb + kPackSteps, g.ldb, nr, std::min(kPackSteps, kc - kb - kPackSteps));
-        copy_transposed(src + kb, g.ldb, dst + kb * NR, NR, nr, std::min(kPackSteps, kc - kb));
-      }
-      if (nr < NR)
-        for (int64_t k = 0; k < kc; ++k)
-          for (int64_t c = nr; c < NR; ++c) dst[k * NR + c] = Scalar(0);
-    }
+    for (int64_t p = p0; p < p1; ++p)
+      pack_panel_transposed(B + (j0 + p * NR) * g.ldb + k0, g.ldb, std::min<int64_t>(NR, nc - p * NR), NR, kc,
+                            Bp + p * NR * kc);
   }
 }
 
