@@ -4,7 +4,12 @@
 
 #include <catch2/catch.hpp>
 
+#include <unistd.h>
+
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "tensor/create.h"
@@ -33,6 +38,18 @@ inline double max_abs_diff(const Tensor& a, const Tensor& b) {
   return max_abs_diff(values(a), values(b));
 }
 inline double max_abs_diff(const Tensor& a, const std::vector<double>& y) { return max_abs_diff(values(a), y); }
+
+// A fresh, empty directory for one test's files: <tmp>/lm_test_<name>_<pid>.
+inline std::filesystem::path fresh_temp_dir(const std::string& name) {
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("lm_test_" + name + "_" + std::to_string(getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  return dir;
+}
+inline void write_text_file(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream out(path, std::ios::binary);
+  out << text;
+}
 
 // Linear row-major index of a multi-index, and the strided element offset of a view.
 inline int64_t linear(const Shape& shape, const std::vector<int64_t>& idx) {

@@ -5,11 +5,8 @@
 // all transpose combinations, batches, a shared B, alpha/beta; and the matmul front's layouts.
 #include "tests/helpers.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include "tensor/cpu/cache_info.h"
@@ -242,19 +239,6 @@ TEST_CASE("gemm: block sizes derived from cache sizes (hand-worked)", "[gemm]") 
   CHECK(huge.nc <= 16384);
 }
 
-namespace {
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("lm_test_gemm_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
-}  // namespace
-
 TEST_CASE("cache sizes: sysfs files, sizes and CPU lists parsed, and this machine's figures in range", "[gemm]") {
   CHECK(cpu::parse_cache_size("32K") == 32768);
   CHECK(cpu::parse_cache_size("1024K") == 1048576);
@@ -274,13 +258,13 @@ TEST_CASE("cache sizes: sysfs files, sizes and CPU lists parsed, and this machin
   CHECK(cpu::count_cpu_list("1,,2") == -1);
 
   // A hand-made sysfs directory: L1d 48K, L1i (ignored), L2 2M, L3 30M shared by 0-5,12-17.
-  fs::path dir = fresh_dir("sysfs_cache");
+  fs::path dir = fresh_temp_dir("gemm_sysfs_cache");
   auto index = [&](int i, const char* level, const char* type, const char* size, const char* shared) {
-    fs::create_directories(dir / ("index" + std::to_string(i)));
-    write_text(dir / ("index" + std::to_string(i)) / "level", std::string(level) + "\n");
-    write_text(dir / ("index" + std::to_string(i)) / "type", std::string(type) + "\n");
-    write_text(dir / ("index" + std::to_string(i)) / "size", std::string(size) + "\n");
-    write_text(dir / ("index" + std::to_string(i)) / "shared_cpu_list", std::string(shared) + "\n");
+    const fs::path d = dir / ("index" + std::to_string(i));
+    fs::create_directories(d);
+    const char* names[] = {"level", "type", "size", "shared_cpu_list"};
+    const char* texts[] = {level, type, size, shared};
+    for (int f = 0; f < 4; ++f) write_text_file(d / names[f], std::string(texts[f]) + "\n");
   };
   index(0, "1", "Data", "48K", "0,12");
   index(1, "1", "Instruction", "32K", "0,12");
