@@ -54,7 +54,13 @@ std::vector<int32_t> tokens(int64_t n, int64_t vocab, uint64_t seed) {
 }  // namespace
 
 const char* kUsage =
-    "usage: bench_decode [--quick] [--block-dir DIR]\n  Decode-step time and memory: landmark retrieval (k 4) vs a full KV cache.\n";
+    "usage: bench_decode [--quick] [--block-dir DIR] [--context N] [--steps N] [--landmark-only]\n"
+    "  Decode-step time and memory: landmark retrieval (k 4) vs a full KV cache.\n"
+    "  --context N      one context length instead of 2k, 8k, 32k and 128k\n"
+    "  --steps N        generated tokens per timed round (default 128)\n"
+    "  --landmark-only  skip the full cache (for profiling the landmark step: perf record ...)\n"
+    "  --compare-paths  also time the landmark step with and without decode_step (infer/decode_step.h),\n"
+    "                   alternated in one session\n";
 
 int bench_main(int argc, char** argv) {
   std::vector<int64_t> lengths = {2048, 8192, 32768, 131072};
@@ -66,6 +72,7 @@ int bench_main(int argc, char** argv) {
   int steps = 128;
   constexpr int kRounds = 3;
   std::string block_dir;
+  bool landmark_only = false, compare_paths = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") {
@@ -73,6 +80,14 @@ int bench_main(int argc, char** argv) {
       steps = 32;
     } else if ((a == "--block-dir" || a == "--mmap-dir") && i + 1 < argc) {
       block_dir = argv[++i];
+    } else if (a == "--context" && i + 1 < argc) {
+      lengths = {bench::parse_int_flag("--context", argv[++i], 1, int64_t(1) << 24)};
+    } else if (a == "--steps" && i + 1 < argc) {
+      steps = static_cast<int>(bench::parse_int_flag("--steps", argv[++i], 1, 1000000));
+    } else if (a == "--landmark-only") {
+      landmark_only = true;
+    } else if (a == "--compare-paths") {
+      compare_paths = true;
     } else if (a == "--help") {
       std::printf("%s", kUsage);
       return 0;
@@ -120,6 +135,21 @@ int bench_main(int argc, char** argv) {
       s.feed(ctx);
       lm_prefill = now() - t0;
       lm_step = 1e30;
+      if (compare_paths) {  // decode_step against the chunk path, alternated in this session
+        std::vector<double> t[2];
+        int tok = 0;
+        for (int rep = 0; rep < 15; ++rep)
+          for (int m = 0; m < 2; ++m) {
+            s.set_decode_step(m == 0);
+            const double t1 = now();
+            for (int i = 0; i < steps; ++i) s.feed_chunk({next[(tok++) % next.size()]});
+            t[m].push_back((now() - t1) / steps);
+          }
+        s.set_decode_step(true);
+        for (auto& v : t) std::sort(v.begin(), v.end());
+        std::printf("  at %lld tokens, 15 alternated batches of %d tokens each: decode_step median %.4f ms, chunk path "
+                    "median %.4f ms per token (%.2fx)\n", (long long)n, steps, 1e3 * t[0][7], 1e3 * t[1][7], t[1][7] / t[0][7]);
+      }
       for (int round = 0; round < kRounds; ++round) {
         const double t1 = now();
         for (int i = 0; i < steps; ++i) s.feed_chunk({next[round * steps + i]});
@@ -132,8 +162,8 @@ int bench_main(int argc, char** argv) {
       lm_slow = L * blocks * 2 * NH * (c.landmark_every + 1) * HS * 4 / kMB;
       lm_rss = resident_mb() - r0;
     }
-    double full_step, full_kv, full_rss;
-    {
+    double full_step = 0, full_kv = 0, full_rss = 0;
+    if (!landmark_only) {
       const double r0 = resident_mb();
       FullKVCache fc(model, n + kRounds * steps + 1);
       fc.fill_random(n, 9);
@@ -147,7 +177,7 @@ int bench_main(int argc, char** argv) {
       full_kv = static_cast<double>(fc.bytes()) / kMB;
       full_rss = resident_mb() - r0;
     }
-    const double speedup = full_step / lm_step;
+    const double speedup = landmark_only ? 0.0 : full_step / lm_step;
     if (n == 32768) speedup_32k = speedup;
     std::printf("%8lld | %12.1f %11.2f %11.1f %11.1f %10.1f | %12.2f %11.1f %12.1f | %7.1fx\n", (long long)n, lm_prefill,
                 1e3 * lm_step, lm_fast, lm_slow, lm_rss, 1e3 * full_step, full_kv, full_rss, speedup);

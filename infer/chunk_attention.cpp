@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "infer/cpu_rows.h"
 #include "infer/cuda/chunk_attention.h"
 #include "infer/virtual_row.h"
 #include "landmark/grouped_softmax.h"
@@ -25,7 +26,6 @@
 namespace lm {
 
 namespace {
-
 // The captured row of query i (head ctx.capture->head): w holds its weights, `first` entries
 // (the CMT, weight 0, not shown) then kb (F+1) for the retrieved blocks, then tl + i + 1 for the
 // local keys.
@@ -51,6 +51,65 @@ AttentionCapture::Row capture_row(const ChunkContext& ctx, const RetrievalPlan& 
   return row;
 }
 
+}  // namespace
+
+template <class Scalar> void RowScratch<Scalar>::fit(int64_t max_row) {
+  const size_t m = static_cast<size_t>(max_row);
+  for (auto* v : {&s, &w})
+    if (v->size() < m) v->resize(m);
+  for (auto* v : {&kind, &block_of})
+    if (v->size() < m) v->resize(m);
+  if (block_start.size() < m + 1) block_start.resize(m + 1);
+  if (vrows.size() < m) vrows.resize(m);
+}
+
+template <class Scalar>
+int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowInput<Scalar>& in, RowScratch<Scalar>& scratch,
+                   Scalar* out, uint8_t* dropped) {
+  const int64_t HS = cache.HS, F = ctx.F, B1 = F + 1, h = in.head, nloc = in.nloc;
+  const bool cmt = cache.cmt_key_rot.defined();
+  const int64_t first = cmt ? 1 : 0;  // the CMT's entry at the front of every row
+  const std::vector<int32_t>& chosen = *in.chosen;
+  const int64_t kb = static_cast<int64_t>(chosen.size()), len = first + kb * B1 + nloc;
+  const Scalar scale = static_cast<Scalar>(1.0 / std::sqrt(static_cast<double>(HS)));
+  scratch.fit(len);
+  Scalar* s = scratch.s.data();
+  Scalar* w = scratch.w.data();
+  const Scalar** vrows = scratch.vrows.data();
+  // Scores: s = scale * q . k, for the CMT, each retrieved block, then the local keys. The CMT's
+  // value is never read (its weight is 0): it points at a local value row.
+  if (cmt) {
+    s[0] = cpu::dot_vectors(in.q, cache.cmt_key_rot.data<Scalar>() + h * HS, HS);
+    vrows[0] = in.values;
+  }
+  for (int64_t c = 0; c < kb; ++c) {
+    const Scalar* keys_t = static_cast<const Scalar*>(cache.store->k(chosen[c])) + h * HS * B1;  // (HS, F+1)
+    const Scalar* vals = static_cast<const Scalar*>(cache.store->v(chosen[c])) + h * B1 * HS;
+    const int64_t place = (*in.base)[c];  // the block's first position
+    cpu::rotated_vec_times_rows(in.q, keys_t, HS, B1, B1, in.cos_t + place, in.sin_t + place, in.cstride,
+                                s + first + c * B1);
+    for (int64_t t = 0; t < B1; ++t) vrows[first + c * B1 + t] = vals + t * HS;
+  }
+  cpu::vec_times_rows(in.q, in.keys_t, HS, in.ld, nloc, s + first + kb * B1);  // local keys (HS, ld)
+  for (int64_t j = 0; j < len; ++j) s[j] *= scale;
+  for (int64_t j = 0; j < nloc; ++j) vrows[first + kb * B1 + j] = in.values + j * HS;
+  const RowLayout layout = virtual_row_layout(cmt, ctx.cmt_cutoff, kb, F, in.local_kinds, nloc, scratch.kind.data(),
+                                              scratch.block_of.data(), scratch.block_start.data());
+  gsm::row_forward<Scalar>(layout, static_cast<int>(len - 1), s, s, w);  // scores -> P' in place (allowed)
+  if (cmt && dropped) *dropped = gsm::cmt_dropped(s[0], ctx.cmt_cutoff);  // s[0] = P'(CMT), before the cutoff
+  cpu::weighted_row_sum(w, vrows, len, HS, out);
+  return len;
+}
+
+template struct RowScratch<float>;
+template struct RowScratch<double>;
+template int64_t attend_row<float>(const LayerCache&, const ChunkContext&, const RowInput<float>&, RowScratch<float>&,
+                                   float*, uint8_t*);
+template int64_t attend_row<double>(const LayerCache&, const ChunkContext&, const RowInput<double>&, RowScratch<double>&,
+                                    double*, uint8_t*);
+
+namespace {
+
 // Step 3 on the CPU: per (head, query) the virtual row, its grouped softmax and the weighted
 // values. Each chosen block's keys are rotated at its place while they are scored.
 template <class Scalar>
@@ -58,7 +117,6 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
                   const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt_count, RowMass* mass) {
   const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), L = k_rot.size(1), tl = L - n;
   const int64_t F = ctx.F, B1 = F + 1;
-  const Scalar scale = static_cast<Scalar>(1.0 / std::sqrt(static_cast<double>(HS)));
   const DType dt = q_rot.dtype();
   const std::vector<std::vector<int32_t>>& sel = plan.sel;
   const std::vector<std::vector<int32_t>>& base = plan.base;
@@ -84,7 +142,6 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
   const Tensor k_rot_t = k_rot.transpose(1, 2).contiguous();  // (NH, HS, L): scores as row updates too
   const Scalar* pkt = k_rot_t.data<Scalar>();
   const Scalar* pv = v_loc.data<Scalar>();
-  const Scalar* pcmt = cmt ? cache.cmt_key_rot.data<Scalar>() : nullptr;  // (NH, HS)
   Scalar* po = out.data<Scalar>();
   const int32_t* lkind = ctx.local_kinds->data();
   const int64_t max_row = first + kmax * B1 + L;
@@ -94,50 +151,27 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
   cpu::parallel_for(NH * n, max_row * HS * 2, [&](int64_t r0, int64_t r1) {
     // Per-thread scratch for one virtual row, kept between calls: decoding calls this once per
     // layer and token, and fresh allocations showed up in its profile.
-    struct Scratch {
-      std::vector<Scalar> s, w;
-      std::vector<int32_t> kind, block_of, block_start;
-      std::vector<const Scalar*> vrows;
-    };
-    static thread_local Scratch scratch;
-    const size_t m = static_cast<size_t>(max_row);
-    for (auto* v : {&scratch.s, &scratch.w})
-      if (v->size() < m) v->resize(m);
-    for (auto* v : {&scratch.kind, &scratch.block_of})
-      if (v->size() < m) v->resize(m);
-    if (scratch.block_start.size() < m + 1) scratch.block_start.resize(m + 1);
-    if (scratch.vrows.size() < m) scratch.vrows.resize(m);
-    Scalar* s = scratch.s.data();
-    Scalar* w = scratch.w.data();
-    const Scalar** vrows = scratch.vrows.data();
+    static thread_local RowScratch<Scalar> scratch;
+    scratch.fit(max_row);
+    RowInput<Scalar> in;
+    in.ld = L;
+    in.local_kinds = lkind;
+    in.cos_t = cos_t;
+    in.sin_t = sin_t;
+    in.cstride = cstride;
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t h = r / n, i = r % n;
-      const Scalar* q = pq + (h * n + i) * HS;
-      const std::vector<int32_t>& chosen = sel[r];
-      const int64_t kb = static_cast<int64_t>(chosen.size()), nloc = tl + i + 1, len = first + kb * B1 + nloc;
-      // Scores: s = scale * q . k, for the CMT, each retrieved block, then the local keys. The
-      // CMT's value is never read (its weight is 0): it points at a local value row.
-      if (cmt) {
-        s[0] = cpu::dot_vectors(q, pcmt + h * HS, HS);
-        vrows[0] = pv + h * L * HS;
-      }
-      for (int64_t c = 0; c < kb; ++c) {
-        const Scalar* keys_t = static_cast<const Scalar*>(cache.store->k(chosen[c])) + h * HS * B1;  // (HS, F+1)
-        const Scalar* vals = static_cast<const Scalar*>(cache.store->v(chosen[c])) + h * B1 * HS;
-        const int64_t place = base[r][c];  // the block's first position
-        Scalar* sc = s + first + c * B1;
-        cpu::rotated_vec_times_rows(q, keys_t, HS, B1, B1, cos_t + place, sin_t + place, cstride, sc);
-        for (int64_t t = 0; t < B1; ++t) vrows[first + c * B1 + t] = vals + t * HS;
-      }
-      cpu::vec_times_rows(q, pkt + h * HS * L, HS, L, nloc, s + first + kb * B1);  // local keys (HS, L)
-      for (int64_t j = 0; j < len; ++j) s[j] *= scale;
-      for (int64_t j = 0; j < nloc; ++j) vrows[first + kb * B1 + j] = pv + (h * L + j) * HS;
-      const RowLayout layout = virtual_row_layout(cmt, ctx.cmt_cutoff, kb, F, lkind, nloc, scratch.kind.data(),
-                                                  scratch.block_of.data(), scratch.block_start.data());
-      gsm::row_forward<Scalar>(layout, static_cast<int>(len - 1), s, s, w);  // scores -> P' in place (allowed)
-      if (cmt) dropped[r] = gsm::cmt_dropped(s[0], ctx.cmt_cutoff);    // s[0] = P'(CMT), before the cutoff
-      cpu::weighted_row_sum(w, vrows, len, HS, po + (h * n + i) * HS);
-      if (ctx.capture && h == ctx.capture->head) captured[i] = capture_row(ctx, plan, chosen, i, tl, first, w);
+      in.q = pq + (h * n + i) * HS;
+      in.chosen = &sel[r];
+      in.base = &base[r];
+      in.keys_t = pkt + h * HS * L;
+      in.values = pv + h * L * HS;
+      in.nloc = tl + i + 1;
+      in.head = h;
+      attend_row(cache, ctx, in, scratch, po + (h * n + i) * HS, cmt ? &dropped[r] : nullptr);
+      const Scalar* w = scratch.w.data();
+      const int64_t kb = static_cast<int64_t>(sel[r].size()), nloc = in.nloc;
+      if (ctx.capture && h == ctx.capture->head) captured[i] = capture_row(ctx, plan, sel[r], i, tl, first, w);
       if (mass) {  // w: [CMT | kb blocks of F + 1 | tail (tl) | chunk up to i (i + 1)]
         std::vector<double>& row_mass = (*mass)[static_cast<size_t>(r)];
         row_mass.assign(static_cast<size_t>(kb + 2), 0.0);

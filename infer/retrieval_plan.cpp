@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "infer/cpu_rows.h"
 #include "infer/session.h"
 #include "landmark/retrieval.h"
 #include "nn/nn_math.h"
@@ -15,11 +16,12 @@
 
 namespace lm {
 
-namespace {
-double score_scale(DType dt, int64_t HS) {  // 1/sqrt(HS) rounded to the element type first, as the attention rows use it
+double score_scale(DType dt, int64_t HS) {
   const double exact = 1.0 / std::sqrt(static_cast<double>(HS));
   return dt == DType::F32 ? static_cast<double>(static_cast<float>(exact)) : exact;
 }
+
+namespace {
 
 // Block b's un-rotated landmark key rotated at its stingy scoring slot (b one of the k newest of
 // nb cached blocks), into out (HS values): rotate_pair, as the rotary op.
@@ -66,43 +68,22 @@ template <class Scalar> void cpu_scores(const LayerCache& cache, const ChunkCont
 }
 
 // Scoring and choosing in one pass, token-head granularity on the CPU: what cpu_scores followed by
-// select_blocks computes, without the (NH, n, nb) score matrix. Per head (heads in parallel), the
-// chunk's n queries are scored against kScanPiece landmarks at a time into a buffer that stays in
-// the core's L2, and each query's TopKStream takes that piece before the next is scored. At a
-// million tokens the matrix was 64 MB per layer and chunk, written by the GEMM and read back by
-// the selection from memory; the pieces are scored by the same GEMM calls with the same sums
-// (one FMA chain per element, whatever the columns), and the stingy rescoring is the same dot
-// product, so every score, and so every choice, is what the two-step path gives.
-constexpr int64_t kScanPiece = 1024;
-
+// select_blocks computes, without the (NH, n, nb) score matrix. Per head (heads in parallel, each
+// by select_head below), the chunk's n queries are scored against kScanPiece landmarks at a time
+// into a buffer that stays in the core's L2, and each query's TopKStream takes that piece before
+// the next is scored. At a million tokens the matrix was 64 MB per layer and chunk, written by the
+// GEMM and read back by the selection from memory; the pieces are scored by the same GEMM calls
+// with the same sums (one FMA chain per element, whatever the columns), and the stingy rescoring
+// is the same dot product, so every score, and so every choice, is what the two-step path gives.
 template <class Scalar>
 std::vector<std::vector<int32_t>> score_and_select(const LayerCache& cache, const ChunkContext& ctx, const Scalar* q,
                                                    int64_t n) {
-  const int64_t NH = cache.NH, HS = cache.HS, nb = cache.key_count, cap = cache.key_capacity;
+  const int64_t NH = cache.NH, HS = cache.HS, nb = cache.key_count;
   std::vector<std::vector<int32_t>> sel(static_cast<size_t>(NH * n));
-  const Scalar* rot_t = cache.keys_rot_t_buf.data<Scalar>() + cache.key_begin;
-  const Scalar* keys = cache.keys_buf.data<Scalar>() + cache.key_begin * HS;
-  const Scalar sc = static_cast<Scalar>(score_scale(cache.dtype, HS));
-  const int64_t rescore_from = ctx.positions == PositionMode::Stingy ? std::max<int64_t>(0, nb - ctx.k) : nb;
+  // The stingy slots' rotary rows, grown here so that the threads only read them.
+  if (ctx.positions == PositionMode::Stingy) ctx.rope->cos_rows<Scalar>(0, (ctx.k + 1) * (ctx.F + 1));
   cpu::parallel_for(NH, n * nb * HS, [&](int64_t h0, int64_t h1) {
-    static thread_local std::vector<Scalar> piece;
-    if (piece.size() < static_cast<size_t>(n * kScanPiece)) piece.resize(static_cast<size_t>(n * kScanPiece));
-    std::vector<Scalar> rk(static_cast<size_t>(HS));
-    for (int64_t h = h0; h < h1; ++h) {
-      std::vector<TopKStream<Scalar>> best(static_cast<size_t>(n), TopKStream<Scalar>(std::min(ctx.k, nb)));
-      for (int64_t b0 = 0; b0 < nb; b0 += kScanPiece) {
-        const int64_t len = std::min(kScanPiece, nb - b0);
-        cpu::gemm_single<Scalar>(false, false, n, len, HS, static_cast<double>(sc), q + h * n * HS, HS,
-                                 rot_t + h * HS * cap + b0, cap, 0.0, piece.data(), kScanPiece);
-        for (int64_t b = std::max(b0, rescore_from); b < b0 + len; ++b) {  // the k newest, at their slots
-          rotate_at_stingy_slot(ctx, b, nb, keys + (h * cap + b) * HS, HS, rk.data());
-          for (int64_t i = 0; i < n; ++i)
-            piece[i * kScanPiece + (b - b0)] = cpu::dot_vectors(q + (h * n + i) * HS, rk.data(), HS) * sc;
-        }
-        for (int64_t i = 0; i < n; ++i) best[i].push(piece.data() + i * kScanPiece, b0, len);
-      }
-      for (int64_t i = 0; i < n; ++i) sel[h * n + i] = best[i].take();
-    }
+    for (int64_t h = h0; h < h1; ++h) select_head<Scalar>(cache, ctx, q + h * n * HS, n, h, sel.data() + h * n);
   });
   return sel;
 }
@@ -115,6 +96,53 @@ void check_scoring(const LayerCache& cache, const ChunkContext& ctx, const Tenso
   LM_CHECK(ctx.rope != nullptr || ctx.positions != PositionMode::Stingy, who << ": stingy scoring needs ctx.rope");
 }
 }  // namespace
+
+constexpr int64_t kScanPiece = 1024;  // landmarks scored per GEMM call in select_head
+
+template <class Scalar>
+void select_head(const LayerCache& cache, const ChunkContext& ctx, const Scalar* q, int64_t n, int64_t h,
+                 std::vector<int32_t>* sel) {
+  const int64_t HS = cache.HS, nb = cache.key_count, cap = cache.key_capacity;
+  const Scalar* rot_t = cache.keys_rot_t_buf.data<Scalar>() + cache.key_begin;
+  const Scalar* keys = cache.keys_buf.data<Scalar>() + cache.key_begin * HS;
+  const Scalar sc = static_cast<Scalar>(score_scale(cache.dtype, HS));
+  const int64_t rescore_from = ctx.positions == PositionMode::Stingy ? std::max<int64_t>(0, nb - ctx.k) : nb;
+  // Kept by each thread between calls (decoding runs this per head, layer and token).
+  static thread_local std::vector<Scalar> piece, rotated;
+  if (piece.size() < static_cast<size_t>(n * kScanPiece)) piece.resize(static_cast<size_t>(n * kScanPiece));
+  if (rotated.size() < static_cast<size_t>(HS)) rotated.resize(static_cast<size_t>(HS));
+  Scalar* rk = rotated.data();  // one landmark key rotated at its stingy slot
+  std::vector<TopKStream<Scalar>> best(static_cast<size_t>(n), TopKStream<Scalar>(std::min(ctx.k, nb)));
+  for (int64_t b0 = 0; b0 < nb; b0 += kScanPiece) {
+    const int64_t len = std::min(kScanPiece, nb - b0);
+    cpu::gemm_single<Scalar>(false, false, n, len, HS, static_cast<double>(sc), q, HS, rot_t + h * HS * cap + b0, cap,
+                             0.0, piece.data(), kScanPiece);
+    for (int64_t b = std::max(b0, rescore_from); b < b0 + len; ++b) {  // the k newest, at their slots
+      rotate_at_stingy_slot(ctx, b, nb, keys + (h * cap + b) * HS, HS, rk);
+      for (int64_t i = 0; i < n; ++i) piece[i * kScanPiece + (b - b0)] = cpu::dot_vectors(q + i * HS, rk, HS) * sc;
+    }
+    for (int64_t i = 0; i < n; ++i) best[i].push(piece.data() + i * kScanPiece, b0, len);
+  }
+  for (int64_t i = 0; i < n; ++i) sel[i] = best[i].take();
+}
+
+template void select_head<float>(const LayerCache&, const ChunkContext&, const float*, int64_t, int64_t,
+                                 std::vector<int32_t>*);
+template void select_head<double>(const LayerCache&, const ChunkContext&, const double*, int64_t, int64_t,
+                                  std::vector<int32_t>*);
+
+std::vector<int32_t> block_places(const std::vector<int32_t>& chosen, const ChunkContext& ctx, int64_t nb,
+                                  int64_t first_gid) {
+  const int64_t B1 = ctx.F + 1;
+  std::vector<int32_t> base;
+  if (chosen.empty()) return base;
+  base.reserve(chosen.size());
+  const std::vector<int32_t> slot =
+      ctx.positions == PositionMode::Stingy ? stingy_attention_slots(chosen, nb, ctx.k) : std::vector<int32_t>();
+  for (size_t c = 0; c < chosen.size(); ++c)
+    base.push_back(static_cast<int32_t>(ctx.positions == PositionMode::Exact ? (first_gid + chosen[c]) * B1 : slot[c] * B1));
+  return base;
+}
 
 Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, bool cpu_loop) {
   check_scoring(cache, ctx, q_rot, "retrieval_scores");
@@ -188,17 +216,8 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
 
 // Step 2 of a plan: where each chosen block sits (its first position, stingy or exact).
 RetrievalPlan finish_plan(RetrievalPlan& plan, const ChunkContext& ctx, int64_t nb) {
-  const int64_t B1 = ctx.F + 1;
-  plan.base.resize(plan.sel.size());  // first position of each chosen block
-  for (size_t r = 0; r < plan.sel.size(); ++r) {
-    const std::vector<int32_t>& sel = plan.sel[r];
-    if (sel.empty()) continue;
-    std::vector<int32_t> slot =
-        ctx.positions == PositionMode::Stingy ? stingy_attention_slots(sel, nb, ctx.k) : std::vector<int32_t>();
-    for (size_t c = 0; c < sel.size(); ++c)
-      plan.base[r].push_back(
-          static_cast<int32_t>(ctx.positions == PositionMode::Exact ? (plan.first_gid + sel[c]) * B1 : slot[c] * B1));
-  }
+  plan.base.resize(plan.sel.size());
+  for (size_t r = 0; r < plan.sel.size(); ++r) plan.base[r] = block_places(plan.sel[r], ctx, nb, plan.first_gid);
   return std::move(plan);
 }
 

@@ -8,6 +8,7 @@
 #include "autograd/functions.h"
 #include "infer/block_store.h"
 #include "infer/chunk_attention.h"
+#include "infer/decode_step.h"
 #include "landmark/attention.h"
 #include "landmark/tokens.h"
 #include "nn/functional.h"
@@ -46,7 +47,7 @@ struct InferenceSession::Impl {
   Device device;  // the model's: activations, landmark keys and tails live here; block K/V on the host
   LandmarkInserter inserter;
   RotaryCache rope;  // cos/sin rows of the positions used so far
-  int64_t raw_fed = 0, aug_fed = 0, blocks_done = 0, chunks = 0;
+  int64_t raw_fed = 0, aug_fed = 0, blocks_done = 0, chunks = 0, decode_steps = 0;
   std::vector<LayerCache> layers;
   std::vector<RetrievalRecord> log;
   AttentionCapture* capture = nullptr;
@@ -153,6 +154,18 @@ struct InferenceSession::Impl {
     ctx.rope = &rope;
     ctx.chunk = chunks;
     ctx.aug_start = aug_fed;
+    ctx.trace = trace && aug_fed + n > trace->from_query ? trace : nullptr;
+    ctx.capture = capture;  // per layer below; any capture keeps a token off decode_step
+
+    // A generated token (a chunk of one regular token): every layer in one parallel region.
+    if (n == 1 && cfg.decode_step && decode_step_fits(model, layers, ctx)) {
+      Tensor logits = decode_step(model, layers, ctx, toks[0], pos, log);
+      ++decode_steps;
+      raw_fed += 1;
+      aug_fed += 1;
+      ++chunks;
+      return logits;
+    }
 
     Var x = model.wte.forward(from_vector(toks, {1, n}).to(device));  // (1, n, C)
     std::vector<Tensor> new_k(layers.size()), new_v(layers.size());
@@ -166,7 +179,6 @@ struct InferenceSession::Impl {
       Tensor k_rot = rotary(k_loc.unsqueeze(0), rot_local).squeeze(0), q_rot = rotary(q.unsqueeze(0), rot_q).squeeze(0);
       ctx.layer = static_cast<int64_t>(l);
       ctx.capture = capture && capture->layer == static_cast<int64_t>(l) ? capture : nullptr;
-      ctx.trace = trace && aug_fed + n > trace->from_query ? trace : nullptr;
       RetrievalRecord rec;
       Tensor y = chunk_attention(cache, ctx, q_rot, k_rot, v_loc, &rec);  // (NH, n, HS)
       log.push_back(rec);
@@ -231,6 +243,8 @@ const std::vector<RetrievalRecord>& InferenceSession::retrieval_log() const { re
 void InferenceSession::set_capture(AttentionCapture* c) { impl_->capture = c; }
 void InferenceSession::set_trace(RetrievalTrace* t) { impl_->trace = t; }
 const InferConfig& InferenceSession::config() const { return impl_->cfg; }
+void InferenceSession::set_decode_step(bool on) { impl_->cfg.decode_step = on; }
+int64_t InferenceSession::decode_steps() const { return impl_->decode_steps; }
 
 Tensor one_shot_logits(const GPT& model, const std::vector<int32_t>& raw, int32_t landmark_id, int64_t phase,
                        const OneShotCmt& cmt) {

@@ -94,6 +94,10 @@ class InferenceSession {
   void set_capture(AttentionCapture* capture);  // nullptr stops capturing
   void set_trace(RetrievalTrace* trace);        // nullptr stops tracing
   const InferConfig& config() const;
+  // Switches InferConfig::decode_step for the tokens fed from now on (tests and benchmarks hold
+  // the two paths against each other in one session).
+  void set_decode_step(bool on);
+  int64_t decode_steps() const;  // tokens that went through decode_step so far
 
  private:
   struct Impl;

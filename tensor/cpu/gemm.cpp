@@ -411,6 +411,17 @@ template <class Scalar> void gemm_one(const GemmArgs& g, const Scalar* A, const 
   }
 }
 
+}  // namespace
+
+template <class Scalar>
+void gemv_rows(const Scalar* x, const Scalar* W, int64_t ldw, int64_t K, int64_t j0, int64_t j1, Scalar* y) {
+  for (int64_t j = j0; j < j1; ++j) y[j] = dot_vectors(x, W + j * ldw, K);  // tensor/cpu/vec_dot.h
+}
+template void gemv_rows<float>(const float*, const float*, int64_t, int64_t, int64_t, int64_t, float*);
+template void gemv_rows<double>(const double*, const double*, int64_t, int64_t, int64_t, int64_t, double*);
+
+namespace {
+
 // A few rows (decoding one token, M <= kSkinnyRows): packing B would cost as much as the whole
 // product, so multiply directly. Transposed B (rows of B contiguous, e.g. x W^T): one dot product
 // per output with eight partial sums; otherwise row updates C[i, :] += a_ik B[k, :]. Threads split
@@ -425,7 +436,7 @@ template <class Scalar> void gemm_skinny(const GemmArgs& g, const Scalar* A, con
     for (int64_t i = 0; i < M; ++i) {
       for (int64_t k = 0; k < K; ++k) arow[k] = g.trans_a ? A[k * g.lda + i] : A[i * g.lda + k];
       if (g.trans_b) {
-        for (int64_t j = j0; j < j1; ++j) acc[j - j0] = dot_vectors(arow.data(), B + j * g.ldb, K);  // tensor/cpu/vec_dot.h
+        gemv_rows(arow.data(), B + j0 * g.ldb, g.ldb, K, 0, j1 - j0, acc.data());
       } else {
         std::fill(acc.begin(), acc.end(), Scalar(0));
         for (int64_t k = 0; k < K; ++k) {

@@ -21,6 +21,14 @@ template <class Scalar>
 void gemm_single(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, double alpha, const Scalar* A,
                  int64_t lda, const Scalar* B, int64_t ldb, double beta, Scalar* C, int64_t ldc);
 
+// y[j] = x . W[j] for the rows j in [j0, j1) of a row-major W (row stride ldw, K columns): the
+// products gemm_blocked computes for a one-row A times a transposed B (its few-row path calls
+// this), with the same sums; compiled with gemm.cpp's FMA contraction, which is why it is not
+// inline. For callers that split such a product's columns among threads of their own (the
+// one-token decode step, infer/decode_step.cpp).
+template <class Scalar>
+void gemv_rows(const Scalar* x, const Scalar* W, int64_t ldw, int64_t K, int64_t j0, int64_t j1, Scalar* y);
+
 // The register tile (MR x NR, fixed by the build's vector width) and the cache blocks (KC, MC, NC)
 // gemm_blocked uses for Scalar. The blocks come from the cache sizes read at run time
 // (gemm_tiling_for(cache_sizes()), tensor/cpu/cache_info.h) unless set_gemm_blocks chose others.

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <vector>
 
+#include "tensor/cpu/layernorm_row.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/kernels.h"
 
@@ -21,19 +22,7 @@ void layernorm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, co
     scalar_t* pm = mean.data<scalar_t>();
     scalar_t* pr = rstd.data<scalar_t>();
     parallel_for(rows, 4 * C, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const scalar_t* xr = px + r * C;
-        double s = 0;  // two passes in f64: stable even when |mean| >> std
-        for (int64_t c = 0; c < C; ++c) s += xr[c];
-        double m = s / static_cast<double>(C), v = 0;
-        for (int64_t c = 0; c < C; ++c) v += (xr[c] - m) * (xr[c] - m);
-        v /= static_cast<double>(C);
-        scalar_t mu = static_cast<scalar_t>(m), rs = static_cast<scalar_t>(1.0 / std::sqrt(v + eps));
-        scalar_t* yr = po + r * C;
-        for (int64_t c = 0; c < C; ++c) yr[c] = (xr[c] - mu) * rs * pw[c] + pb[c];
-        pm[r] = mu;
-        pr[r] = rs;
-      }
+      for (int64_t r = r0; r < r1; ++r) layernorm_row(px + r * C, pw, pb, C, eps, po + r * C, pm + r, pr + r);
     });
   });
 }

@@ -1,0 +1,70 @@
+// cpu_rows.h: the per-row pieces of a layer's cached attention on the CPU, shared by the chunk
+// path (retrieval_plan.cpp, chunk_attention.cpp: a chunk of n queries, a parallel loop per step)
+// and the one-token decode step (decode_step.cpp: one query, all steps of all layers in one
+// parallel region). Each piece is the only copy of its arithmetic, so both paths give the same
+// bits (tests/test_decode_step.cpp holds them equal).
+//   select_head   step 1 for one head: score the head's queries against every cached landmark
+//                 key and keep each query's top k;
+//   block_places  step 2 for one row: where each chosen block sits (stingy or exact);
+//   attend_row    step 3 for one (head, query): the virtual row's scores, its grouped softmax
+//                 and the weighted values.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "infer/layer_cache.h"
+#include "infer/retrieval_plan.h"
+
+namespace lm {
+
+// 1/sqrt(HS) rounded to the element type first: the scale of every score (retrieval and rows).
+double score_scale(DType dt, int64_t HS);
+
+// Step 1, token-head granularity, scan search (the cache has no index): the n rotated queries of
+// head h (q: n x HS, row-major) against the head's cached landmark keys, the k newest rescored at
+// their stingy slots in stingy mode; sel[i] receives query i's chosen cached indices, ascending.
+// ctx.rope must already cover the stingy scoring slots (the rows it hands out are only read).
+// Runs on the calling thread.
+template <class Scalar>
+void select_head(const LayerCache& cache, const ChunkContext& ctx, const Scalar* q, int64_t n, int64_t h,
+                 std::vector<int32_t>* sel);
+
+// Step 2 for one row: the first position of each chosen block (`chosen` ascending cached indices
+// of nb cached blocks, the oldest with global index first_gid): its stingy slot times F + 1, or
+// its true position in exact mode.
+std::vector<int32_t> block_places(const std::vector<int32_t>& chosen, const ChunkContext& ctx, int64_t nb,
+                                  int64_t first_gid);
+
+// Per-thread buffers of one virtual row, grown to the longest row seen.
+template <class Scalar> struct RowScratch {
+  std::vector<Scalar> s, w;
+  std::vector<int32_t> kind, block_of, block_start;
+  std::vector<const Scalar*> vrows;
+  void fit(int64_t max_row);
+};
+
+// What one (head, query) row of step 3 reads.
+template <class Scalar> struct RowInput {
+  const Scalar* q = nullptr;                     // the rotated query (HS)
+  const std::vector<int32_t>* chosen = nullptr;  // retrieved cached indices, ascending
+  const std::vector<int32_t>* base = nullptr;    // their first positions (block_places)
+  const Scalar* keys_t = nullptr;                // the head's rotated local keys, transposed: (HS, ld)
+  int64_t ld = 0;
+  const Scalar* values = nullptr;                // the head's local values, (>= nloc, HS)
+  int64_t nloc = 0;                              // local keys the query sees: [tail | chunk up to it]
+  const int32_t* local_kinds = nullptr;          // their kinds
+  const Scalar* cos_t = nullptr;                 // the rotary tables transposed (RotaryCache::cos_cols),
+  const Scalar* sin_t = nullptr;                 // covering every place in `base`
+  int64_t cstride = 0;
+  int64_t head = 0;
+};
+
+// Step 3 for one row: writes the HS outputs to out and returns the row's length; scratch.w holds
+// its weights [CMT | blocks | local keys] afterwards. With a CMT (cache.cmt_key_rot defined),
+// *dropped is set when S(CMT) fell below ctx.cmt_cutoff.
+template <class Scalar>
+int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowInput<Scalar>& in, RowScratch<Scalar>& scratch,
+                   Scalar* out, uint8_t* dropped);
+
+}  // namespace lm
