@@ -120,18 +120,24 @@ int bench_main(int argc, char** argv) {
               cpu::num_threads(), (long long)vocab, quick ? 1 : 3);
   std::printf("%-6s %3s %4s %3s %4s %2s %9s %9s %9s %9s %10s\n", "preset", "L", "C", "NH", "T", "B", "fwd s", "bwd s",
               "adamw s", "step s", "tokens/s");
-  struct Preset { const char* name; int64_t L, C, NH, T, B; };
-  Preset presets[] = {{"tiny", 4, 256, 4, 512, 8}, {"small", 6, 512, 8, 512, 8}};
+  struct Preset {
+    const char* name;
+    int64_t L, C, NH, T, B;
+    GPTConfig config(int64_t V) const {
+      GPTConfig c;
+      c.vocab_size = V;
+      c.n_layer = L;
+      c.n_embd = C;
+      c.n_head = NH;
+      c.block_size = T;
+      return c;
+    }
+  };
+  const Preset presets[] = {{"tiny", 4, 256, 4, 512, 8}, {"small", 6, 512, 8, 512, 8}};
   double tiny_step = 0;
   for (const Preset& p : presets) {
     if ((quick || tiny_only) && std::strcmp(p.name, "small") == 0) continue;
-    GPTConfig c;
-    c.vocab_size = vocab;
-    c.n_layer = p.L;
-    c.n_embd = p.C;
-    c.n_head = p.NH;
-    c.block_size = p.T;
-    StepTimes t = time_steps(c, p.B, quick ? 1 : 3);
+    StepTimes t = time_steps(p.config(vocab), p.B, quick ? 1 : 3);
     if (std::strcmp(p.name, "tiny") == 0) tiny_step = t.total();
     std::printf("%-6s %3lld %4lld %3lld %4lld %2lld %9.3f %9.3f %9.3f %9.3f %10.0f\n", p.name, (long long)p.L,
                 (long long)p.C, (long long)p.NH, (long long)p.T, (long long)p.B, t.fwd, t.bwd, t.opt, t.total(),
@@ -167,15 +173,7 @@ int bench_main(int argc, char** argv) {
                 t.fwd, t.bwd, t.opt, t.total(), gflops, per_token * static_cast<double>(B2 * c.block_size) * 1e-9,
                 peak);
   }
-  {
-    GPTConfig c;
-    c.vocab_size = vocab;
-    c.n_layer = presets[0].L;
-    c.n_embd = presets[0].C;
-    c.n_head = presets[0].NH;
-    c.block_size = presets[0].T;
-    print_op_profile(c, presets[0].B, quick ? 8 : 14);
-  }
+  print_op_profile(presets[0].config(vocab), presets[0].B, quick ? 8 : 14);
   const int64_t B = 8, NH = 4, T = 512, HS = 64;
   double tf = time_attention(true, B, NH, T, HS, quick ? 1 : 3), tr = time_attention(false, B, NH, T, HS, quick ? 1 : 3);
   std::printf("\ncausal attention fwd+bwd at B %lld NH %lld T %lld HS %lld: fused %.4f s, composed reference %.4f s\n",

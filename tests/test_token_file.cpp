@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tensor/check.h"
+#include "tests/helpers.h"
 #include "tensor/rng.h"
 #include "train/batch.h"
 #include "train/file_io.h"
@@ -22,19 +23,9 @@
 namespace fs = std::filesystem;
 
 namespace {
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("lm_test_tokfile_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
 std::string read_bytes(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
-}
-void write_bytes(const fs::path& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary | std::ios::trunc);
-  out << s;
 }
 // Header bytes before the fingerprint: magic 8 + version 4 + width 4 + vocab 8 + count 8 + fp length 4;
 // after the fingerprint, version 2's CRC-32 (4).
@@ -54,7 +45,7 @@ std::string with_fresh_crc(std::string bytes, size_t tokens_at) {
 }  // namespace
 
 TEST_CASE("token file round trip with 2-byte tokens", "[token_file]") {
-  fs::path dir = fresh_dir("u16");
+  fs::path dir = lm::test::fresh_temp_dir("tokfile_u16");
   const std::string path = (dir / "a.tok").string();
   const std::vector<int32_t> tokens = {0, 1, 299, 7, 255, 256, 42};
   lm::write_token_file(path, tokens, 300, "fnv1a64:abc");
@@ -90,7 +81,7 @@ TEST_CASE("token file round trip with 2-byte tokens", "[token_file]") {
 }
 
 TEST_CASE("token file round trip with 4-byte tokens", "[token_file]") {
-  fs::path dir = fresh_dir("u32");
+  fs::path dir = lm::test::fresh_temp_dir("tokfile_u32");
   const std::string path = (dir / "b.tok").string();
   const std::vector<int32_t> tokens = {69999, 0, 65536, 123456 % 70000, 5};
   lm::write_token_file(path, tokens, 70000, "fp");
@@ -106,13 +97,13 @@ TEST_CASE("token file round trip with 4-byte tokens", "[token_file]") {
 }
 
 TEST_CASE("token file reader rejects bad files, naming the file and the problem", "[token_file]") {
-  fs::path dir = fresh_dir("bad");
+  fs::path dir = lm::test::fresh_temp_dir("tokfile_bad");
   const std::string good = (dir / "good.tok").string();
   lm::write_token_file(good, {1, 2, 3, 4}, 300, "fp");
   const std::string bytes = read_bytes(good);
   auto variant = [&](const std::string& name, const std::string& content) {
     const std::string p = (dir / name).string();
-    write_bytes(p, content);
+    lm::test::write_text_file(p, content);
     return p;
   };
 
@@ -174,7 +165,7 @@ TEST_CASE("token file reader rejects bad files, naming the file and the problem"
 }
 
 TEST_CASE("prepare_tokens equals encoding each file whole", "[token_file]") {
-  fs::path dir = fresh_dir("prepare");
+  fs::path dir = lm::test::fresh_temp_dir("tokfile_prepare");
   // A second file of ~2.2 MB so that it is encoded in several ~1 MB pieces.
   std::string small = "It is a truth universally acknowledged.\n\nCHAPTER 2\n";
   std::string big;
@@ -185,8 +176,8 @@ TEST_CASE("prepare_tokens equals encoding each file whole", "[token_file]") {
     big += words[(x >> 16) % 10];
     big += ((x >> 8) % 5 == 0) ? "" : " ";
   }
-  write_bytes(dir / "a.txt", small);
-  write_bytes(dir / "b.txt", big);
+  lm::test::write_text_file(dir / "a.txt", small);
+  lm::test::write_text_file(dir / "b.txt", big);
   lm::BpeTokenizer tok = lm::BpeTokenizer::train(small + big.substr(0, 100000), 320);
   tok.add_special("<|landmark|>");
 
@@ -312,7 +303,7 @@ TEST_CASE("batches: --doc-starts windows begin right after a separator, every su
 
 TEST_CASE("write_file_atomic: replaces the file whole, and a failed write leaves the old one and no temp file",
           "[io]") {
-  const fs::path dir = fresh_dir("atomic");
+  const fs::path dir = lm::test::fresh_temp_dir("tokfile_atomic");
   const fs::path f = dir / "table.tsv";
   lm::write_file_atomic(f.string(), std::string("a\tb\n", 4));
   lm::write_file_atomic(f.string(), std::string("x\0y", 3));  // binary bytes, shorter than before

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "tensor/check.h"
+#include "tests/helpers.h"
 #include "train/tokenizer.h"
 
 namespace fs = std::filesystem;
@@ -19,16 +20,6 @@ using lm::BpeTokenizer;
 using lm::ByteTokenizer;
 
 namespace {
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("lm_test_tok_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-void write_text(const fs::path& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
 std::string all_bytes() {
   std::string s;
   for (int b = 0; b < 256; ++b) s.push_back(static_cast<char>(b));
@@ -321,7 +312,7 @@ TEST_CASE("tokenizer JSON round trip and fingerprints", "[tokenizer]") {
   CHECK(tok.fingerprint().size() == 8 + 16);
 
   // Through a file, too.
-  fs::path dir = fresh_dir("json");
+  fs::path dir = lm::test::fresh_temp_dir("tok_json");
   lm::save_tokenizer(tok, (dir / "tok.json").string());
   CHECK_FALSE(fs::exists(dir / "tok.json.tmp"));
   CHECK(lm::load_tokenizer((dir / "tok.json").string())->fingerprint() == tok.fingerprint());
@@ -389,7 +380,7 @@ TEST_CASE("tokenizer JSON round trip and fingerprints", "[tokenizer]") {
     j.erase("version");
     CHECK(lm::Tokenizer::from_json(j)->fingerprint() == tok.fingerprint());
   }
-  write_text(dir / "bad.json", "{\"kind\": \"bytes\",");
+  lm::test::write_text_file(dir / "bad.json", "{\"kind\": \"bytes\",");
   CHECK_THROWS_WITH(lm::load_tokenizer((dir / "bad.json").string()), Catch::Contains("not valid JSON"));
   CHECK_THROWS_WITH(lm::load_tokenizer((dir / "absent.json").string()), Catch::Contains("cannot open"));
   fs::remove_all(dir);
@@ -408,7 +399,7 @@ TEST_CASE("GPT-2 byte-to-unicode map: hand-checked entries", "[tokenizer]") {
 }
 
 TEST_CASE("GPT-2 loader on tiny hand-written files", "[tokenizer]") {
-  fs::path dir = fresh_dir("gpt2");
+  fs::path dir = lm::test::fresh_temp_dir("tok_gpt2");
   // Byte b gets id (7b + 3) mod 256 (a shuffle, as GPT-2's own byte ids are); merges get 256+.
   const std::vector<std::string> chars = lm::gpt2_byte_to_unicode();
   nlohmann::json encoder;
@@ -416,8 +407,8 @@ TEST_CASE("GPT-2 loader on tiny hand-written files", "[tokenizer]") {
   const std::vector<std::string> merged = {"he", "ll", "hell", "hello", "\xC4\xA0w", "or", "\xC4\xA0wor", "ld"};
   for (size_t i = 0; i < merged.size(); ++i) encoder[merged[i]] = 256 + static_cast<int>(i);
   encoder["<|endoftext|>"] = 264;
-  write_text(dir / "encoder.json", encoder.dump());
-  write_text(dir / "vocab.bpe", "#version: 0.2\nh e\nl l\nhe ll\nhell o\n\xC4\xA0 w\no r\n\xC4\xA0w or\nl d\n");
+  lm::test::write_text_file(dir / "encoder.json", encoder.dump());
+  lm::test::write_text_file(dir / "vocab.bpe", "#version: 0.2\nh e\nl l\nhe ll\nhell o\n\xC4\xA0 w\no r\n\xC4\xA0w or\nl d\n");
 
   BpeTokenizer tok = BpeTokenizer::load_gpt2((dir / "encoder.json").string(), (dir / "vocab.bpe").string());
   CHECK(tok.base_vocab_size() == 264);
@@ -431,20 +422,20 @@ TEST_CASE("GPT-2 loader on tiny hand-written files", "[tokenizer]") {
   CHECK(tok.decode(tok.encode(kUtf8 + all_bytes())) == kUtf8 + all_bytes());
 
   // Broken files fail naming the file and the problem.
-  write_text(dir / "bad.bpe", "#version: 0.2\nh e\nhe zz\n");
+  lm::test::write_text_file(dir / "bad.bpe", "#version: 0.2\nh e\nhe zz\n");
   CHECK_THROWS_WITH(BpeTokenizer::load_gpt2((dir / "encoder.json").string(), (dir / "bad.bpe").string()),
                     Catch::Contains("\"zz\"") && Catch::Contains("bad.bpe line 3"));
-  write_text(dir / "bad2.bpe", "h e x\n");
+  lm::test::write_text_file(dir / "bad2.bpe", "h e x\n");
   CHECK_THROWS_WITH(BpeTokenizer::load_gpt2((dir / "encoder.json").string(), (dir / "bad2.bpe").string()),
                     Catch::Contains("expected \"left right\""));
-  write_text(dir / "bad.json", "{\"a\": ");
+  lm::test::write_text_file(dir / "bad.json", "{\"a\": ");
   CHECK_THROWS_WITH(BpeTokenizer::load_gpt2((dir / "bad.json").string(), (dir / "vocab.bpe").string()),
                     Catch::Contains("not valid JSON"));
   CHECK_THROWS_WITH(BpeTokenizer::load_gpt2((dir / "nope.json").string(), (dir / "vocab.bpe").string()),
                     Catch::Contains("cannot open"));
   nlohmann::json gap = encoder;
   gap["<|endoftext|>"] = 300;  // not right after the base ids
-  write_text(dir / "gap.json", gap.dump());
+  lm::test::write_text_file(dir / "gap.json", gap.dump());
   CHECK_THROWS_WITH(BpeTokenizer::load_gpt2((dir / "gap.json").string(), (dir / "vocab.bpe").string()),
                     Catch::Contains("next free id"));
   fs::remove_all(dir);
