@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <numeric>
 
 #include "tensor/check.h"
 #include "tensor/cpu/parallel.h"
+#include "tensor/cpu/vec_dot.h"
 
 namespace lm {
 
@@ -42,30 +44,37 @@ template <class Scalar> void softmax_row(const Scalar* s, int64_t nb, double* ou
 // One pass keeping the best k in a small array sorted best-first: most values lose against the
 // current k-th best with one comparison, so this is O(nb) for the small k retrieval uses. Once k
 // are held, a newcomer (a larger index than all of them) must be strictly above the k-th best
-// value (`worst_`), and runs of kRun values are first tested together (compares OR-ed, which the
-// compiler turns into vector code): at long contexts almost every run holds no candidate and
-// costs a few instructions instead of kRun branches.
-template <class Scalar> void TopKStream<Scalar>::push(const Scalar* v, int64_t first, int64_t len) {
-  constexpr int64_t kRun = 16;
-  if (k_ <= 0) return;
+// value (`worst_`). At long contexts almost no value is, so runs of kRun values are tested
+// against it together first, four full-width vector compares OR-ed (GCC vector extensions, as in
+// tensor/cpu/vec_dot.h), and only a run with a candidate is walked value by value.
+template <class Scalar> void TopKStream<Scalar>::insert(Scalar value, int64_t index) {
   auto beats = [](const Entry& a, const Entry& b) { return a.value > b.value || (a.value == b.value && a.index < b.index); };
-  for (int64_t j = 0; j < len; ++j) {
-    if (static_cast<int64_t>(best_.size()) == k_) {
-      if (j % kRun == 0 && j + kRun <= len) {
-        int any = 0;
-        for (int64_t t = 0; t < kRun; ++t) any |= static_cast<int>(v[j + t] > worst_);
-        if (!any) {
-          j += kRun - 1;
-          continue;
-        }
-      }
-      if (!(v[j] > worst_)) continue;
-    }
-    const Entry e{v[j], static_cast<int32_t>(first + j)};
-    best_.insert(std::upper_bound(best_.begin(), best_.end(), e, beats), e);
-    if (static_cast<int64_t>(best_.size()) > k_) best_.pop_back();
-    worst_ = best_.back().value;
+  const Entry e{value, static_cast<int32_t>(index)};
+  best_.insert(std::upper_bound(best_.begin(), best_.end(), e, beats), e);
+  if (static_cast<int64_t>(best_.size()) > k_) best_.pop_back();
+  worst_ = best_.back().value;
+}
+
+template <class Scalar> void TopKStream<Scalar>::push(const Scalar* v, int64_t first, int64_t len) {
+  if (k_ <= 0) return;
+  int64_t j = 0;
+  for (; j < len && static_cast<int64_t>(best_.size()) < k_; ++j) insert(v[j], first + j);  // filling up
+  typedef Scalar vec __attribute__((vector_size(cpu::kDotVecBytes)));
+  typedef decltype(vec{} > vec{}) mask;  // lanes of all ones where the compare holds
+  constexpr int64_t VL = cpu::kDotVecBytes / static_cast<int64_t>(sizeof(Scalar)), kRun = 4 * VL;
+  for (; j + kRun <= len; j += kRun) {
+    const vec w = vec{} + worst_;
+    vec x[4];
+    std::memcpy(x, v + j, sizeof(x));
+    const mask any = (x[0] > w) | (x[1] > w) | (x[2] > w) | (x[3] > w);
+    bool hit = false;
+    for (int64_t u = 0; u < VL; ++u) hit |= any[u] != 0;
+    if (!hit) continue;
+    for (int64_t t = j; t < j + kRun; ++t)
+      if (v[t] > worst_) insert(v[t], first + t);
   }
+  for (; j < len; ++j)
+    if (v[j] > worst_) insert(v[j], first + j);
 }
 
 template <class Scalar> std::vector<int32_t> TopKStream<Scalar>::take() const {

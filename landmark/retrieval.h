@@ -43,6 +43,7 @@ template <class Scalar> class TopKStream {
     Scalar value;
     int32_t index;
   };
+  void insert(Scalar value, int64_t index);  // into best_, keeping k and worst_
   int64_t k_;
   std::vector<Entry> best_;  // best first
   Scalar worst_ = Scalar(0);  // best_.back().value once k are held

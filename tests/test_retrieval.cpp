@@ -74,7 +74,8 @@ TEST_CASE("retrieval: top-k per (head, query) equals a full stable sort, ties in
 TEST_CASE("retrieval: the top k fed in pieces equals the whole row, ties and NaN included", "[infer][retrieval]") {
   // Independent answer: select_blocks on the whole row (itself checked against a full stable sort
   // above). Scores from {0..3} (ties everywhere), with a NaN and infinities sprinkled in; pieces
-  // of random sizes, including empty ones and pieces shorter than the 16-value runs.
+  // of random sizes, including empty ones and pieces shorter than the runs TopKStream tests
+  // together (four vectors of values: 64 f32 under AVX-512).
   manual_seed(17);
   for (int64_t nb : {1, 5, 33, 1000, 4099}) {
     for (int64_t k : {1, 4, 7}) {
