@@ -141,7 +141,6 @@ Tensor decode_step_impl(const GPT& model, std::vector<LayerCache>& layers, const
 #else
     const int t = 0, nt = 1;
 #endif
-    // Private: a layer norm's output, one query, the head's rotated local keys, one row's scratch.
     const Share cols3 = share_of(3 * C, t, nt), cols = share_of(C, t, nt), cols4 = share_of(H4, t, nt),
                 heads = share_of(NH, t, nt), vocab = share_of(V, t, nt);
     const int64_t owned = heads.end - heads.begin;
