@@ -71,7 +71,7 @@ int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowIn
   const int64_t first = cmt ? 1 : 0;  // the CMT's entry at the front of every row
   const std::vector<int32_t>& chosen = *in.chosen;
   const int64_t kb = static_cast<int64_t>(chosen.size()), len = first + kb * B1 + nloc;
-  const Scalar scale = static_cast<Scalar>(1.0 / std::sqrt(static_cast<double>(HS)));
+  const Scalar scale = static_cast<Scalar>(score_scale(cache.dtype, HS));
   scratch.fit(len);
   Scalar* s = scratch.s.data();
   Scalar* w = scratch.w.data();

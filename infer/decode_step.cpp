@@ -121,7 +121,8 @@ Tensor decode_step_impl(const GPT& model, std::vector<LayerCache>& layers, const
   Tensor logits({1, V}, dt, Device::CPU);
   Scalar* plog = logits.data<Scalar>();
   // Per layer and head: the chosen blocks (for the records) and whether S(CMT) fell below the cutoff.
-  std::vector<std::vector<int32_t>> sel(static_cast<size_t>(nl * NH));
+  std::vector<RetrievalPlan> plans(static_cast<size_t>(nl));  // per layer: sel, one row per head
+  for (RetrievalPlan& p : plans) p.sel.resize(static_cast<size_t>(NH));
   std::vector<uint8_t> dropped(static_cast<size_t>(nl * NH), 0);
   std::vector<int64_t> nbs(static_cast<size_t>(nl));
   for (int64_t l = 0; l < nl; ++l) nbs[l] = layers[l].store->size();
@@ -174,7 +175,7 @@ Tensor decode_step_impl(const GPT& model, std::vector<LayerCache>& layers, const
         }
       };
       auto attend_head = [&](int64_t h) {  // steps 2 and 3 for the rotated head
-        const std::vector<int32_t>& chosen = sel[l * NH + h];
+        const std::vector<int32_t>& chosen = plans[l].sel[h];
         const std::vector<int32_t> base = block_places(chosen, ctx, nb, ctx.blocks_done - nb);
         RowInput<Scalar> in;
         in.q = q.data() + (h - heads.begin) * HS;
@@ -201,7 +202,7 @@ Tensor decode_step_impl(const GPT& model, std::vector<LayerCache>& layers, const
         std::copy_n(qkv.data() + C + h * HS, HS, nk + tl * HS);
         std::copy_n(qkv.data() + 2 * C + h * HS, HS, nv + tl * HS);
         rotate_head(h);
-        std::vector<int32_t>& chosen = sel[l * NH + h];
+        std::vector<int32_t>& chosen = plans[l].sel[h];
         chosen.clear();
         if (nb > 0 && ctx.k > 0) select_head<Scalar>(cache, ctx, q.data() + (h - heads.begin) * HS, 1, h, &chosen);
       }
@@ -212,11 +213,7 @@ Tensor decode_step_impl(const GPT& model, std::vector<LayerCache>& layers, const
 #pragma omp single
         {
           try {
-            std::vector<int32_t> all;
-            for (int64_t h = 0; h < NH; ++h) all.insert(all.end(), sel[l * NH + h].begin(), sel[l * NH + h].end());
-            std::sort(all.begin(), all.end());
-            all.erase(std::unique(all.begin(), all.end()), all.end());
-            cache.store->fetch(all);
+            cache.store->fetch(plan_blocks(plans[l]));
           } catch (...) {
             failure = std::current_exception();
           }
@@ -253,15 +250,9 @@ Tensor decode_step_impl(const GPT& model, std::vector<LayerCache>& layers, const
     cache.tail_k = new_k[l];
     cache.tail_v = new_v[l];
     cache.tail_len = L;
-    std::vector<int32_t> all;
     int64_t fetched = 0;
-    for (int64_t h = 0; h < NH; ++h) {
-      const std::vector<int32_t>& s = sel[l * NH + h];
-      fetched += static_cast<int64_t>(s.size());
-      all.insert(all.end(), s.begin(), s.end());
-    }
-    std::sort(all.begin(), all.end());
-    const int64_t unique = std::unique(all.begin(), all.end()) - all.begin();
+    for (const std::vector<int32_t>& s : plans[l].sel) fetched += static_cast<int64_t>(s.size());
+    const int64_t unique = static_cast<int64_t>(plan_blocks(plans[l]).size());
     RetrievalRecord rec{ctx0.chunk, l, nbs[l], unique, 1};
     rec.fetched = fetched;
     if (cmt) {
