@@ -21,8 +21,10 @@
 #                   from the corpus when missing)
 #   PAPER_OUT       where runs, rows and (quick) tables go (default runs/paper or runs/paper_quick)
 #   PAPER_DOCS      where results.md and results/ go (default docs, or $PAPER_OUT/docs when quick)
-#   PAPER_STEPS     training steps (default 600: 2.5M tokens per model; quick: 24); a run
-#                   already finished with another number is not redone (delete its directory)
+#   PAPER_STEPS     training steps (default 600: 2.5M tokens per model, the setting that fits two
+#                   hours on two cores; docs/results.md says which it shows; quick: 24); a run
+#                   left unfinished resumes up to this number; a finished run of another number
+#                   stops the script with an error (move $PAPER_OUT away to train anew)
 #   LANDMARK        the program (default build/apps/landmark)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -50,7 +52,8 @@ else
   # The project's `tiny` GPT: 4 layers, d 256, 4 heads, trained at 512 tokens, 8 windows a step.
   MODEL=(--layers 4 --embd 256 --heads 4)
   BATCH=8
-  STEPS="${PAPER_STEPS:-600}"   # 600 x 8 x 512 = 2.5M training tokens per model (1.1 epochs)
+  DEFAULT_STEPS=600
+  STEPS="${PAPER_STEPS:-$DEFAULT_STEPS}"   # 600 x 8 x 512 = 2.5M training tokens per model (1.1 epochs)
   EVAL_EVERY=100
   WINDOWS=()
   RESAMPLES=2000
@@ -107,6 +110,17 @@ train_one() {  # $1: the run's name, $2: its place in the list
   grep -q "\"step\":$STEPS[,}]" "$dir/metrics.jsonl" ||
     die "train $name stopped before step $STEPS (last metrics line: step ${last:-none}); run the script again to resume"
   date -u +%FT%TZ > "$dir/DONE"
+}
+
+check_finished_steps() {  # every finished run must have trained PAPER_STEPS steps, or the tables
+  local name dir last                # would print one number of steps beside runs of another
+  for name in "${RUNS[@]}"; do
+    dir="$OUT/train/$name"
+    [ -f "$dir/DONE" ] || continue
+    last=$(sed -n 's/.*"step":\([0-9]*\).*/\1/p' "$dir/metrics.jsonl" 2>/dev/null | sort -n | tail -n 1)
+    [ "${last:-none}" = "$STEPS" ] ||
+      die "$dir finished at step ${last:-none}, but the steps asked for are $STEPS: set PAPER_STEPS=${last:-...} to use those runs, or move $OUT away (or set PAPER_OUT) to train anew"
+  done
 }
 
 stage_train() {
@@ -261,6 +275,9 @@ stage_tables() {
     echo "Written by \`scripts/paper_tables.sh\` (\`make paper-tables\`) from the rows in \`$OUT/eval/\`; nothing here is typed in by hand"
     echo "except the discussion at the end. Machine: ${cpu:-unknown CPU}, ${threads:-?} threads. Training: $train_s s"
     echo "for the five runs; evaluation: $eval_s s for the ${#ROWS[@]} rows (wall times measured by the programs)."
+    if [ "$QUICK" = 0 ] && [ "$STEPS" != "$DEFAULT_STEPS" ]; then
+      echo "This run trained $STEPS steps per model (\`PAPER_STEPS=$STEPS make paper-tables\`); the default is $DEFAULT_STEPS."
+    fi
     echo
     echo "Data: \`$DATA\` (train.tokens for training, val.tokens for every evaluation: Persuasion in the full run)."
     echo "Each perplexity is over every window of the given length in val.tokens, every position scored; the"
@@ -397,6 +414,7 @@ main() {
     case "$s" in train|eval|tables) ;; *) die "unknown stage '$s' (train, eval or tables)" ;; esac
   done
   data
+  check_finished_steps
   for s in "${stage[@]}"; do "stage_$s"; done
 }
 # One line that calls main and exits: bash has then read the whole script, so editing the file

@@ -2,7 +2,8 @@
 # test_paper_tables.sh: `PAPER_QUICK=1 make paper-tables` (scripts/paper_tables.sh) end to end on
 # a small byte-level text: every stage runs, table1.tsv and results.md are well formed, a row of
 # table1.tsv equals a direct `landmark eval` of the same setting, a second run skips everything,
-# an interrupted evaluation is redone, and bad settings are refused.
+# an interrupted evaluation is redone, runs of another number of steps are refused, and bad
+# settings are refused.
 # Usage: test_paper_tables.sh path/to/landmark
 source "$(dirname "$0")/lib.sh"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -54,18 +55,25 @@ bash "$SCRIPT" eval tables > "$WORK/log3" 2>&1 || { cat "$WORK/log3" >&2; fail "
 expect "$WORK/log3" "--- eval t3_cutoff_0.3 (25/36): landmark-cmt"
 [ "$(grep -c 'done earlier' "$WORK/log3")" -eq 35 ] || fail "only the missing row should run"
 
-# A run without DONE resumes from its checkpoint: 12 steps, then the same runs asked for 24 (only
-# `standard` lost its DONE) continue at step 12; a finished run whose DONE is missing is marked.
+# Finished runs of another number of steps stop the script (the tables would print the wrong
+# number): 12 steps, then 24 asked for with every run DONE at 12.
 PAPER_OUT="$WORK/out2" PAPER_STEPS=12 bash "$SCRIPT" train > "$WORK/log4" 2>&1 || { cat "$WORK/log4" >&2; fail "12 steps failed"; }
-rm "$WORK/out2/train/standard/DONE" "$WORK/out2/train/xl/DONE"
+PAPER_OUT="$WORK/out2" PAPER_STEPS=24 bash "$SCRIPT" tables > "$WORK/log4b" 2>&1 && fail "runs of 12 steps accepted for 24"
+expect "$WORK/log4b" "$WORK/out2/train/standard finished at step 12, but the steps asked for are 24"
+# A run without DONE resumes from its checkpoint: with the DONE marks gone, the same runs asked for
+# 24 steps continue at step 12; a finished run whose DONE is missing is marked.
+rm "$WORK"/out2/train/*/DONE
 PAPER_OUT="$WORK/out2" PAPER_STEPS=24 bash "$SCRIPT" train > "$WORK/log5" 2>&1 || { cat "$WORK/log5" >&2; fail "the resumed training failed"; }
 expect "$WORK/log5" "--- train standard (1/5): 24 steps (resuming)"
 expect "$WORK/log5" "resuming at step 12"
-expect "$WORK/log5" "--- train landmark (2/5): done earlier"
-grep -q '"step":24[,}]' "$WORK/out2/train/standard/metrics.jsonl" || fail "the resumed run did not reach step 24"
+expect "$WORK/log5" "--- train landmark (2/5): 24 steps (resuming)"
+for run in standard landmark landmark-cmt landmark-jump xl; do
+  grep -q '"step":24[,}]' "$WORK/out2/train/$run/metrics.jsonl" || fail "the resumed run $run did not reach step 24"
+done
 rm "$WORK/out2/train/xl/DONE"
 PAPER_OUT="$WORK/out2" PAPER_STEPS=24 bash "$SCRIPT" train > "$WORK/log6" 2>&1 || { cat "$WORK/log6" >&2; fail "the last run failed"; }
 expect "$WORK/log6" "--- train xl (5/5): finished earlier at step 24"
+expect "$WORK/log6" "--- train landmark (2/5): done earlier"
 [ -f "$WORK/out2/train/xl/DONE" ] || fail "a finished run was not marked DONE"
 
 # Bad settings: a clear error, non-zero exit.
