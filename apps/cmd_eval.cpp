@@ -108,13 +108,16 @@ Command passkey_command(CLI::App& app) {
     o.scoring = parse_passkey_scoring(*scoring);
     const GPTConfig& mc = lm_model.model->config();
     if (standard) o.window = mc.block_size;
-    char cutoff_note[64] = "";
+    char cutoff_note[128] = "";
     if (mc.context_miss) std::snprintf(cutoff_note, sizeof cutoff_note, ", CMT cutoff %g", cfg.cmt_cutoff);
     if (cfg.kv_f16) std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note),
                                   ", block K/V in f16");
-    if (cfg.search != KeySearch::Scan)
+    if (cfg.search == KeySearch::Bounded)
       std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note), ", %s top-k search",
                     key_search_name(cfg.search));
+    if (cfg.search == KeySearch::Approx)
+      std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note),
+                    ", approx top-k search (%lld tiles)", static_cast<long long>(cfg.search_tiles));
     if (standard)
       std::printf("pass-key retrieval: %lld trials per length, a standard model reading the last %lld tokens\n",
                   static_cast<long long>(o.trials), static_cast<long long>(mc.block_size));
@@ -390,6 +393,11 @@ Command eval_command(CLI::App& app) {
                   "%.3f unique blocks per token, over %lld (chunk, layer) pairs with a cache\n",
                   granularity_name(cfg.granularity), (long long)r.fetched, r.fetched_per_step(), r.unique_per_token(),
                   (long long)r.retrieval_steps);
+    if (landmark && cfg.search == KeySearch::Approx)
+      std::printf("approx search (%lld tiles): %lld of %lld (query, layer, head) rows ran out of tiles before their top k "
+                  "was proven (%.2f%%); the rest chose exactly the scan's blocks\n",
+                  (long long)cfg.search_tiles, (long long)r.budget_cut, (long long)r.search_rows,
+                  r.search_rows ? 100.0 * static_cast<double>(r.budget_cut) / static_cast<double>(r.search_rows) : 0.0);
     if (mc.context_miss)
       std::printf("perplexity=%.4f drop_rate=%.4g (CMT cutoff %g: share of the %lld (query, layer, head) CMT scores below it)\n",
                   r.perplexity(), r.drop_rate(), cfg.cmt_cutoff, (long long)r.cmt_rows);

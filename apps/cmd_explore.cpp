@@ -71,8 +71,9 @@ Command explore_command(CLI::App& app) {
     const int64_t n = static_cast<int64_t>(ids.size());
     LM_CHECK(*select < n, "explore: --select " << *select << " is past the text's " << n << " tokens");
     const InferConfig cfg = flags->get(m);
-    LM_CHECK(cfg.search == KeySearch::Scan, "explore: --search bounded keeps no scores of the blocks it chose; use "
-                                            "--search scan (both choose the same blocks)");
+    LM_CHECK(cfg.search == KeySearch::Scan, "explore: --search " << key_search_name(cfg.search)
+                                                << " keeps no scores of the blocks it chose; use --search scan (the "
+                                                   "explorer shows every block's score)");
 
     ExploreData d = explore_tokens(*m.model, cfg, ids, m.landmark_id(), m.cmt_id(), std::min<int64_t>(*top, mc.vocab_size));
     const PasskeyInText key = find_passkey(t, *passkey);

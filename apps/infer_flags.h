@@ -47,10 +47,16 @@ struct InferFlags {
         ->check(CLI::IsMember({"f32", "f16"}))
         ->capture_default_str();
     sub->add_option("--search", search,
-                    "scan | bounded: how each query finds its top k landmarks (scan: every key scored; bounded: tiles of "
-                    "keys skipped when their bound cannot win); both exact. Bounded serves token-head granularity on "
-                    "the CPU; the rest always scans")
-        ->check(CLI::IsMember({"bounded", "scan"}))
+                    "scan | bounded | approx: how each query finds its top k landmarks (scan: every key scored; "
+                    "bounded: tiles of keys skipped when their bound cannot win; both exact. approx: only the "
+                    "--search-tiles tiles of highest bound scored, not exact). Bounded and approx serve token-head "
+                    "granularity on the CPU; the rest always scans")
+        ->check(CLI::IsMember({"bounded", "scan", "approx"}))
+        ->capture_default_str();
+    sub->add_option("--search-tiles", cfg.search_tiles,
+                    "--search approx: tiles of 64 landmark keys scored per query (more only when k keys need more; "
+                    "the rest only bounded)")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 30))
         ->capture_default_str();
     cutoff_opt = sub->add_option("--cmt-cutoff", cfg.cmt_cutoff,
                                  "Models trained with --cmt: S(CMT) below this gates retrieved blocks with 0 (Appendix D)")

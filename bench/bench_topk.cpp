@@ -3,7 +3,10 @@
 //   scan     what `--search scan` runs on the CPU: a chunk's queries against every landmark key in
 //            one GEMM (cpu::gemm_single, the scale as its alpha) into a score buffer kept between
 //            calls, then select_blocks; the time is per query (its share of the batch);
-//   bounded  LandmarkKeyIndex::top_k (landmark/key_index.h): tiles of 64 keys with bounds.
+//   bounded  LandmarkKeyIndex::top_k (landmark/key_index.h): tiles of 64 keys with bounds;
+// and the approximate search of `--search approx`: the same walk cut off after --search-tiles
+// tiles (default 16), its time per query and its recall@k against the scan (the share of the
+// scan's blocks it also found).
 // Two kinds of keys, one head of 32 features (the demo model's): "passkey", 4 needle blocks among
 // near-identical filler keys (noise 1e-3), the query looking for the needles, with k 4 (the k-th
 // place is clear of the filler) and k 5 (it is a near-tie among the filler); "random", keys and
@@ -37,8 +40,9 @@
 namespace {
 
 const char* kUsage =
-    "usage: bench_topk [--max-blocks N] [--out PREFIX]\n"
+    "usage: bench_topk [--max-blocks N] [--search-tiles T] [--out PREFIX]\n"
     "  --max-blocks N  largest number of cached blocks (default 1000000; sizes 10^3, 10^4, ... up to N)\n"
+    "  --search-tiles T  the approximate search's budget of tiles per query (default 16)\n"
     "  --out PREFIX    also write PREFIX.tsv and PREFIX.png (time per query against blocks)\n";
 
 using Clock = std::chrono::steady_clock;
@@ -48,8 +52,22 @@ struct Row {
   std::string keys;
   int64_t k = 0, blocks = 0;
   double scan_us = 0, bounded_us = 0, scored_pct = 0;
+  double approx_us = 0, approx_recall = 0;  // the bounded walk cut off after the tile budget
   double faiss_us = -1, faiss_add_us = -1, faiss_recall = -1;  // -1: built without FAISS
 };
+
+int64_t g_search_tiles = 16;  // --search-tiles
+
+// The share of the scan's chosen blocks that `got` also chose, over all queries.
+double recall_against(const std::vector<std::vector<int32_t>>& scan, const std::vector<std::vector<int32_t>>& got) {
+  int64_t found = 0, wanted = 0;
+  for (size_t i = 0; i < scan.size(); ++i)
+    for (int32_t b : scan[i]) {
+      ++wanted;
+      found += std::find(got[i].begin(), got[i].end(), b) != got[i].end();
+    }
+  return wanted == 0 ? 1.0 : static_cast<double>(found) / static_cast<double>(wanted);
+}
 
 Row measure(const std::string& kind, int64_t nb, int64_t k, std::mt19937_64& gen) {
   using namespace lm;
@@ -103,6 +121,17 @@ Row measure(const std::string& kind, int64_t nb, int64_t k, std::mt19937_64& gen
   // differ in their last bits, which these keys (no exact ties, needles far apart) do not produce.
   for (int64_t i = 0; i < n; ++i)
     if (by_scan[i] != by_bound[i]) throw std::runtime_error("bench_topk: the bounded search chose other blocks than the scan");
+  std::vector<std::vector<int32_t>> by_approx(static_cast<size_t>(n));
+  row.approx_us = 1e30;
+  for (int rep = 0; rep < 3; ++rep) {
+    const Clock::time_point t0 = Clock::now();
+    // As inference calls it: a batch of queries at once (the threads' shares of the 64).
+    cpu::parallel_for(n, nb * 2 + g_search_tiles * 64 * HS, [&](int64_t i0, int64_t i1) {
+      index.approx_top_k(q.data<float>() + i0 * HS, i1 - i0, scale, nb, k, g_search_tiles, nullptr, by_approx.data() + i0);
+    });
+    row.approx_us = std::min(row.approx_us, seconds_since(t0) * 1e6 / n);
+  }
+  row.approx_recall = recall_against(by_scan, by_approx);
 #ifdef LANDMARK_HAVE_FAISS
   // FAISS scores by the raw inner product: the scale changes no order. Keys are added 50 at a
   // time (inference would add a chunk's 4 blocks at a time; the batch size changes little here).
@@ -119,13 +148,10 @@ Row measure(const std::string& kind, int64_t nb, int64_t k, std::mt19937_64& gen
     hnsw.search(n, q.data<float>(), k, dist.data(), ids.data());
     row.faiss_us = std::min(row.faiss_us, seconds_since(t0) * 1e6 / n);
   }
-  int64_t found = 0, wanted = 0;
+  std::vector<std::vector<int32_t>> by_faiss(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i)
-    for (int32_t b : by_scan[i]) {
-      ++wanted;
-      found += std::find(ids.begin() + i * k, ids.begin() + (i + 1) * k, static_cast<faiss::Index::idx_t>(b)) != ids.begin() + (i + 1) * k;
-    }
-  row.faiss_recall = static_cast<double>(found) / static_cast<double>(wanted);
+    for (int64_t j = 0; j < k; ++j) by_faiss[i].push_back(static_cast<int32_t>(ids[i * k + j]));
+  row.faiss_recall = recall_against(by_scan, by_faiss);
 #endif
   return row;
 }
@@ -141,6 +167,8 @@ int bench_main(int argc, char** argv) {
       return 0;
     } else if (a == "--max-blocks" && i + 1 < argc) {
       max_blocks = bench::parse_int_flag("--max-blocks", argv[++i], 1000, 10000000);
+    } else if (a == "--search-tiles" && i + 1 < argc) {
+      g_search_tiles = bench::parse_int_flag("--search-tiles", argv[++i], 1, 1 << 20);
     } else if (a == "--out" && i + 1 < argc) {
       out = argv[++i];
     } else {
@@ -149,10 +177,11 @@ int bench_main(int argc, char** argv) {
   }
   const cpu::CacheSizes& caches = cpu::cache_sizes();
   bench::print_machine_line(cpu::num_threads(), caches.l1d, caches.l2, caches.l3_per_core, caches.source.c_str());
-  std::printf("top-k benchmark: %s, %d thread(s); one head of 32 features, f32, time per query (best of 3)\n",
-              bench::cpu_model().c_str(), cpu::num_threads());
-  std::printf("%-8s %2s %9s | %12s %12s %9s | %8s | %10s %10s %7s\n", "keys", "k", "blocks", "scan us", "bounded us", "scored",
-              "speedup", "faiss us", "add us", "recall");
+  std::printf("top-k benchmark: %s, %d thread(s); one head of 32 features, f32, time per query (best of 3); approx: "
+              "a budget of %lld tiles\n",
+              bench::cpu_model().c_str(), cpu::num_threads(), static_cast<long long>(g_search_tiles));
+  std::printf("%-8s %2s %9s | %12s %12s %9s | %8s | %10s %7s | %10s %10s %7s\n", "keys", "k", "blocks", "scan us", "bounded us",
+              "scored", "speedup", "approx us", "recall", "faiss us", "add us", "recall");
   std::mt19937_64 gen(11);
   std::vector<Row> rows;
   for (const char* kind : {"passkey", "random"})
@@ -161,8 +190,8 @@ int bench_main(int argc, char** argv) {
       for (int64_t nb = 1000; nb <= max_blocks; nb *= 10) {
         rows.push_back(measure(kind, nb, k, gen));
         const Row& r = rows.back();
-        std::printf("%-8s %2lld %9lld | %12.2f %12.2f %8.1f%% | %7.2fx", kind, (long long)k, (long long)nb, r.scan_us,
-                    r.bounded_us, r.scored_pct, r.scan_us / r.bounded_us);
+        std::printf("%-8s %2lld %9lld | %12.2f %12.2f %8.1f%% | %7.2fx | %10.2f %6.1f%%", kind, (long long)k, (long long)nb,
+                    r.scan_us, r.bounded_us, r.scored_pct, r.scan_us / r.bounded_us, r.approx_us, 100 * r.approx_recall);
         if (r.faiss_us >= 0) std::printf(" | %10.2f %10.2f %6.1f%%\n", r.faiss_us, r.faiss_add_us, 100 * r.faiss_recall);
         else std::printf(" | %10s %10s %7s\n", "-", "-", "-");
         std::fflush(stdout);
@@ -172,21 +201,23 @@ int bench_main(int argc, char** argv) {
     const std::string tsv = out + ".tsv", tmp = tsv + ".tmp";
     FILE* f = std::fopen(tmp.c_str(), "w");
     if (!f) throw std::runtime_error("cannot write " + tmp);
-    std::fprintf(f, "keys\tk\tblocks\tscan_us\tbounded_us\tscored_pct\tfaiss_us\tfaiss_add_us\tfaiss_recall\n");
+    std::fprintf(f, "keys\tk\tblocks\tscan_us\tbounded_us\tscored_pct\tapprox_us\tapprox_recall\tfaiss_us\tfaiss_add_us\tfaiss_recall\n");
     for (const Row& r : rows)
-      std::fprintf(f, "%s\t%lld\t%lld\t%.3f\t%.3f\t%.2f\t%.3f\t%.3f\t%.4f\n", r.keys.c_str(), (long long)r.k, (long long)r.blocks,
-                   r.scan_us, r.bounded_us, r.scored_pct, r.faiss_us, r.faiss_add_us, r.faiss_recall);
+      std::fprintf(f, "%s\t%lld\t%lld\t%.3f\t%.3f\t%.2f\t%.3f\t%.4f\t%.3f\t%.3f\t%.4f\n", r.keys.c_str(), (long long)r.k,
+                   (long long)r.blocks, r.scan_us, r.bounded_us, r.scored_pct, r.approx_us, r.approx_recall, r.faiss_us,
+                   r.faiss_add_us, r.faiss_recall);
     if (std::fclose(f) != 0 || std::rename(tmp.c_str(), tsv.c_str()) != 0) throw std::runtime_error("cannot write " + tsv);
     std::vector<plot::Series> series;
     for (const char* kind : {"passkey", "random"})
       for (int64_t k : {4, 5})
-        for (int method = 0; method < 3; ++method) {
+        for (int method = 0; method < 4; ++method) {
           plot::Series s;
-          s.label = std::string(method == 0 ? "scan, " : method == 1 ? "bounded, " : "faiss hnsw, ") + kind + " k " + std::to_string(k);
+          static const char* names[] = {"scan, ", "bounded, ", "faiss hnsw, ", "approx, "};
+          s.label = std::string(names[method]) + kind + " k " + std::to_string(k);
           for (const Row& r : rows)
-            if (r.keys == kind && r.k == k && (method < 2 || r.faiss_us >= 0)) {
+            if (r.keys == kind && r.k == k && (method != 2 || r.faiss_us >= 0)) {
               s.x.push_back(static_cast<double>(r.blocks));
-              s.y.push_back(method == 0 ? r.scan_us : method == 1 ? r.bounded_us : r.faiss_us);
+              s.y.push_back(method == 0 ? r.scan_us : method == 1 ? r.bounded_us : method == 2 ? r.faiss_us : r.approx_us);
             }
           if (!s.x.empty()) series.push_back(s);
         }

@@ -285,6 +285,7 @@ Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const T
     rec->cmt_rows = cmt.rows;
     rec->cmt_dropped = cmt.dropped;
     rec->keys_scored = plan.keys_scored;
+    rec->budget_cut = plan.budget_cut;
   }
   return out;
 }

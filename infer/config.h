@@ -21,9 +21,12 @@ const char* position_mode_name(PositionMode m);
 // the CPU with token-head granularity; CUDA and the shared granularities (token, head, whose
 // softmax needs every score) always scan. It saves work only when the k best stand clear of the
 // rest: on a pass-key prompt the k-th place is a near-tie among filler blocks, which an exact
-// search must score one by one (docs/infer.md section 9).
-enum class KeySearch { Bounded, Scan };
-KeySearch parse_key_search(const std::string& s);  // "bounded" | "scan"
+// search must score one by one (docs/infer.md section 9). Approx: the same tiles, but per query
+// only the InferConfig::search_tiles tiles of highest bound are scored, whatever the scores, so
+// its cost stays small where Bounded scores every tile; not exact (a winner in a tile of lower
+// bound is missed), though each query knows whether its answer is proven (RetrievalRecord::budget_cut).
+enum class KeySearch { Bounded, Scan, Approx };
+KeySearch parse_key_search(const std::string& s);  // "bounded" | "scan" | "approx"
 const char* key_search_name(KeySearch s);
 
 struct InferConfig {
@@ -36,7 +39,8 @@ struct InferConfig {
   bool kv_f16 = false;           // store block K/V as f16 (half the bytes; read back as f32)
   double cmt_cutoff = 0;         // models with a context-miss token: S(CMT) below this is set to 0
                                  // for the gating of retrieved blocks (Appendix D); in [0, 1]
-  KeySearch search = KeySearch::Scan;  // how the top k is found (both exact)
+  KeySearch search = KeySearch::Scan;  // how the top k is found (Scan and Bounded exact)
+  int64_t search_tiles = 16;     // KeySearch::Approx: tiles of 64 landmark keys scored per query, at most
   int64_t standard_local = 0;    // eval of a standard model: each window read in independent pieces of
                                  // this many tokens, no memory between them (Table 1's baseline row
                                  // at l_local 360); 0: the whole window at once

@@ -33,6 +33,9 @@ struct PerplexityResult {
   // Context-miss token (models trained with --cmt): rows = (query, layer, head) triples.
   int64_t cmt_rows = 0, cmt_dropped = 0;
   double drop_rate() const;  // share of CMT scores below the cutoff (0 without a CMT)
+  // --search approx: (query, layer, head) rows that searched, and those whose search ran out of
+  // tiles before it could prove its top k (RetrievalRecord::budget_cut).
+  int64_t search_rows = 0, budget_cut = 0;
   double seconds = 0;
 };
 

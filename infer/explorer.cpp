@@ -40,8 +40,8 @@ ExploreData explore_tokens(const GPT& model, const InferConfig& cfg, const std::
   LM_CHECK(!ids.empty(), "explore: the text has no tokens");
   LM_CHECK(model.device() == Device::CPU, "explore: the model must be on the CPU (the attention per row is recorded "
                                           "by the CPU rows)");
-  LM_CHECK(cfg.search == KeySearch::Scan, "explore: needs --search scan (the bounded search does not score every "
-                                          "block it could choose, so it has no scores to show)");
+  LM_CHECK(cfg.search == KeySearch::Scan, "explore: needs --search scan (the bounded and approximate searches do not "
+                                          "score every block they could choose, so they have no scores to show)");
   const GPTConfig& mc = model.config();
   const int64_t V = mc.vocab_size, n = static_cast<int64_t>(ids.size());
   LM_CHECK(top >= 1 && top <= V, "explore: the next-token list must hold 1.." << V << " tokens, got " << top);

@@ -177,10 +177,12 @@ namespace {
 // Step 1 with the landmark key index (token-head granularity on the CPU): per (head, query) the
 // newest min(k, nb) blocks are scored at their stingy slots here (in exact mode there is nothing
 // to rescore), and the index finds the top k among them and the older blocks, skipping every tile
-// of older keys whose bound cannot win (landmark/key_index.h). The same blocks as the scan.
+// of older keys whose bound cannot win (landmark/key_index.h). The same blocks as the scan. With
+// ctx.search_tiles (KeySearch::Approx) the index's approximate search instead: that many tiles
+// scored per row, the rows whose answer it could not prove exact counted in *budget_cut.
 template <class Scalar>
 std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot,
-                                                 int64_t* keys_scored) {
+                                                 int64_t* keys_scored, int64_t* budget_cut) {
   const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), nb = cache.blocks();
   const std::vector<LandmarkKeyIndex<Scalar>>& index = cache.index<Scalar>();
   LM_CHECK(static_cast<int64_t>(index.size()) == NH && index[0].size() == nb,
@@ -195,6 +197,28 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
   const Tensor q_c = q_rot.contiguous();
   const Scalar* q = q_c.data<Scalar>();
   std::vector<std::vector<int32_t>> sel(static_cast<size_t>(NH * n));
+  if (ctx.search_tiles > 0) {
+    // The approximate search: per head (heads on parallel threads) the chunk's queries at once,
+    // the tiles' bounds by GEMM, the search_tiles tiles of highest bound scored.
+    std::vector<KeySearchStats> st(static_cast<size_t>(NH));
+    cpu::parallel_for(NH, n * (nb / LandmarkKeyIndex<Scalar>::kDefaultTile + 1) * HS * 4, [&](int64_t h0, int64_t h1) {
+      std::vector<std::vector<std::pair<int32_t, Scalar>>> extra(static_cast<size_t>(n));
+      for (int64_t h = h0; h < h1; ++h) {
+        for (int64_t i = 0; i < n; ++i) {
+          const Scalar* qr = q + (h * n + i) * HS;
+          extra[i].clear();
+          for (int64_t j = 0; j < recent; ++j)  // the scan's arithmetic: a dot product, then the scale
+            extra[i].emplace_back(static_cast<int32_t>(count + j), cpu::dot_vectors(qr, rk.data() + (h * recent + j) * HS, HS) * scale);
+        }
+        index[h].approx_top_k(q + h * n * HS, n, scale, count, ctx.k, ctx.search_tiles, extra.data(), sel.data() + h * n, &st[h]);
+      }
+    });
+    for (const KeySearchStats& s : st) {
+      *keys_scored += s.keys_scored;
+      *budget_cut += s.budget_stops;
+    }
+    return sel;
+  }
   std::vector<int64_t> scored(static_cast<size_t>(NH * n), 0);
   cpu::parallel_for(NH * n, (nb / LandmarkKeyIndex<Scalar>::kDefaultTile + 1) * HS * 4, [&](int64_t r0, int64_t r1) {
     std::vector<std::pair<int32_t, Scalar>> extra;
@@ -209,8 +233,7 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
       scored[r] = st.keys_scored;
     }
   });
-  if (keys_scored)
-    for (int64_t v : scored) *keys_scored += v;
+  for (int64_t v : scored) *keys_scored += v;
   return sel;
 }
 
@@ -248,7 +271,7 @@ template <class Scalar> RetrievalPlan plan_for(const LayerCache& cache, const Ch
   if (nb > 0 && ctx.k > 0 && cache.indexed) {
     LM_CHECK(ctx.granularity == Granularity::TokenHead,
              "plan_retrieval: the landmark key index serves token-head granularity, not " << granularity_name(ctx.granularity));
-    plan.sel = select_indexed<Scalar>(cache, ctx, q_rot, &plan.keys_scored);
+    plan.sel = select_indexed<Scalar>(cache, ctx, q_rot, &plan.keys_scored, &plan.budget_cut);
   } else if (nb > 0 && ctx.k > 0 && q_rot.device() == Device::CPU) {
     // The scores go to a buffer this thread keeps between calls: at a million tokens a chunk's
     // scores are tens of MB, and a fresh allocation each time paid for its pages every time.

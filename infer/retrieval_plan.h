@@ -25,6 +25,8 @@ struct ChunkContext {
   int64_t blocks_done = 0;  // blocks completed before this chunk (global index of the next one)
   double rotary_base = 10000.0;
   double cmt_cutoff = 0;  // with a CMT (cache.cmt_key_rot defined): S(CMT) below this gates with 0
+  int64_t search_tiles = 0;  // a cache with a key index: score at most this many tiles per query
+                             // (KeySearch::Approx); 0: the exact bounded search
   const std::vector<int32_t>* local_kinds = nullptr;  // kinds of [tail | chunk]
   int64_t chunk = 0, layer = 0;
   int64_t aug_start = 0;  // global augmented position of the chunk's first token
@@ -40,6 +42,7 @@ struct RetrievalPlan {
   std::vector<std::vector<int32_t>> sel;   // (NH * n) chosen cached indices per row, ascending
   std::vector<std::vector<int32_t>> base;  // (NH * n) first position of each chosen block
   int64_t keys_scored = 0;  // landmark keys scored exactly, over all rows (a scan: NH * n * nb)
+  int64_t budget_cut = 0;   // rows whose approximate search stopped at its tile budget (ctx.search_tiles)
   // Only when ctx.trace asks for detail (RetrievalTrace::detail): (NH * n) the score each chosen
   // block was ranked by, as sel. Empty otherwise: the scores are not kept for nothing.
   std::vector<std::vector<double>> score;

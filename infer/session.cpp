@@ -27,16 +27,21 @@ const char* position_mode_name(PositionMode m) { return m == PositionMode::Sting
 KeySearch parse_key_search(const std::string& s) {
   if (s == "bounded") return KeySearch::Bounded;
   if (s == "scan") return KeySearch::Scan;
-  LM_FAIL("unknown landmark search '" << s << "' (expected bounded or scan)");
+  if (s == "approx") return KeySearch::Approx;
+  LM_FAIL("unknown landmark search '" << s << "' (expected scan, bounded or approx)");
 }
 
-const char* key_search_name(KeySearch s) { return s == KeySearch::Bounded ? "bounded" : "scan"; }
+const char* key_search_name(KeySearch s) {
+  return s == KeySearch::Bounded ? "bounded" : s == KeySearch::Approx ? "approx" : "scan";
+}
 
 void InferConfig::validate() const {
   LM_CHECK(chunk_len > 0, "inference: chunk length must be positive, got " << chunk_len);
   LM_CHECK(k >= 0, "inference: k must be >= 0, got " << k);
   LM_CHECK(capacity >= 0, "inference: capacity must be >= 0 (0 = unlimited), got " << capacity);
   LM_CHECK(cmt_cutoff >= 0 && cmt_cutoff <= 1, "inference: the CMT cutoff must be in [0, 1], got " << cmt_cutoff);
+  LM_CHECK(search_tiles >= 1 && search_tiles <= (int64_t{1} << 30),
+           "inference: the approximate search's tile budget must be in [1, 2^30], got " << search_tiles);
 }
 
 struct InferenceSession::Impl {
@@ -86,7 +91,7 @@ struct InferenceSession::Impl {
                                          << "(train --cmt); this one has none");
     for (int64_t l = 0; l < m.config().n_layer; ++l) {
       layers.emplace_back(NH, F, HS, dtype, cfg.capacity, cfg.block_dir, device, cfg.kv_f16,
-                          cfg.search == KeySearch::Bounded && device == Device::CPU &&
+                          cfg.search != KeySearch::Scan && device == Device::CPU &&
                               cfg.granularity == Granularity::TokenHead);
     }
     if (m.config().context_miss) {
@@ -150,6 +155,7 @@ struct InferenceSession::Impl {
     ctx.blocks_done = blocks_done;
     ctx.rotary_base = base;
     ctx.cmt_cutoff = cfg.cmt_cutoff;
+    ctx.search_tiles = cfg.search == KeySearch::Approx ? cfg.search_tiles : 0;
     ctx.local_kinds = &local_kinds;
     ctx.rope = &rope;
     ctx.chunk = chunks;

@@ -28,6 +28,8 @@ struct RetrievalRecord {
   int64_t cmt_rows = 0;        // (head, query) rows with a context-miss token
   int64_t cmt_dropped = 0;     // ... whose S(CMT) was below the cutoff (retrieval dropped)
   int64_t keys_scored = 0;     // landmark keys scored exactly (a scan: rows x cached; bounded: fewer)
+  int64_t budget_cut = 0;      // --search approx: (head, query) rows whose search ran out of tiles
+                               // before it could prove its top k (their blocks may not be the best)
 };
 
 // Optional: the attention of one (layer, head), captured query by query for attention maps.

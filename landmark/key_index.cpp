@@ -6,7 +6,9 @@
 #include <cmath>
 #include <limits>
 
+#include "landmark/retrieval.h"
 #include "tensor/check.h"
+#include "tensor/cpu/gemm.h"
 #include "tensor/cpu/vec_dot.h"
 
 namespace lm {
@@ -162,6 +164,86 @@ std::vector<int32_t> LandmarkKeyIndex<Scalar>::top_k(const Scalar* q, Scalar sca
   for (const auto& e : best.v) out.push_back(e.second);
   std::sort(out.begin(), out.end());
   return out;
+}
+
+template <class Scalar>
+void LandmarkKeyIndex<Scalar>::approx_top_k(const Scalar* Q, int64_t n, Scalar scale, int64_t count, int64_t k,
+                                            int64_t tiles, const std::vector<std::pair<int32_t, Scalar>>* extras,
+                                            std::vector<int32_t>* out, KeySearchStats* stats) const {
+  LM_CHECK(count >= 0 && count <= size() && k >= 0 && n >= 0,
+           "LandmarkKeyIndex: top " << k << " of " << count << " blocks of " << size() << " for " << n << " queries");
+  LM_CHECK(tiles >= 1, "LandmarkKeyIndex: the approximate search needs a budget of at least one tile, got " << tiles);
+  const int64_t t0 = (first_ - base_) / S_, t1 = (first_ + count - base_ + S_ - 1) / S_, T = count > 0 ? t1 - t0 : 0;
+  // Per query: its positive and negative parts, for the two bound products.
+  std::vector<Scalar> qp(static_cast<size_t>(n * HS_)), qn(static_cast<size_t>(n * HS_));
+  for (int64_t j = 0; j < n * HS_; ++j) {
+    qp[j] = std::max(Q[j], Scalar(0));
+    qn[j] = std::min(Q[j], Scalar(0));
+  }
+  // Bounds in pieces of tiles (so the piece stays in cache), each query's TopKStream keeping the
+  // tiles + 1 best: the tiles to score, and the highest bound of the rest (for the proof).
+  // At least enough tiles to hold k keys (the two at the ends of the range may be partly outside).
+  constexpr int64_t kPiece = 512;
+  const int64_t budget = std::max(tiles, (k + S_ - 1) / S_ + 2), keep = std::min(budget + 1, T);
+  std::vector<TopKStream<Scalar>> bestt(static_cast<size_t>(n), TopKStream<Scalar>(keep));
+  std::vector<Scalar> piece(static_cast<size_t>(n * std::min(kPiece, std::max<int64_t>(T, 1))));
+  for (int64_t p0 = 0; p0 < T; p0 += kPiece) {
+    const int64_t len = std::min(kPiece, T - p0), ld = std::min(kPiece, T);
+    // Q+ (n x HS) times maxima^T (HS x len), then Q- times minima^T added: scale * bound.
+    cpu::gemm_single<Scalar>(false, true, n, len, HS_, static_cast<double>(scale), qp.data(), HS_,
+                             maxs_.data() + (t0 + p0) * HS_, HS_, 0.0, piece.data(), ld);
+    cpu::gemm_single<Scalar>(false, true, n, len, HS_, static_cast<double>(scale), qn.data(), HS_,
+                             mins_.data() + (t0 + p0) * HS_, HS_, 1.0, piece.data(), ld);
+    for (int64_t i = 0; i < n; ++i) bestt[i].push(piece.data() + i * ld, p0, len);
+  }
+  const double u = std::numeric_limits<Scalar>::epsilon() / 2, sc = static_cast<double>(scale);
+  std::vector<Scalar> s(static_cast<size_t>(S_));
+  static const std::vector<std::pair<int32_t, Scalar>> none;
+  for (int64_t i = 0; i < n; ++i) {
+    const Scalar* q = Q + i * HS_;
+    const std::vector<std::pair<int32_t, Scalar>>& extra = extras ? extras[i] : none;
+    Best<Scalar> best{std::min<int64_t>(k, count + static_cast<int64_t>(extra.size())), {}};
+    out[i].clear();
+    if (best.k == 0) continue;
+    best.v.reserve(static_cast<size_t>(best.k) + 1);
+    for (const auto& e : extra) {
+      LM_CHECK(e.first >= count, "LandmarkKeyIndex: an extra candidate, block " << e.first << ", is among the " << count << " searched");
+      best.offer(e.second, e.first);
+    }
+    const std::vector<std::pair<int32_t, Scalar>> chosen = bestt[i].entries();  // best bound first
+    const int64_t kept = static_cast<int64_t>(chosen.size());
+    int64_t scored = 0, visit = 0;
+    for (; visit < kept && visit < budget; ++visit) {
+      if (visit >= tiles && best.full()) break;  // past the budget only until k keys are held
+      const int64_t t = t0 + chosen[visit].first;
+      const int64_t a0 = std::max(first_, base_ + t * S_), a1 = std::min(first_ + count, base_ + (t + 1) * S_);
+      score_span(q, scale, tiles_.data(), HS_, S_, base_, a0, a1, s.data());
+      for (int64_t a = a0; a < a1; ++a) best.offer(s[a - a0], static_cast<int32_t>(a - first_));
+      scored += a1 - a0;
+    }
+    // Proven exact when every tile was scored, or every tile not scored has a bound (widened by
+    // top_k's margin) below the k-th best: the highest such bound is the next one in the stream.
+    bool proven = visit == T;
+    if (visit < kept) {
+      double A = 0;
+      for (int64_t d = 0; d < HS_; ++d) A += std::fabs(static_cast<double>(q[d])) * static_cast<double>(absmax_[d]);
+      const double margin = sc * A * u * (4.0 * static_cast<double>(HS_) + 8.0);
+      const double bd = static_cast<double>(chosen[visit].second);  // already times scale
+      const double bound = bd + margin + 2 * u * std::fabs(bd);
+      proven = best.full() && bound < static_cast<double>(best.v.back().first);
+    }
+    if (stats) {
+      stats->tiles_visited += visit;
+      stats->keys_scored += scored;
+      stats->budget_stops += proven ? 0 : 1;
+    }
+    for (const auto& e : best.v) out[i].push_back(e.second);
+    std::sort(out[i].begin(), out[i].end());
+  }
+  if (stats) {
+    stats->queries += n;
+    stats->tiles_bounded += n * T;
+  }
 }
 
 template class LandmarkKeyIndex<float>;

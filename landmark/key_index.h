@@ -18,6 +18,13 @@
 // bound is compared with a margin that covers its own rounding and the rounding of a score (see
 // key_index.cpp), so rounding never skips a tile that holds a winner.
 //
+// Approximate, on request (approx_top_k): score only a fixed number of tiles, those of highest
+// bound. Its cost no longer grows with the near-ties that make the exact walk visit every tile:
+// a bound per tile and query (two GEMMs over a chunk's queries: 2 values per feature against 64
+// keys' worth to score the tile) and the chosen tiles scored. What it can miss is a winner whose
+// tile's bound ranks below the budget; bench_topk measures the recall, and every query says
+// whether its answer is proven exact. docs/landmark.md section 10.
+//
 // Blocks are numbered from the oldest held (0) as the cache numbers them; drop_oldest forgets the
 // oldest ones (a cache at its capacity). Memory: two copies of each key (rotated in the tiles,
 // and as given for the stingy rescoring of the newest blocks, which the caller does), plus two
@@ -31,9 +38,10 @@
 namespace lm {
 
 // What a search did, summed over calls (for benchmarks and the tests' check that tiles were
-// skipped): keys scored exactly, tiles whose bound was computed, tiles visited.
+// skipped): keys scored exactly, tiles whose bound was computed, tiles visited, and queries whose
+// answer the approximate search could not prove exact (approx_top_k).
 struct KeySearchStats {
-  int64_t queries = 0, keys_scored = 0, tiles_bounded = 0, tiles_visited = 0;
+  int64_t queries = 0, keys_scored = 0, tiles_bounded = 0, tiles_visited = 0, budget_stops = 0;
 };
 
 template <class Scalar> class LandmarkKeyIndex {
@@ -63,6 +71,17 @@ template <class Scalar> class LandmarkKeyIndex {
   std::vector<int32_t> top_k(const Scalar* q, Scalar scale, int64_t count, int64_t k,
                              const std::vector<std::pair<int32_t, Scalar>>& extra,
                              KeySearchStats* stats = nullptr) const;
+
+  // The approximate search, for n queries at once (rows of Q, n x HS): every tile's bound for
+  // every query by two GEMMs (Q+ times the tiles' maxima, Q- times their minima), then per query
+  // the `tiles` tiles of highest bound scored exactly (as scan_scores does), the extras added,
+  // and the best min(k, ...) of those returned in out[i], ascending. A winner in a tile of lower
+  // bound is missed. A query's answer is proven exact when its k-th best score beats the highest
+  // bound among the tiles it did not score (with the margin top_k uses); `stats->budget_stops`
+  // counts the queries where it is not. extras: nullptr or n lists (as top_k's `extra`).
+  void approx_top_k(const Scalar* Q, int64_t n, Scalar scale, int64_t count, int64_t k, int64_t tiles,
+                    const std::vector<std::pair<int32_t, Scalar>>* extras, std::vector<int32_t>* out,
+                    KeySearchStats* stats = nullptr) const;
 
  private:
   int64_t HS_, S_;

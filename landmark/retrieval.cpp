@@ -85,6 +85,13 @@ template <class Scalar> std::vector<int32_t> TopKStream<Scalar>::take() const {
   return out;
 }
 
+template <class Scalar> std::vector<std::pair<int32_t, Scalar>> TopKStream<Scalar>::entries() const {
+  std::vector<std::pair<int32_t, Scalar>> out;
+  out.reserve(best_.size());
+  for (const Entry& e : best_) out.emplace_back(e.index, e.value);
+  return out;
+}
+
 template class TopKStream<float>;
 template class TopKStream<double>;
 

@@ -37,6 +37,8 @@ template <class Scalar> class TopKStream {
   explicit TopKStream(int64_t k) : k_(k) { best_.reserve(static_cast<size_t>(k) + 1); }
   void push(const Scalar* v, int64_t first, int64_t len);
   std::vector<int32_t> take() const;
+  // What is held, best first: (block index, value).
+  std::vector<std::pair<int32_t, Scalar>> entries() const;
 
  private:
   struct Entry {

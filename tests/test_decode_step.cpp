@@ -50,6 +50,7 @@ void check_same_records(const InferenceSession& fast, const InferenceSession& sl
     CHECK(a[i].cmt_rows == b[i].cmt_rows);
     CHECK(a[i].cmt_dropped == b[i].cmt_dropped);
     CHECK(a[i].keys_scored == b[i].keys_scored);
+    CHECK(a[i].budget_cut == b[i].budget_cut);
   }
 }
 

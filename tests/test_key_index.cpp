@@ -1,7 +1,8 @@
 // test_key_index.cpp: the bounded top-k over landmark keys (landmark/key_index.h) against every
 // key scored and sorted (random keys, near-identical keys like filler text, ties, extra
 // candidates, dropped blocks), its scores against a plain f64 dot product, and whole inference
-// sessions with the bounded search against the scan (the same blocks, the same logits).
+// sessions with the bounded search against the scan (the same blocks, the same logits); the
+// approximate search (a tile budget): exact when the budget did not cut, a hand-worked miss.
 #include "tests/helpers.h"
 
 #include <algorithm>
@@ -74,6 +75,26 @@ template <class Scalar> void random_index_cases() {
             CHECK(ix.top_k(q.data(), scale, nb, k, {}, &st) == sorted_top_k(ix, q.data(), scale, nb, k, {}));
             CHECK(ix.top_k(q.data(), scale, nb - recent, k, extra) == sorted_top_k(ix, q.data(), scale, nb - recent, k, extra));
             CHECK(st.keys_scored <= nb);
+            // The approximate search (a tile budget): with as many tiles as there are it is the exact
+            // search; with fewer, as many blocks as the exact search gives still come back, distinct
+            // and ascending, and every answer it calls proven is exactly the exact answer.
+            const std::vector<int32_t> exact = sorted_top_k(ix, q.data(), scale, nb - recent, k, extra);
+            std::vector<int32_t> all;
+            ix.approx_top_k(q.data(), 1, scale, nb - recent, k, nb / tile + 1, &extra, &all);
+            CHECK(all == exact);
+            for (int64_t budget : {1, 2, 3}) {
+              KeySearchStats sb;
+              std::vector<int32_t> got;
+              ix.approx_top_k(q.data(), 1, scale, nb - recent, k, budget, &extra, &got, &sb);
+              REQUIRE(static_cast<int64_t>(got.size()) == static_cast<int64_t>(exact.size()));
+              CHECK(std::is_sorted(got.begin(), got.end()));
+              CHECK(std::adjacent_find(got.begin(), got.end()) == got.end());
+              // past the budget only as far as k keys need (the range's two end tiles may be partial)
+              const int64_t most = std::max(budget, (k + tile - 1) / tile + 2);
+              CHECK(sb.tiles_visited <= most);
+              CHECK(sb.keys_scored <= most * tile);
+              if (sb.budget_stops == 0) CHECK(got == exact);
+            }
           }
         }
         // Drop the oldest third: indices count from the oldest kept; the answers follow.
@@ -138,6 +159,87 @@ TEST_CASE("landmark key index: tiles of near-identical keys (filler) are skipped
   KeySearchStats st5;
   CHECK(ix.top_k(q.data(), scale, nb, 5, {}, &st5) == sorted_top_k(ix, q.data(), scale, nb, 5, {}));
   CHECK(st5.keys_scored == nb);
+  // The approximate search with a budget of 8 tiles of 313: for k 4 the answer is proven exact
+  // (the 9th highest bound, a filler tile's, is below the 4th needle's score); for k 5 it is not
+  // (the fifth place is a filler block, and the unscored filler tiles could hold a better one),
+  // yet the four needles are in the answer.
+  KeySearchStats a4, a5;
+  std::vector<int32_t> four, five;
+  ix.approx_top_k(q.data(), 1, scale, nb, 4, 8, nullptr, &four, &a4);
+  CHECK(four == got);
+  CHECK(a4.budget_stops == 0);
+  CHECK(a4.tiles_bounded == 313);
+  ix.approx_top_k(q.data(), 1, scale, nb, 5, 8, nullptr, &five, &a5);
+  CHECK(a5.budget_stops == 1);
+  CHECK(a5.tiles_visited == 8);
+  CHECK(a5.keys_scored <= 8 * 64);
+  REQUIRE(five.size() == 5);
+  for (int64_t n : needles) CHECK(std::find(five.begin(), five.end(), static_cast<int32_t>(n)) != five.end());
+}
+
+TEST_CASE("landmark key index: a tile budget misses a winner whose tile has a lower bound (hand-worked)",
+          "[retrieval][key-index]") {
+  // Tiles of 2 keys, query q = (1, 1), scale 1. Tile 0 holds (10, -10) and (-10, 10): its bound is
+  // 10 + 10 = 20 but both score 0. Tile 1 holds (3, 3) and (0, 0): bound 6, scores 6 and 0. Tile 2
+  // holds (-5, -5) twice: bound and scores -10. The best block is 2 (score 6).
+  LandmarkKeyIndex<double> ix(2, 2);
+  const std::vector<std::vector<double>> keys{{10, -10}, {-10, 10}, {3, 3}, {0, 0}, {-5, -5}, {-5, -5}};
+  for (const auto& k : keys) ix.append(k.data(), k.data());
+  const std::vector<double> q{1, 1};
+  KeySearchStats s1, s2;
+  std::vector<int32_t> got;
+  // One tile: tile 0 (highest bound) is scored, block 0 kept (score 0, the older of a tie), and
+  // tile 1's bound 6 is above it: not proven, and wrong.
+  ix.approx_top_k(q.data(), 1, 1.0, 6, 1, 1, nullptr, &got, &s1);
+  CHECK(got == std::vector<int32_t>{0});
+  CHECK(s1.budget_stops == 1);
+  CHECK(s1.keys_scored == 2);
+  CHECK(s1.tiles_bounded == 3);
+  // Two tiles: tile 1 gives block 2 (6), and the tile left, bound -10, cannot beat it: proven.
+  ix.approx_top_k(q.data(), 1, 1.0, 6, 1, 2, nullptr, &got, &s2);
+  CHECK(got == std::vector<int32_t>{2});
+  CHECK(s2.budget_stops == 0);
+  CHECK(s2.keys_scored == 4);
+  // The exact search agrees; a budget below one tile is an error.
+  CHECK(ix.top_k(q.data(), 1.0, 6, 1, {}) == std::vector<int32_t>{2});
+  CHECK_THROWS_AS(ix.approx_top_k(q.data(), 1, 1.0, 6, 1, 0, nullptr, &got), Error);
+}
+
+TEST_CASE("landmark key index: the approximate search answers a batch of queries as it answers each alone",
+          "[retrieval][key-index]") {
+  // 37 queries against 1,000 random keys in tiles of 16, a budget of 5 tiles, extras for some:
+  // the bounds come from one GEMM over the batch, and each query's answer must be the one it gets
+  // alone. Alone, the GEMM takes its few-row path, which sums in another order, so a bound may
+  // differ in its last bit; that could swap two tiles only if their bounds were within a rounding
+  // of each other, which these continuous random keys do not produce (the scores of the keys
+  // themselves are computed the same way both times).
+  const int64_t HS = 24, nb = 1000, n = 37;
+  std::mt19937_64 gen(5);
+  std::normal_distribution<double> nd;
+  LandmarkKeyIndex<float> ix(HS, 16);
+  std::vector<float> key(HS);
+  for (int64_t b = 0; b < nb; ++b) {
+    for (float& v : key) v = static_cast<float>(nd(gen));
+    ix.append(key.data(), key.data());
+  }
+  std::vector<float> Q(static_cast<size_t>(n * HS));
+  for (float& v : Q) v = static_cast<float>(2 * nd(gen));
+  std::vector<std::vector<std::pair<int32_t, float>>> extras(n);
+  for (int64_t i = 0; i < n; i += 3) extras[i] = {{998, static_cast<float>(nd(gen))}, {999, static_cast<float>(3 + nd(gen))}};
+  std::vector<std::vector<int32_t>> batch(n);
+  KeySearchStats sb;
+  ix.approx_top_k(Q.data(), n, 0.2f, 998, 4, 5, extras.data(), batch.data(), &sb);
+  KeySearchStats s1;
+  for (int64_t i = 0; i < n; ++i) {
+    std::vector<int32_t> alone;
+    ix.approx_top_k(Q.data() + i * HS, 1, 0.2f, 998, 4, 5, &extras[i], &alone, &s1);
+    CHECK(batch[i] == alone);
+  }
+  CHECK(sb.budget_stops == s1.budget_stops);
+  CHECK(sb.keys_scored == s1.keys_scored);
+  CHECK(sb.queries == n);
+  INFO("queries not proven exact: " << sb.budget_stops << " of " << n);
+  CHECK(sb.budget_stops > 0);  // random keys: loose bounds, a budget of 5 of 63 tiles proves few
 }
 
 TEST_CASE("landmark key index: ties go to the older block, extras included (a hand-worked case)", "[retrieval][key-index]") {
@@ -187,13 +289,38 @@ TEST_CASE("inference: the bounded search retrieves the same blocks as the scan, 
           for (const RetrievalRecord& r : s.retrieval_log()) scored += r.keys_scored;
           return std::make_pair(values(out), scored);
         };
-        RetrievalTrace tb, ts;
+        RetrievalTrace tb, ts, ta;
         const auto bounded = run(KeySearch::Bounded, tb), scan = run(KeySearch::Scan, ts);
         INFO(dtype_name(dt) << " " << position_mode_name(pm) << " capacity " << capacity);
         REQUIRE(tb.steps.size() == ts.steps.size());
         for (size_t i = 0; i < tb.steps.size(); ++i) REQUIRE(tb.steps[i].sel == ts.steps[i].sel);
         CHECK(bounded.first == scan.first);
         CHECK(bounded.second <= scan.second);
+        // The approximate search with a budget of 2 tiles (80 blocks: 2 tiles of 64, so never cut)
+        // is the bounded search, block for block.
+        c.search_tiles = 2;
+        const auto approx = run(KeySearch::Approx, ta);
+        REQUIRE(ta.steps.size() == ts.steps.size());
+        for (size_t i = 0; i < ta.steps.size(); ++i) REQUIRE(ta.steps[i].sel == ts.steps[i].sel);
+        CHECK(approx.first == scan.first);
+        // A budget of one tile: once the cache spans two tiles some rows run out (counted in the
+        // records), and every row still gets as many blocks as the scan gave it.
+        if (capacity == 0) {
+          c.search_tiles = 1;
+          RetrievalTrace t1;
+          InferenceSession s1(*model, c, infer_test::kLandmarkId);
+          s1.set_trace(&t1);
+          s1.feed(raw);
+          int64_t cut = 0;
+          for (const RetrievalRecord& r : s1.retrieval_log()) cut += r.budget_cut;
+          CHECK(cut > 0);
+          REQUIRE(t1.steps.size() == ts.steps.size());
+          for (size_t i = 0; i < t1.steps.size(); ++i) {
+            REQUIRE(t1.steps[i].sel.size() == ts.steps[i].sel.size());
+            for (size_t r = 0; r < t1.steps[i].sel.size(); ++r) CHECK(t1.steps[i].sel[r].size() == ts.steps[i].sel[r].size());
+          }
+        }
+        c.search_tiles = 16;
       }
   }
 }

@@ -6,7 +6,8 @@
 # the three rows of Table 2, `passkey --recall` prints the layer x head table and writes its heat
 # map, `passkey --scoring paper` says so in its header, and `passkey --block-dir` (block K/V on
 # disk) runs, leaves nothing in its directory, keeps a file of the user's there intact and
-# refuses a missing directory (that its logits equal RAM's bit for bit: tests/test_infer.cpp).
+# refuses a missing directory (that its logits equal RAM's bit for bit: tests/test_infer.cpp), and
+# `eval --search approx` reports the rows it could not prove exact.
 # Usage: test_infer_cli.sh path/to/landmark
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect
 
@@ -32,6 +33,15 @@ expect "$WORK/out2" "trained without a context-miss token"
 "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --granularity all > "$WORK/out3" 2> /dev/null
 expect "$WORK/out3" "Per Head"
 [ "$(grep -cE '^(yes|no) ' "$WORK/out3")" -eq 3 ] || { cat "$WORK/out3" >&2; fail "expected three granularity rows"; }
+
+# --search approx: it says how many rows it could not prove exact; 300 tokens at F 10 are 30 blocks,
+# one tile of 64, so a budget of one tile scores every key: none, and the scan's perplexity.
+"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" > "$WORK/scan.txt" 2> /dev/null
+"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --search approx --search-tiles 1 \
+  > "$WORK/approx.txt" 2> /dev/null
+expect "$WORK/approx.txt" "approx search (1 tiles): 0 of "
+[ "$(grep -E '^ *300 ' "$WORK/scan.txt")" = "$(grep -E '^ *300 ' "$WORK/approx.txt")" ] && [ -n "$(grep -E '^ *300 ' "$WORK/scan.txt")" ] ||
+  { paste "$WORK/scan.txt" "$WORK/approx.txt" >&2; fail "eval --search approx over one tile differs from the scan"; }
 
 "$LANDMARK" passkey --checkpoint "$WORK/cmt/checkpoint.safetensors" --lengths 400 --trials 2 --chunk 50 --k 2 \
   --recall --recall-plot "$WORK/recall.png" --scoring paper > "$WORK/out4"
