@@ -4,9 +4,10 @@
 //            one GEMM (cpu::gemm_single, the scale as its alpha) into a score buffer kept between
 //            calls, then select_blocks; the time is per query (its share of the batch);
 //   bounded  LandmarkKeyIndex::top_k (landmark/key_index.h): tiles of 64 keys with bounds;
-// and the approximate search of `--search approx`: the same walk cut off after --search-tiles
-// tiles (default 16), its time per query and its recall@k against the scan (the share of the
-// scan's blocks it also found).
+// and the approximate search of `--search approx` (LandmarkKeyIndex::approx_top_k): every tile's
+// bound for the batch of queries by GEMM, only the --search-tiles tiles of highest bound scored
+// (default 16); its time per query and its recall@k against the scan (the share of the scan's
+// blocks it also found).
 // Two kinds of keys, one head of 32 features (the demo model's): "passkey", 4 needle blocks among
 // near-identical filler keys (noise 1e-3), the query looking for the needles, with k 4 (the k-th
 // place is clear of the filler) and k 5 (it is a near-tie among the filler); "random", keys and
@@ -52,7 +53,7 @@ struct Row {
   std::string keys;
   int64_t k = 0, blocks = 0;
   double scan_us = 0, bounded_us = 0, scored_pct = 0;
-  double approx_us = 0, approx_recall = 0;  // the bounded walk cut off after the tile budget
+  double approx_us = 0, approx_recall = 0;  // approx_top_k with a budget of g_search_tiles tiles
   double faiss_us = -1, faiss_add_us = -1, faiss_recall = -1;  // -1: built without FAISS
 };
 

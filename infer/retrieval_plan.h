@@ -25,8 +25,8 @@ struct ChunkContext {
   int64_t blocks_done = 0;  // blocks completed before this chunk (global index of the next one)
   double rotary_base = 10000.0;
   double cmt_cutoff = 0;  // with a CMT (cache.cmt_key_rot defined): S(CMT) below this gates with 0
-  int64_t search_tiles = 0;  // a cache with a key index: score at most this many tiles per query
-                             // (KeySearch::Approx); 0: the exact bounded search
+  int64_t search_tiles = 0;  // a cache with a key index: score this many tiles per query, those of
+                             // highest bound (KeySearch::Approx); 0: the exact bounded search
   const std::vector<int32_t>* local_kinds = nullptr;  // kinds of [tail | chunk]
   int64_t chunk = 0, layer = 0;
   int64_t aug_start = 0;  // global augmented position of the chunk's first token
