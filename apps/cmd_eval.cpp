@@ -268,6 +268,15 @@ Command eval_command(CLI::App& app) {
   sub->add_option("--bootstrap", *resamples, "Resamples of the 95% bootstrap interval over windows")
       ->check(CLI::Range(int64_t(2), int64_t(1) << 24))
       ->capture_default_str();
+  auto windows_tsv = std::make_shared<std::string>();
+  auto paired = std::make_shared<std::string>();
+  sub->add_option("--windows-tsv", *windows_tsv,
+                  "Write each window's summed nats as a table (window first_token tokens nats), for --paired-with");
+  sub->add_option("--paired-with", *paired,
+                  "Compare with another evaluation of the same token file, window for window: a --windows-tsv file "
+                  "whose length divides this one's or is a multiple of it (prints the perplexity ratio and its "
+                  "paired bootstrap interval)")
+      ->check(CLI::ExistingFile);
   flags->add(sub, true);
   auto run = [=]() {
     LoadedModel m = load_trained_model(*ckpt, flags->dev());
@@ -279,11 +288,33 @@ Command eval_command(CLI::App& app) {
                "eval: --tsv " << *tsv << ": the directory " << dir.string() << " does not exist");
     }
     LM_CHECK(!flags->all() || hist->empty(), "eval: --hist draws one granularity; choose one instead of 'all'");
+    LM_CHECK(!flags->all() || (windows_tsv->empty() && paired->empty()),
+             "eval: --windows-tsv and --paired-with compare one evaluation; choose one granularity instead of 'all'");
+    if (!windows_tsv->empty()) {
+      const std::filesystem::path dir = std::filesystem::path(*windows_tsv).parent_path();
+      LM_CHECK(dir.empty() || std::filesystem::is_directory(dir),
+               "eval: --windows-tsv " << *windows_tsv << ": the directory " << dir.string() << " does not exist");
+    }
+    // Read the other evaluation first: a bad file is refused before the evaluation, not after it.
+    int64_t other_length = 0;
+    PerplexityResult other;
+    if (!paired->empty()) other = read_window_sums(*paired, &other_length);
     LM_CHECK(*local == 0 || (!m.model->config().landmark() && m.model->config().xl_cache == 0),
              "eval: --local reads a standard model's windows in pieces; a landmark model's local length is --chunk, "
              "a Transformer-XL model's its block size");
     TokenFile data(*tokens);
     data.check_fingerprint(m.tokenizer->fingerprint());
+    if (!paired->empty()) {
+      const int64_t N = static_cast<int64_t>(data.tokens().size());
+      LM_CHECK(other.windows <= (N - 1) / other_length,
+               "eval: --paired-with " << *paired << " has " << other.windows << " windows of " << other_length
+                                      << " tokens, more than " << *tokens << " holds (" << N
+                                      << " tokens); was it made from another token file?");
+      const int64_t hi = std::max(*length, other_length), lo = std::min(*length, other_length);
+      LM_CHECK(hi % lo == 0, "eval: --paired-with " << *paired << " was evaluated at length " << other_length
+                                                    << "; pairing needs one of the two lengths (here " << *length
+                                                    << ") to be a multiple of the other");
+    }
     const GPTConfig& mc = m.model->config();
     const bool landmark = mc.landmark();
     LM_CHECK(landmark || !flags->all(), "eval: --granularity all needs a landmark model");
@@ -388,6 +419,20 @@ Command eval_command(CLI::App& app) {
                       : "each window read at once");
     const PerplexityInterval ci = interval(r);
     add_row(cfg, r, ci);
+    if (!windows_tsv->empty()) {
+      write_window_sums(*windows_tsv, r, *length);
+      std::printf("wrote %s (%lld windows)\n", windows_tsv->c_str(), (long long)r.windows);
+    }
+    if (!paired->empty()) {
+      const PairedRatio p = paired_bootstrap_ratio(r, *length, other, other_length, 0.95, *resamples);
+      std::printf("paired with %s (windows of %lld): on the %lld tokens both scored (%lld spans of %lld), perplexity "
+                  "%.4f here against %.4f there, ratio %.4f, 95%% paired bootstrap interval [%.4f, %.4f] (%lld "
+                  "resamples of the spans)\n",
+                  paired->c_str(), (long long)other_length, (long long)p.tokens, (long long)p.spans,
+                  (long long)p.span_length, p.ppl_a, p.ppl_b, p.ratio, p.low, p.high, (long long)*resamples);
+      std::printf("paired ratio=%.4f ci_low=%.4f ci_high=%.4f ppl=%.4f ppl_other=%.4f spans=%lld span_length=%lld\n",
+                  p.ratio, p.low, p.high, p.ppl_a, p.ppl_b, (long long)p.spans, (long long)p.span_length);
+    }
     if (landmark)
       std::printf("retrieval (%s granularity): %lld blocks retrieved in all, %.1f per chunk and layer (Table 2's count), "
                   "%.3f unique blocks per token, over %lld (chunk, layer) pairs with a cache\n",

@@ -4,12 +4,17 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <utility>
 
 #include "autograd/functions.h"
 #include "infer/session.h"
 #include "tensor/create.h"
+#include "tensor/files.h"
 #include "tensor/ops.h"
 #include "tensor/rng.h"
+#include "train/file_io.h"
 
 namespace lm {
 
@@ -139,34 +144,160 @@ PerplexityResult evaluate_perplexity_xl(const GPT& model, const std::vector<int3
   return r;
 }
 
+namespace {
+// The bootstrap's draw number `counter`: an index in [0, n), from Philox stream RngStream::User + 1.
+size_t bootstrap_pick(uint64_t counter, size_t n, uint64_t seed) {
+  const Philox4 u = philox::block(counter, static_cast<uint32_t>(RngStream::User) + 1, seed);
+  return std::min(n - 1, static_cast<size_t>(uniform_from<double>(u) * static_cast<double>(n)));
+}
+
+// The q quantile of sorted draws: linear between the draws at positions q (B - 1).
+double sorted_quantile(const std::vector<double>& sorted, double q) {
+  const double x = q * static_cast<double>(sorted.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(x));
+  const size_t hi = std::min(lo + 1, sorted.size() - 1);
+  return sorted[lo] + (x - static_cast<double>(lo)) * (sorted[hi] - sorted[lo]);
+}
+
+void check_bootstrap_args(double level, int64_t resamples, const char* what) {
+  LM_CHECK(level > 0 && level < 1, what << ": the level must be in (0, 1), got " << level);
+  LM_CHECK(resamples >= 2, what << ": at least 2 resamples, got " << resamples);
+}
+}  // namespace
+
 PerplexityInterval bootstrap_perplexity_interval(const PerplexityResult& r, double level, int64_t resamples,
                                                  uint64_t seed) {
   const size_t n = r.window_nll.size();
   LM_CHECK(n > 0 && r.window_tokens.size() == n, "bootstrap: no windows to resample (" << n << " window sums, "
                                                                                        << r.window_tokens.size()
                                                                                        << " window token counts)");
-  LM_CHECK(level > 0 && level < 1, "bootstrap: the level must be in (0, 1), got " << level);
-  LM_CHECK(resamples >= 2, "bootstrap: at least 2 resamples, got " << resamples);
+  check_bootstrap_args(level, resamples, "bootstrap");
   std::vector<double> draws(static_cast<size_t>(resamples));
   uint64_t counter = 0;
   for (int64_t b = 0; b < resamples; ++b) {
     double nats = 0, tokens = 0;
     for (size_t i = 0; i < n; ++i) {
-      const Philox4 u = philox::block(counter++, static_cast<uint32_t>(RngStream::User) + 1, seed);
-      const size_t pick = std::min(n - 1, static_cast<size_t>(uniform_from<double>(u) * static_cast<double>(n)));
+      const size_t pick = bootstrap_pick(counter++, n, seed);
       nats += r.window_nll[pick];
       tokens += static_cast<double>(r.window_tokens[pick]);
     }
     draws[static_cast<size_t>(b)] = std::exp(nats / tokens);
   }
   std::sort(draws.begin(), draws.end());
-  auto quantile = [&](double q) {  // linear between the sorted draws at positions q (B - 1)
-    const double x = q * static_cast<double>(resamples - 1);
-    const size_t lo = static_cast<size_t>(std::floor(x));
-    const size_t hi = std::min(lo + 1, draws.size() - 1);
-    return draws[lo] + (x - static_cast<double>(lo)) * (draws[hi] - draws[lo]);
+  return PerplexityInterval{sorted_quantile(draws, (1 - level) / 2), sorted_quantile(draws, (1 + level) / 2)};
+}
+
+PairedRatio paired_bootstrap_ratio(const PerplexityResult& a, int64_t length_a, const PerplexityResult& b,
+                                   int64_t length_b, double level, int64_t resamples, uint64_t seed) {
+  check_bootstrap_args(level, resamples, "paired bootstrap");
+  LM_CHECK(length_a >= 1 && length_b >= 1, "paired bootstrap: evaluation lengths must be positive, got "
+                                               << length_a << " and " << length_b);
+  const int64_t span = std::max(length_a, length_b), shorter = std::min(length_a, length_b);
+  LM_CHECK(span % shorter == 0, "paired bootstrap: the longer evaluation length (" << span
+                                    << ") must be a multiple of the shorter (" << shorter
+                                    << "), so that its windows cover whole windows of the other");
+  const std::pair<const PerplexityResult*, int64_t> sides[2] = {{&a, length_a}, {&b, length_b}};
+  for (const auto& [r, L] : sides) {
+    LM_CHECK(r->window_nll.size() == r->window_tokens.size(),
+             "paired bootstrap: " << r->window_nll.size() << " window sums but " << r->window_tokens.size()
+                                  << " window token counts");
+    for (size_t w = 0; w < r->window_tokens.size(); ++w)
+      LM_CHECK(r->window_tokens[w] == L, "paired bootstrap: window " << w << " of the length-" << L
+                                                                     << " evaluation scored " << r->window_tokens[w]
+                                                                     << " tokens, not " << L);
+  }
+  // Per span: the summed nats of each side over the same span targets.
+  auto span_sums = [&](const PerplexityResult& r, int64_t L, int64_t spans) {
+    const int64_t per = span / L;
+    std::vector<double> s(static_cast<size_t>(spans), 0.0);
+    for (int64_t j = 0; j < spans; ++j)
+      for (int64_t i = 0; i < per; ++i) s[static_cast<size_t>(j)] += r.window_nll[static_cast<size_t>(j * per + i)];
+    return s;
   };
-  return PerplexityInterval{quantile((1 - level) / 2), quantile((1 + level) / 2)};
+  const int64_t spans = std::min(static_cast<int64_t>(a.window_nll.size()) / (span / length_a),
+                                 static_cast<int64_t>(b.window_nll.size()) / (span / length_b));
+  LM_CHECK(spans >= 1, "paired bootstrap: no window of length " << span << " is covered by both evaluations ("
+                                                               << a.window_nll.size() << " windows of " << length_a
+                                                               << ", " << b.window_nll.size() << " of " << length_b << ")");
+  const std::vector<double> sa = span_sums(a, length_a, spans), sb = span_sums(b, length_b, spans);
+  PairedRatio out;
+  out.spans = spans;
+  out.span_length = span;
+  out.tokens = spans * span;
+  double na = 0, nb = 0;
+  for (int64_t j = 0; j < spans; ++j) na += sa[static_cast<size_t>(j)], nb += sb[static_cast<size_t>(j)];
+  const double T = static_cast<double>(out.tokens);
+  out.ppl_a = std::exp(na / T);
+  out.ppl_b = std::exp(nb / T);
+  out.ratio = std::exp((na - nb) / T);
+  std::vector<double> draws(static_cast<size_t>(resamples));
+  uint64_t counter = 0;
+  for (int64_t d = 0; d < resamples; ++d) {
+    double diff = 0;  // every span has `span` tokens, so a draw's token count is spans * span
+    for (int64_t j = 0; j < spans; ++j) {
+      const size_t pick = bootstrap_pick(counter++, static_cast<size_t>(spans), seed);
+      diff += sa[pick] - sb[pick];
+    }
+    draws[static_cast<size_t>(d)] = std::exp(diff / T);
+  }
+  std::sort(draws.begin(), draws.end());
+  out.low = sorted_quantile(draws, (1 - level) / 2);
+  out.high = sorted_quantile(draws, (1 + level) / 2);
+  return out;
+}
+
+void write_window_sums(const std::string& path, const PerplexityResult& r, int64_t eval_length) {
+  LM_CHECK(r.window_nll.size() == r.window_tokens.size(), "window sums: " << r.window_nll.size() << " sums but "
+                                                                          << r.window_tokens.size() << " token counts");
+  std::string out = "window\tfirst_token\ttokens\tnats\n";
+  char line[128];
+  for (size_t w = 0; w < r.window_nll.size(); ++w) {
+    std::snprintf(line, sizeof line, "%zu\t%lld\t%lld\t%.17g\n", w, (long long)(static_cast<int64_t>(w) * eval_length),
+                  (long long)r.window_tokens[w], r.window_nll[w]);
+    out += line;
+  }
+  write_file_atomic(path, out, "eval --windows-tsv");
+}
+
+PerplexityResult read_window_sums(const std::string& path, int64_t* eval_length) {
+  require_regular_file(path, "window sums:");
+  std::ifstream in(path);
+  LM_CHECK(in.good(), "window sums: cannot open " << path);
+  std::string line;
+  LM_CHECK(std::getline(in, line) && line == "window\tfirst_token\ttokens\tnats",
+           "window sums: " << path << " does not start with the header written by eval --windows-tsv "
+                           << "(window, first_token, tokens, nats, tab-separated)");
+  PerplexityResult r;
+  int64_t L = 0, lineno = 1;
+  double total = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    long long w = -1, first = -1, tokens = -1;
+    double nats = 0;
+    int used = 0;
+    const bool ok = std::sscanf(line.c_str(), "%lld\t%lld\t%lld\t%lf%n", &w, &first, &tokens, &nats, &used) == 4 &&
+                    static_cast<size_t>(used) == line.size();
+    LM_CHECK(ok, "window sums: " << path << " line " << lineno << ": expected four tab-separated numbers, got '"
+                                 << line.substr(0, 80) << "'");
+    if (L == 0) L = tokens;
+    LM_CHECK(tokens >= 1 && tokens <= (int64_t(1) << 30) && tokens == L,
+             "window sums: " << path << " line " << lineno << ": window of " << tokens << " tokens; every window must "
+                             << "score the same length (" << L << "), between 1 and 2^30");
+    LM_CHECK(w == r.windows && first == w * L, "window sums: " << path << " line " << lineno << ": window " << w
+                                                               << " starting at token " << first << ", expected window "
+                                                               << r.windows << " at token " << r.windows * L);
+    LM_CHECK(std::isfinite(nats) && nats >= 0, "window sums: " << path << " line " << lineno
+                                                               << ": the nats must be finite and not negative, got " << nats);
+    r.window_nll.push_back(nats);
+    r.window_tokens.push_back(tokens);
+    ++r.windows;
+    r.tokens += tokens;
+    total += nats;
+  }
+  LM_CHECK(r.windows > 0, "window sums: " << path << " has no windows");
+  r.nll = total / static_cast<double>(r.tokens);
+  *eval_length = L;
+  return r;
 }
 
 }  // namespace lm

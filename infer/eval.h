@@ -9,6 +9,7 @@
 #pragma once
 
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "infer/config.h"
@@ -70,5 +71,33 @@ struct PerplexityInterval {
 };
 PerplexityInterval bootstrap_perplexity_interval(const PerplexityResult& r, double level = 0.95,
                                                  int64_t resamples = 2000, uint64_t seed = 2023);
+
+// Two evaluations of the same text, compared on the tokens both scored, window against window.
+// The intervals above are wide mostly because passages differ in difficulty, and that variation
+// is shared by two models reading the same passages; pairing removes it. Windows start at token
+// 0 in both (window w of length L scored the L targets after token w L), so when the longer
+// length is a multiple of the shorter, each longer window (a "span") covers a whole number of
+// shorter ones, and the two score the same targets in it. Spans are resampled with replacement
+// (the same Philox stream as bootstrap_perplexity_interval), both sides of a span together; each
+// draw's ratio is exp((nats_a - nats_b) / tokens) = ppl_a / ppl_b over the drawn spans.
+// A ratio interval below 1 says `a` is better on this text beyond what the choice of passages
+// explains; it says nothing about other texts. Every window must have scored its full length.
+struct PairedRatio {
+  int64_t spans = 0, span_length = 0, tokens = 0;  // spans compared, tokens per span, in all
+  double ppl_a = 0, ppl_b = 0;                     // each side's perplexity on those tokens
+  double ratio = 0, low = 0, high = 0;             // ppl_a / ppl_b and its percentile interval
+};
+PairedRatio paired_bootstrap_ratio(const PerplexityResult& a, int64_t length_a, const PerplexityResult& b,
+                                   int64_t length_b, double level = 0.95, int64_t resamples = 2000,
+                                   uint64_t seed = 2023);
+
+// The per-window sums as a small table (`eval --windows-tsv`): a header line
+// "window<TAB>first_token<TAB>tokens<TAB>nats", then one line per window, nats to 17 digits so that
+// reading them back loses nothing. Written atomically. read_window_sums checks what
+// paired_bootstrap_ratio relies on (windows 0, 1, ... in order, window w starting at w L, every
+// window scoring L tokens) and names the file and line of anything else; it returns the result
+// (windows, tokens, nll, window_nll, window_tokens) and sets *eval_length to L.
+void write_window_sums(const std::string& path, const PerplexityResult& r, int64_t eval_length);
+PerplexityResult read_window_sums(const std::string& path, int64_t* eval_length);
 
 }  // namespace lm

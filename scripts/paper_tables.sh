@@ -181,6 +181,11 @@ ROWS=(
   # A diagnostic, not in the paper: the same chunks with retrieval off (k 0), so the difference to
   # t3_baseline is what the retrieved blocks add.
   "d_landmark_2048_k0 landmark - --length 2048 --chunk 250 --k 0"
+  # Another diagnostic: Table 1's target pair compared window for window (eval --paired-with). The
+  # standard model at 512 again, its per-window sums written (WINTSV), then the landmark row at
+  # 2048 paired with them: the ratio of the two perplexities on the same tokens and its interval.
+  "p_standard_512 standard - --length 512 --windows-tsv WINTSV"
+  "p_landmark_2048_c250_b40_k4 landmark - --length 2048 --chunk 250 --capacity 40 --k 4 --paired-with PAIRED"
 )
 # (Appendix E's landmark row at 2048 with stingy positions is t3_baseline: the same evaluation.)
 
@@ -192,9 +197,14 @@ eval_one() {  # $1: a ROWS entry, $2: its place, $3: the count
   local ckpt="$OUT/train/$model/checkpoint.safetensors"
   [ -f "$OUT/train/$model/DONE" ] || die "eval $name needs the finished run $model ($OUT/train/$model/DONE); run the train stage"
   flags="${flags//HIST/$OUT/eval/appendix_f_hist.png}"
+  flags="${flags//WINTSV/$OUT/eval/$name.windows.tsv}"
+  flags="${flags//PAIRED/$OUT/eval/p_standard_512.windows.tsv}"
+  # The standard side of the pairing needs four windows of 512 for each landmark window of 2048.
+  local win=("${WINDOWS[@]}")
+  [ "$name" = p_standard_512 ] && [ ${#win[@]} -eq 2 ] && win=(--windows $((win[1] * 4)))
   echo "--- eval $name ($2/$3): $model $flags"
   # shellcheck disable=SC2086  # flags are words
-  "$LANDMARK" eval --checkpoint "$ckpt" --tokens "$DATA/val.tokens" $flags "${WINDOWS[@]}" --label "$model" \
+  "$LANDMARK" eval --checkpoint "$ckpt" --tokens "$DATA/val.tokens" $flags "${win[@]}" --label "$model" \
     --bootstrap "$RESAMPLES" --tsv "$tsv.tmp" > "$OUT/eval/$name.txt.tmp"
   mv "$OUT/eval/$name.txt.tmp" "$OUT/eval/$name.txt"
   mv "$tsv.tmp" "$tsv"
@@ -383,6 +393,20 @@ stage_tables() {
     echo "$(ppl_ci "$e/t3_baseline.tsv"); with retrieval off (k 0: each chunk sees only itself)"
     echo "$(ppl_ci "$e/d_landmark_2048_k0.tsv")."
     echo
+    echo "## Table 1's target pair, window for window (a diagnostic, not in the paper)"
+    echo
+    local pl pr
+    pl=$(grep -m1 '^paired ratio=' "$e/p_landmark_2048_c250_b40_k4.txt") || die "no 'paired ratio=' line in $e/p_landmark_2048_c250_b40_k4.txt"
+    pr=$(awk '{ for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
+                printf "landmark %s against standard %s on the same %d tokens (%d windows of %d): ratio %s, 95%% paired interval [%s, %s]",
+                v["ppl"], v["ppl_other"], v["spans"] * v["span_length"], v["spans"], v["span_length"], v["ratio"], v["ci_low"], v["ci_high"];
+                if (v["ci_high"] < 1) printf " (wholly below 1)"; else if (v["ci_low"] > 1) printf " (wholly above 1)"; else printf " (it contains 1)" }' <<< "$pl")
+    echo "The two models of the target read the same passages, so much of the width of their intervals is the"
+    echo "passages' own difficulty, shared by both. Paired (each 2048-token window of the landmark model against"
+    echo "the four 512-token windows of the standard model over the same tokens, resampled together:"
+    echo "\`eval --paired-with\`, \`paired_bootstrap_ratio\`): $pr."
+    echo "This is not the target's test (separate intervals), and it speaks of Persuasion only."
+    echo
     echo "## The commands"
     echo
     echo "Every run: \`landmark train <flags of the runs table> ${TRAIN_COMMON[*]} --out $OUT/train/<run>\`."
@@ -396,7 +420,8 @@ stage_tables() {
       read -r name model paper flags <<< "$row"
       n=$(($(wc -l < "$e/$name.tsv") - 1))
       for r in $(seq 1 "$n"); do secs=$(awk -v a="$secs" -v b="$(get seconds "$e/$name.tsv" "$r")" 'BEGIN { printf "%.0f", a + b }'); done
-      echo "| $name | $model | \`${flags//HIST/<png>}\` | $secs |"
+      flags="${flags//HIST/<png>}"; flags="${flags//WINTSV/<row>.windows.tsv}"
+      echo "| $name | $model | \`${flags//PAIRED/p_standard_512.windows.tsv}\` | $secs |"
     done
     echo
     if [ "$QUICK" = 0 ] && [ -s "$DOCS/results/discussion.md" ]; then

@@ -5,8 +5,12 @@
 #include "tests/helpers.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
 #include <set>
 #include <sstream>
+
+#include <unistd.h>
 
 #include "infer/eval.h"
 #include "infer/full_cache.h"
@@ -287,6 +291,118 @@ TEST_CASE("bootstrap interval of a perplexity: hand-worked cases and the normal 
   CHECK_THROWS_WITH(bootstrap_perplexity_interval(PerplexityResult{}), Catch::Contains("no windows"));
   CHECK_THROWS_WITH(bootstrap_perplexity_interval(r, 1.0), Catch::Contains("level"));
   CHECK_THROWS_WITH(bootstrap_perplexity_interval(r, 0.95, 1), Catch::Contains("resamples"));
+}
+
+TEST_CASE("paired bootstrap of two evaluations: hand-worked spans, shared variation removed, errors", "[infer][eval]") {
+  // a: windows of 4 (3 of them, 12 targets); b: windows of 2 (7; the 7th lies past a's last window
+  // and is left out). Spans of 4: b's sums 5+4, 6+7, 2+3 = 9, 13, 5 against a's 8, 12, 4: every
+  // span differs by -1 nat, so every resample gives the same ratio exp(-3 / 12).
+  PerplexityResult a, b;
+  a.window_nll = {8, 12, 4};
+  a.window_tokens = {4, 4, 4};
+  b.window_nll = {5, 4, 6, 7, 2, 3, 9};
+  b.window_tokens.assign(7, 2);
+  PairedRatio p = paired_bootstrap_ratio(a, 4, b, 2);
+  CHECK(p.spans == 3);
+  CHECK(p.span_length == 4);
+  CHECK(p.tokens == 12);
+  CHECK(p.ppl_a == Approx(std::exp(24.0 / 12)).epsilon(1e-15));
+  CHECK(p.ppl_b == Approx(std::exp(27.0 / 12)).epsilon(1e-15));
+  CHECK(p.ratio == Approx(std::exp(-3.0 / 12)).epsilon(1e-15));
+  CHECK(p.low == Approx(p.ratio).epsilon(1e-15));
+  CHECK(p.high == Approx(p.ratio).epsilon(1e-15));
+  // Swapped: the reciprocal.
+  PairedRatio q = paired_bootstrap_ratio(b, 2, a, 4);
+  CHECK(q.ratio == Approx(1 / p.ratio).epsilon(1e-15));
+  // Two spans differing by -2 and 0 nats (8 tokens): a resample of two sums to -4, -2 or 0 nats
+  // with chances 1/4, 1/2, 1/4, so the 95% interval runs from exp(-4 / 8) to 1 (as in the
+  // unpaired hand-worked case above).
+  a.window_nll = {8, 12};
+  a.window_tokens = {4, 4};
+  b.window_nll = {5, 5, 6, 6};
+  b.window_tokens.assign(4, 2);
+  p = paired_bootstrap_ratio(a, 4, b, 2, 0.95, 2000, 7);
+  CHECK(p.ratio == Approx(std::exp(-2.0 / 8)).epsilon(1e-15));
+  CHECK(p.low == Approx(std::exp(-4.0 / 8)).epsilon(1e-15));
+  CHECK(p.high == Approx(1.0).epsilon(1e-15));
+  // What pairing is for: 400 spans of 100 tokens whose difficulty varies a lot (b: 200 to 600 nats)
+  // and a, 3 nats better per span with noise of +-2 nats. Each alone has an interval too wide to
+  // separate them; paired, the ratio's interval is the normal one, mean difference +- 1.96 sd /
+  // sqrt(n), per 100 tokens (10% on the half-width, as for the unpaired case above).
+  manual_seed(5);
+  const std::vector<double> level = values(rand({400}, DType::F64, Device::CPU, 200, 600));
+  const std::vector<double> noise = values(rand({400}, DType::F64, Device::CPU, -2, 2));
+  a = PerplexityResult{};
+  b = PerplexityResult{};
+  double mean = 0, var = 0;
+  for (size_t j = 0; j < 400; ++j) {
+    b.window_nll.push_back(level[j]);
+    a.window_nll.push_back(level[j] - 3 + noise[j]);
+    mean += (-3 + noise[j]) / 400;
+  }
+  for (size_t j = 0; j < 400; ++j) var += (-3 + noise[j] - mean) * (-3 + noise[j] - mean) / 399;
+  a.window_tokens.assign(400, 100);
+  b.window_tokens.assign(400, 100);
+  const PerplexityInterval ia = bootstrap_perplexity_interval(a), ib = bootstrap_perplexity_interval(b);
+  CHECK(ia.high > ib.low);  // the separate intervals overlap
+  p = paired_bootstrap_ratio(a, 100, b, 100, 0.95, 4000, 3);
+  CHECK(p.high < 1);  // paired, a is better
+  const double half = 1.96 * std::sqrt(var / 400) / 100;
+  CHECK(std::log(p.high) - mean / 100 == Approx(half).epsilon(0.10));
+  CHECK(mean / 100 - std::log(p.low) == Approx(half).epsilon(0.10));
+  // Clear errors.
+  CHECK_THROWS_WITH(paired_bootstrap_ratio(a, 100, b, 30), Catch::Contains("multiple"));
+  b.window_tokens[7] = 99;
+  CHECK_THROWS_WITH(paired_bootstrap_ratio(a, 100, b, 100), Catch::Contains("window 7") && Catch::Contains("scored 99"));
+  PerplexityResult one;
+  one.window_nll = {1.0};
+  one.window_tokens = {2};
+  CHECK_THROWS_WITH(paired_bootstrap_ratio(a, 100, one, 2), Catch::Contains("scored 100") || Catch::Contains("no window"));
+  CHECK_THROWS_WITH(paired_bootstrap_ratio(one, 2, one, 4), Catch::Contains("scored 2"));
+  PerplexityResult four = one;
+  four.window_tokens = {4};
+  CHECK_THROWS_WITH(paired_bootstrap_ratio(four, 4, one, 2), Catch::Contains("no window of length 4"));
+  CHECK_THROWS_WITH(paired_bootstrap_ratio(one, 2, one, 2, 0), Catch::Contains("level"));
+  CHECK_THROWS_WITH(paired_bootstrap_ratio(one, 2, one, 2, 0.95, 1), Catch::Contains("resamples"));
+}
+
+TEST_CASE("window sums: written and read back bit for bit, bad files refused by line", "[infer][eval]") {
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / ("lm_window_sums_" + std::to_string(::getpid()))).string();
+  std::filesystem::create_directories(dir);
+  PerplexityResult r;
+  r.window_nll = {0.1, 123.456789012345678, 1e-300, 7};
+  r.window_tokens.assign(4, 5);
+  const std::string path = dir + "/w.tsv";
+  write_window_sums(path, r, 5);
+  int64_t L = 0;
+  PerplexityResult back = read_window_sums(path, &L);
+  CHECK(L == 5);
+  CHECK(back.windows == 4);
+  CHECK(back.tokens == 20);
+  CHECK(back.window_nll == r.window_nll);  // %.17g: every double round-trips exactly
+  CHECK(back.window_tokens == r.window_tokens);
+  CHECK(back.nll == Approx((0.1 + 123.456789012345678 + 1e-300 + 7) / 20).epsilon(1e-15));
+  CHECK(!std::filesystem::exists(path + ".tmp"));
+  auto bad = [&](const std::string& text) {
+    const std::string f = dir + "/bad.tsv";
+    std::ofstream(f) << text;
+    int64_t len = 0;
+    return read_window_sums(f, &len);
+  };
+  const std::string head = "window\tfirst_token\ttokens\tnats\n";
+  CHECK_THROWS_WITH(bad("window,first_token\n"), Catch::Contains("header"));
+  CHECK_THROWS_WITH(bad(head), Catch::Contains("no windows"));
+  CHECK_THROWS_WITH(bad(head + "0\t0\t5\t1.5\n2\t10\t5\t1\n"), Catch::Contains("line 3") && Catch::Contains("expected window 1"));
+  CHECK_THROWS_WITH(bad(head + "0\t0\t5\t1.5\n1\t6\t5\t1\n"), Catch::Contains("starting at token 6"));
+  CHECK_THROWS_WITH(bad(head + "0\t0\t5\t1.5\n1\t5\t4\t1\n"), Catch::Contains("window of 4 tokens"));
+  CHECK_THROWS_WITH(bad(head + "0\t0\t5\tnan\n"), Catch::Contains("finite"));
+  CHECK_THROWS_WITH(bad(head + "0\t0\t5\t-1\n"), Catch::Contains("not negative"));
+  CHECK_THROWS_WITH(bad(head + "0\t0\t5\t1 x\n"), Catch::Contains("line 2") && Catch::Contains("four tab-separated"));
+  CHECK_THROWS_WITH(bad(head + "0\t0\t0\t1\n"), Catch::Contains("window of 0 tokens"));
+  CHECK_THROWS_WITH(read_window_sums(dir, &L), Catch::Contains("regular file") || Catch::Contains("not a file"));
+  CHECK_THROWS_WITH(read_window_sums(dir + "/missing.tsv", &L), Catch::Contains("missing.tsv"));
+  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("pass-key prompts: the paper's wording, the requested length, the key in range", "[passkey]") {

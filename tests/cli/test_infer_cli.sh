@@ -7,7 +7,8 @@
 # map, `passkey --scoring paper` says so in its header, and `passkey --block-dir` (block K/V on
 # disk) runs, leaves nothing in its directory, keeps a file of the user's there intact and
 # refuses a missing directory (that its logits equal RAM's bit for bit: tests/test_infer.cpp), and
-# `eval --search approx` reports the rows it could not prove exact.
+# `eval --search approx` reports the rows it could not prove exact, and `eval --windows-tsv` /
+# `--paired-with` compare two evaluations window for window.
 # Usage: test_infer_cli.sh path/to/landmark
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect
 
@@ -42,6 +43,29 @@ expect "$WORK/out3" "Per Head"
 expect "$WORK/approx.txt" "approx search (1 tiles): 0 of "
 [ "$(grep -E '^ *300 ' "$WORK/scan.txt")" = "$(grep -E '^ *300 ' "$WORK/approx.txt")" ] && [ -n "$(grep -E '^ *300 ' "$WORK/scan.txt")" ] ||
   { paste "$WORK/scan.txt" "$WORK/approx.txt" >&2; fail "eval --search approx over one tile differs from the scan"; }
+
+# --windows-tsv and --paired-with: a model paired with its own windows is exactly even (ratio 1, an
+# interval of one point); windows of 150 pair with the 300s (two per span); lengths that do not
+# divide, and a file that is not a window table, are refused before any evaluation.
+"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --windows-tsv "$WORK/w300.tsv" > /dev/null 2>&1
+[ "$(head -n 1 "$WORK/w300.tsv")" = "$(printf 'window\tfirst_token\ttokens\tnats')" ] && [ "$(wc -l < "$WORK/w300.tsv")" -eq 3 ] ||
+  { cat "$WORK/w300.tsv" >&2; fail "eval --windows-tsv: expected a header and two windows"; }
+"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --paired-with "$WORK/w300.tsv" > "$WORK/self.txt" 2> /dev/null
+expect "$WORK/self.txt" "paired ratio=1.0000 ci_low=1.0000 ci_high=1.0000 "
+"$LANDMARK" eval --tokens "$WORK/tok/val.tokens" --length 150 --windows 4 --chunk 50 --k 2 \
+  --checkpoint "$WORK/cmt/checkpoint.safetensors" --paired-with "$WORK/w300.tsv" > "$WORK/pair.txt" 2> /dev/null
+expect "$WORK/pair.txt" "(2 spans of 300)"
+expect "$WORK/pair.txt" " spans=2 span_length=300"
+if "$LANDMARK" eval --tokens "$WORK/tok/val.tokens" --length 200 --windows 2 --chunk 50 --k 2 \
+  --checkpoint "$WORK/plain/checkpoint.safetensors" --paired-with "$WORK/w300.tsv" > "$WORK/bad_pair" 2>&1; then
+  fail "eval --paired-with accepted windows of 300 against 200"
+fi
+expect "$WORK/bad_pair" "to be a multiple of the other"
+grep -q "window 1/" "$WORK/bad_pair" && fail "eval --paired-with refused its file only after evaluating"
+if "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --paired-with "$WORK/scan.txt" > "$WORK/bad_pair2" 2>&1; then
+  fail "eval --paired-with accepted a file that is not a window table"
+fi
+expect "$WORK/bad_pair2" "does not start with the header written by eval --windows-tsv"
 
 "$LANDMARK" passkey --checkpoint "$WORK/cmt/checkpoint.safetensors" --lengths 400 --trials 2 --chunk 50 --k 2 \
   --recall --recall-plot "$WORK/recall.png" --scoring paper > "$WORK/out4"

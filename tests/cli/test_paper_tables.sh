@@ -47,13 +47,27 @@ direct=$(sed -n 's/^2048 *250 *None *40 *4 *454 *\([0-9.]*\)$/\1/p' "$WORK/direc
 row=$(awk -F'\t' '$1 == "landmark" && $3 == 2048 && $8 == 250 && $10 == 40 && $4 == 4 { print $5 }' "$T1")
 [ -n "$direct" ] && [ "$direct" = "$row" ] || { cat "$WORK/direct" >&2; fail "table1.tsv has '$row', landmark eval printed '$direct'"; }
 
+# The paired diagnostic: the landmark side is the same evaluation as its Table 1 row, and the
+# standard side covers exactly the 8 windows of 512 that p_standard_512 evaluated (two spans of
+# 2048), so the two perplexities it prints are those rows' perplexities.
+expect "$MD" "## Table 1's target pair, window for window"
+pl=$(grep -m1 '^paired ratio=' "$WORK/out/eval/p_landmark_2048_c250_b40_k4.txt") || fail "no paired line"
+pv() { tr ' ' '\n' <<< "$pl" | sed -n "s/^$1=//p"; }
+[ "$(pv spans)" = 2 ] && [ "$(pv span_length)" = 2048 ] || fail "paired over the wrong spans: $pl"
+[ "$(pv ppl)" = "$(awk -F'\t' 'NR == 2 { print $5 }' "$WORK/out/eval/t1_landmark_2048_c250_b40_k4.tsv")" ] ||
+  fail "the paired landmark perplexity differs from its Table 1 row: $pl"
+[ "$(pv ppl_other)" = "$(awk -F'\t' 'NR == 2 { print $5 }' "$WORK/out/eval/p_standard_512.tsv")" ] ||
+  fail "the paired standard perplexity differs from p_standard_512: $pl"
+awk -v r="$(pv ratio)" -v a="$(pv ppl)" -v b="$(pv ppl_other)" 'BEGIN { exit !(r / (a / b) > 0.9995 && r / (a / b) < 1.0005) }' ||
+  fail "the ratio is not ppl / ppl_other (to the 4 printed decimals): $pl"
+
 # A second run redoes nothing; a row whose file is gone (an interrupted evaluation) is redone.
 bash "$SCRIPT" > "$WORK/log2" 2>&1 || { cat "$WORK/log2" >&2; fail "the second run failed"; }
-[ "$(grep -c 'done earlier' "$WORK/log2")" -eq 41 ] || { cat "$WORK/log2" >&2; fail "expected 5 runs + 36 rows done earlier"; }
+[ "$(grep -c 'done earlier' "$WORK/log2")" -eq 43 ] || { cat "$WORK/log2" >&2; fail "expected 5 runs + 38 rows done earlier"; }
 rm "$WORK/out/eval/t3_cutoff_0.3.tsv"
 bash "$SCRIPT" eval tables > "$WORK/log3" 2>&1 || { cat "$WORK/log3" >&2; fail "the third run failed"; }
-expect "$WORK/log3" "--- eval t3_cutoff_0.3 (25/36): landmark-cmt"
-[ "$(grep -c 'done earlier' "$WORK/log3")" -eq 35 ] || fail "only the missing row should run"
+expect "$WORK/log3" "--- eval t3_cutoff_0.3 (25/38): landmark-cmt"
+[ "$(grep -c 'done earlier' "$WORK/log3")" -eq 37 ] || fail "only the missing row should run"
 
 # Finished runs of another number of steps stop the script (the tables would print the wrong
 # number): 12 steps, then 24 asked for with every run DONE at 12.
