@@ -93,6 +93,25 @@ template <class Scalar> struct Best {
   }
 };
 
+// The rounding allowance of one query's tile bounds, in the units of a score. A bound is computed
+// in Scalar from a tile's min and max, a key's score from the key; each differs from its exact
+// value by at most about HS unit roundoffs times A = sum over d of |q_d| * (largest |key_d| ever
+// appended), and the bound's exact value is at least the key's exact score. Twice that, plus the
+// scale's rounding, is added to a bound (already times the scale) before it is compared, in
+// double: a tile is skipped, or an answer called proven, only when even its widest possible score
+// loses. top_k and approx_top_k both go through it.
+template <class Scalar> struct BoundMargin {
+  double margin, u;
+  BoundMargin(const Scalar* q, const std::vector<Scalar>& absmax, double scale)
+      : u(std::numeric_limits<Scalar>::epsilon() / 2) {
+    const size_t HS = absmax.size();
+    double A = 0;
+    for (size_t d = 0; d < HS; ++d) A += std::fabs(static_cast<double>(q[d])) * static_cast<double>(absmax[d]);
+    margin = scale * A * u * (4.0 * static_cast<double>(HS) + 8.0);
+  }
+  double widen(double scaled_bound) const { return scaled_bound + margin + 2 * u * std::fabs(scaled_bound); }
+};
+
 }  // namespace
 
 template <class Scalar> void LandmarkKeyIndex<Scalar>::scan_scores(const Scalar* q, Scalar scale, int64_t count,
@@ -115,22 +134,16 @@ std::vector<int32_t> LandmarkKeyIndex<Scalar>::top_k(const Scalar* q, Scalar sca
     best.offer(e.second, e.first);
   }
 
-  // The margin, in the units of a score. The bound is computed in Scalar from the tile's min and max;
-  // a key's score from the key. Each differs from its exact value by at most about HS unit
-  // roundoffs times A = sum over d of |q_d| * (largest |key_d| ever appended), and the bound's
-  // exact value is at least the key's exact score. Twice that, plus the scale's rounding, is
-  // added to the bound before it is compared, in double: a tile is skipped only when even its
-  // widest possible score loses.
+  // Every tile's bound, widened by BoundMargin: a tile is skipped only when even its widest
+  // possible score loses.
   const int64_t t0 = (first_ - base_) / S_, t1 = (first_ + count - base_ + S_ - 1) / S_;
   std::vector<Scalar> qp(static_cast<size_t>(HS_)), qn(static_cast<size_t>(HS_));
-  double A = 0;
   for (int64_t d = 0; d < HS_; ++d) {
     qp[d] = std::max(q[d], Scalar(0));
     qn[d] = std::min(q[d], Scalar(0));
-    A += std::fabs(static_cast<double>(q[d])) * static_cast<double>(absmax_[d]);
   }
-  const double u = std::numeric_limits<Scalar>::epsilon() / 2, sc = static_cast<double>(scale);
-  const double margin = sc * A * u * (4.0 * static_cast<double>(HS_) + 8.0);
+  const double sc = static_cast<double>(scale);
+  const BoundMargin<Scalar> widen(q, absmax_, sc);
   std::vector<std::pair<double, int64_t>> order;  // (no score in the tile can exceed this, tile)
   order.reserve(static_cast<size_t>(t1 - t0));
   for (int64_t t = t0; t < t1; ++t) {
@@ -139,7 +152,7 @@ std::vector<int32_t> LandmarkKeyIndex<Scalar>::top_k(const Scalar* q, Scalar sca
     Scalar b = 0;
     for (int64_t d = 0; d < HS_; ++d) b += qp[d] * mx[d] + qn[d] * mn[d];
     const double bd = static_cast<double>(b);
-    order.emplace_back(sc * bd + margin + 2 * u * sc * std::fabs(bd), t);
+    order.emplace_back(widen.widen(sc * bd), t);
   }
   // Highest bound first; the walk ends at the first tile whose bound is below the k-th best so
   // far, since every later one is lower still (a tile whose bound only equals it is scored: one
@@ -196,7 +209,7 @@ void LandmarkKeyIndex<Scalar>::approx_top_k(const Scalar* Q, int64_t n, Scalar s
                              mins_.data() + (t0 + p0) * HS_, HS_, 1.0, piece.data(), ld);
     for (int64_t i = 0; i < n; ++i) bestt[i].push(piece.data() + i * ld, p0, len);
   }
-  const double u = std::numeric_limits<Scalar>::epsilon() / 2, sc = static_cast<double>(scale);
+  const double sc = static_cast<double>(scale);
   std::vector<Scalar> s(static_cast<size_t>(S_));
   static const std::vector<std::pair<int32_t, Scalar>> none;
   for (int64_t i = 0; i < n; ++i) {
@@ -225,11 +238,7 @@ void LandmarkKeyIndex<Scalar>::approx_top_k(const Scalar* Q, int64_t n, Scalar s
     // top_k's margin) below the k-th best: the highest such bound is the next one in the stream.
     bool proven = visit == T;
     if (visit < kept) {
-      double A = 0;
-      for (int64_t d = 0; d < HS_; ++d) A += std::fabs(static_cast<double>(q[d])) * static_cast<double>(absmax_[d]);
-      const double margin = sc * A * u * (4.0 * static_cast<double>(HS_) + 8.0);
-      const double bd = static_cast<double>(chosen[visit].second);  // already times scale
-      const double bound = bd + margin + 2 * u * std::fabs(bd);
+      const double bound = BoundMargin<Scalar>(q, absmax_, sc).widen(static_cast<double>(chosen[visit].second));
       proven = best.full() && bound < static_cast<double>(best.v.back().first);
     }
     if (stats) {
