@@ -221,6 +221,14 @@ int bench_main(int argc, char** argv) {
           plot::Series s;
           static const char* names[] = {"scan, ", "bounded, ", "faiss hnsw, ", "approx, "};
           s.label = std::string(names[method]) + kind + " k " + std::to_string(k);
+          // One hue per method; pass-key k 5 a lighter shade of it, random keys a darker one.
+          const plot::Rgb c = plot::palette_color(method);
+          auto shade = [&](uint8_t v) -> uint8_t {
+            if (std::string(kind) == "random") return static_cast<uint8_t>(0.55 * v);  // darker
+            if (k == 5) return static_cast<uint8_t>((v + 255) / 2);                    // lighter
+            return v;
+          };
+          s.color = plot::Rgb{shade(c.r), shade(c.g), shade(c.b)};
           for (const Row& r : rows)
             if (r.keys == kind && r.k == k && (method != 2 || r.faiss_us >= 0)) {
               s.x.push_back(static_cast<double>(r.blocks));
