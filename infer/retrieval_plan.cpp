@@ -197,6 +197,13 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
   const Tensor q_c = q_rot.contiguous();
   const Scalar* q = q_c.data<Scalar>();
   std::vector<std::vector<int32_t>> sel(static_cast<size_t>(NH * n));
+  // Query qr of head h against the newest blocks, the scan's arithmetic (a dot product, then the
+  // scale): the `extra` candidates of either search.
+  auto recent_scores = [&](int64_t h, const Scalar* qr, std::vector<std::pair<int32_t, Scalar>>& extra) {
+    extra.clear();
+    for (int64_t j = 0; j < recent; ++j)
+      extra.emplace_back(static_cast<int32_t>(count + j), cpu::dot_vectors(qr, rk.data() + (h * recent + j) * HS, HS) * scale);
+  };
   if (ctx.search_tiles > 0) {
     // The approximate search: per head (heads on parallel threads) the chunk's queries at once,
     // the tiles' bounds by GEMM, the search_tiles tiles of highest bound scored.
@@ -204,12 +211,7 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
     cpu::parallel_for(NH, n * (nb / LandmarkKeyIndex<Scalar>::kDefaultTile + 1) * HS * 4, [&](int64_t h0, int64_t h1) {
       std::vector<std::vector<std::pair<int32_t, Scalar>>> extra(static_cast<size_t>(n));
       for (int64_t h = h0; h < h1; ++h) {
-        for (int64_t i = 0; i < n; ++i) {
-          const Scalar* qr = q + (h * n + i) * HS;
-          extra[i].clear();
-          for (int64_t j = 0; j < recent; ++j)  // the scan's arithmetic: a dot product, then the scale
-            extra[i].emplace_back(static_cast<int32_t>(count + j), cpu::dot_vectors(qr, rk.data() + (h * recent + j) * HS, HS) * scale);
-        }
+        for (int64_t i = 0; i < n; ++i) recent_scores(h, q + (h * n + i) * HS, extra[i]);
         index[h].approx_top_k(q + h * n * HS, n, scale, count, ctx.k, ctx.search_tiles, extra.data(), sel.data() + h * n, &st[h]);
       }
     });
@@ -225,9 +227,7 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t h = r / n;
       const Scalar* qr = q + r * HS;
-      extra.clear();
-      for (int64_t j = 0; j < recent; ++j)  // the scan's arithmetic: a dot product, then the scale
-        extra.emplace_back(static_cast<int32_t>(count + j), cpu::dot_vectors(qr, rk.data() + (h * recent + j) * HS, HS) * scale);
+      recent_scores(h, qr, extra);
       KeySearchStats st;
       sel[r] = index[h].top_k(qr, scale, count, ctx.k, extra, &st);
       scored[r] = st.keys_scored;

@@ -85,6 +85,17 @@ template <class Scalar> struct Best {
     return a.first > b.first || (a.first == b.first && a.second < b.second);
   }
   bool full() const { return static_cast<int64_t>(v.size()) == k; }
+  // The best min(k, count + extras) of `count` searched blocks and the extra candidates (numbered
+  // from `count` on), seeded with the extras.
+  Best(int64_t k_, int64_t count, const std::vector<std::pair<int32_t, Scalar>>& extra)
+      : k(std::min<int64_t>(k_, count + static_cast<int64_t>(extra.size()))) {
+    if (k == 0) return;
+    v.reserve(static_cast<size_t>(k) + 1);
+    for (const auto& e : extra) {
+      LM_CHECK(e.first >= count, "LandmarkKeyIndex: an extra candidate, block " << e.first << ", is among the " << count << " searched");
+      offer(e.second, e.first);
+    }
+  }
   void offer(Scalar score, int32_t block) {
     const std::pair<Scalar, int32_t> c{score, block};
     if (full() && !beats(c, v.back())) return;
@@ -125,14 +136,9 @@ std::vector<int32_t> LandmarkKeyIndex<Scalar>::top_k(const Scalar* q, Scalar sca
                                                      const std::vector<std::pair<int32_t, Scalar>>& extra,
                                                      KeySearchStats* stats) const {
   LM_CHECK(count >= 0 && count <= size() && k >= 0, "LandmarkKeyIndex: top " << k << " of " << count << " blocks of " << size());
-  Best<Scalar> best{std::min<int64_t>(k, count + static_cast<int64_t>(extra.size())), {}};
+  Best<Scalar> best(k, count, extra);
   std::vector<int32_t> out;
   if (best.k == 0) return out;
-  best.v.reserve(static_cast<size_t>(best.k) + 1);
-  for (const auto& e : extra) {
-    LM_CHECK(e.first >= count, "LandmarkKeyIndex: an extra candidate, block " << e.first << ", is among the " << count << " searched");
-    best.offer(e.second, e.first);
-  }
 
   // Every tile's bound, widened by BoundMargin: a tile is skipped only when even its widest
   // possible score loses.
@@ -215,14 +221,9 @@ void LandmarkKeyIndex<Scalar>::approx_top_k(const Scalar* Q, int64_t n, Scalar s
   for (int64_t i = 0; i < n; ++i) {
     const Scalar* q = Q + i * HS_;
     const std::vector<std::pair<int32_t, Scalar>>& extra = extras ? extras[i] : none;
-    Best<Scalar> best{std::min<int64_t>(k, count + static_cast<int64_t>(extra.size())), {}};
+    Best<Scalar> best(k, count, extra);
     out[i].clear();
     if (best.k == 0) continue;
-    best.v.reserve(static_cast<size_t>(best.k) + 1);
-    for (const auto& e : extra) {
-      LM_CHECK(e.first >= count, "LandmarkKeyIndex: an extra candidate, block " << e.first << ", is among the " << count << " searched");
-      best.offer(e.second, e.first);
-    }
     const std::vector<std::pair<int32_t, Scalar>> chosen = bestt[i].entries();  // best bound first
     const int64_t kept = static_cast<int64_t>(chosen.size());
     int64_t scored = 0, visit = 0;
