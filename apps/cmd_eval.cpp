@@ -282,19 +282,16 @@ Command eval_command(CLI::App& app) {
     LoadedModel m = load_trained_model(*ckpt, flags->dev());
     InferConfig cfg = flags->get(m);
     cfg.standard_local = *local;
-    if (!tsv->empty()) {  // refuse a bad --tsv before the evaluation, not after it
-      const std::filesystem::path dir = std::filesystem::path(*tsv).parent_path();
-      LM_CHECK(dir.empty() || std::filesystem::is_directory(dir),
-               "eval: --tsv " << *tsv << ": the directory " << dir.string() << " does not exist");
+    // Refuse an output file whose directory is missing before the evaluation, not after it.
+    for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"--tsv", tsv.get()},
+                                     std::pair<const char*, const std::string*>{"--windows-tsv", windows_tsv.get()}}) {
+      const std::filesystem::path dir = std::filesystem::path(*path).parent_path();
+      LM_CHECK(path->empty() || dir.empty() || std::filesystem::is_directory(dir),
+               "eval: " << flag << " " << *path << ": the directory " << dir.string() << " does not exist");
     }
     LM_CHECK(!flags->all() || hist->empty(), "eval: --hist draws one granularity; choose one instead of 'all'");
     LM_CHECK(!flags->all() || (windows_tsv->empty() && paired->empty()),
              "eval: --windows-tsv and --paired-with compare one evaluation; choose one granularity instead of 'all'");
-    if (!windows_tsv->empty()) {
-      const std::filesystem::path dir = std::filesystem::path(*windows_tsv).parent_path();
-      LM_CHECK(dir.empty() || std::filesystem::is_directory(dir),
-               "eval: --windows-tsv " << *windows_tsv << ": the directory " << dir.string() << " does not exist");
-    }
     // Read the other evaluation first: a bad file is refused before the evaluation, not after it.
     int64_t other_length = 0;
     PerplexityResult other;
