@@ -8,9 +8,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <exception>
 #include <limits>
 
 #include "tensor/check.h"
+#include "tensor/cpu/parallel.h"
 #include "tensor/half.h"
 
 namespace lm {
@@ -157,13 +159,25 @@ void BlockStore::fetch(const std::vector<int32_t>& ids) {
   // The staging buffer keeps its largest size (it is one step's blocks, not the context's).
   const size_t out = static_cast<size_t>(2 * out_bytes_), need = staged_ids_.size() * out;
   if (staging_.size() < need) staging_.resize(need);
+  if (!half_) {  // f32 on disk: straight into staging, the reads split among the threads
+    const int64_t n = static_cast<int64_t>(staged_ids_.size());
+    std::vector<std::exception_ptr> failed(static_cast<size_t>(n));  // an error can't leave a parallel loop
+    cpu::parallel_for(n, 2 * block_bytes_, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u) {
+        try {
+          read_all(fd_, staging_.data() + u * out, 2 * block_bytes_, slot_of(staged_ids_[u]) * 2 * block_bytes_, path_);
+        } catch (...) {
+          failed[static_cast<size_t>(u)] = std::current_exception();
+        }
+      }
+    });
+    for (const std::exception_ptr& f : failed)
+      if (f) std::rethrow_exception(f);  // the first block that failed, as the serial loop reported it
+    return;
+  }
   for (size_t u = 0; u < staged_ids_.size(); ++u) {
     char* dst = staging_.data() + u * out;
     const int64_t slot = slot_of(staged_ids_[u]);
-    if (!half_) {  // f32 on disk: straight into staging
-      read_all(fd_, dst, 2 * block_bytes_, slot * 2 * block_bytes_, path_);
-      continue;
-    }
     const uint16_t* src = reinterpret_cast<const uint16_t*>(ram_slot_or_null(slot));
     if (!src) {  // f16 on disk: read, then convert
       read_all(fd_, reinterpret_cast<char*>(half_buf_.data()), 2 * block_bytes_, slot * 2 * block_bytes_, path_);

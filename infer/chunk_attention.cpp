@@ -12,12 +12,15 @@
 #include "infer/chunk_attention.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <unordered_map>
 
 #include "infer/cpu_rows.h"
 #include "infer/cuda/chunk_attention.h"
 #include "infer/virtual_row.h"
 #include "landmark/grouped_softmax.h"
+#include "nn/nn_math.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/cpu/vec_dot.h"
 #include "tensor/create.h"
@@ -83,11 +86,15 @@ int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowIn
     vrows[0] = in.values;
   }
   for (int64_t c = 0; c < kb; ++c) {
-    const Scalar* keys_t = static_cast<const Scalar*>(cache.store->k(chosen[c])) + h * HS * B1;  // (HS, F+1)
     const Scalar* vals = static_cast<const Scalar*>(cache.store->v(chosen[c])) + h * B1 * HS;
-    const int64_t place = (*in.base)[c];  // the block's first position
-    cpu::rotated_vec_times_rows(in.q, keys_t, HS, B1, B1, in.cos_t + place, in.sin_t + place, in.cstride,
-                                s + first + c * B1);
+    if (in.rotated) {  // rotated already: the same sum over the same rotated values
+      cpu::vec_times_rows(in.q, in.rotated[c], HS, B1, B1, s + first + c * B1);
+    } else {
+      const Scalar* keys_t = static_cast<const Scalar*>(cache.store->k(chosen[c])) + h * HS * B1;  // (HS, F+1)
+      const int64_t place = (*in.base)[c];  // the block's first position
+      cpu::rotated_vec_times_rows(in.q, keys_t, HS, B1, B1, in.cos_t + place, in.sin_t + place, in.cstride,
+                                  s + first + c * B1);
+    }
     for (int64_t t = 0; t < B1; ++t) vrows[first + c * B1 + t] = vals + t * HS;
   }
   cpu::vec_times_rows(in.q, in.keys_t, HS, in.ld, nloc, s + first + kb * B1);  // local keys (HS, ld)
@@ -101,12 +108,34 @@ int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowIn
   return len;
 }
 
+template <class Scalar>
+void rotate_block_keys(const LayerCache& cache, int64_t F, int64_t h, int32_t b, int64_t place, const Scalar* cos_t,
+                       const Scalar* sin_t, int64_t cstride, Scalar* out) {
+  const int64_t HS = cache.HS, B1 = F + 1;
+  const Scalar* keys_t = static_cast<const Scalar*>(cache.store->k(b)) + h * HS * B1;  // (HS, F+1), un-rotated
+  for (int64_t i = 0; i < HS / 2; ++i) {
+    const Scalar *x0 = keys_t + (2 * i) * B1, *x1 = keys_t + (2 * i + 1) * B1;
+    const Scalar *c = cos_t + i * cstride + place, *sn = sin_t + i * cstride + place;
+    Scalar *y0 = out + (2 * i) * B1, *y1 = out + (2 * i + 1) * B1;
+    for (int64_t t = 0; t < B1; ++t) nnmath::rotate_pair(x0[t], x1[t], c[t], sn[t], y0[t], y1[t]);
+  }
+}
+
 template struct RowScratch<float>;
 template struct RowScratch<double>;
 template int64_t attend_row<float>(const LayerCache&, const ChunkContext&, const RowInput<float>&, RowScratch<float>&,
                                    float*, uint8_t*);
 template int64_t attend_row<double>(const LayerCache&, const ChunkContext&, const RowInput<double>&, RowScratch<double>&,
                                     double*, uint8_t*);
+template void rotate_block_keys<float>(const LayerCache&, int64_t, int64_t, int32_t, int64_t, const float*, const float*,
+                                       int64_t, float*);
+template void rotate_block_keys<double>(const LayerCache&, int64_t, int64_t, int32_t, int64_t, const double*,
+                                        const double*, int64_t, double*);
+
+bool share_rotated_keys(int64_t distinct, int64_t pairs, int64_t copy_bytes) {
+  constexpr int64_t kMaxBytes = int64_t(32) << 20;
+  return distinct > 0 && 2 * distinct <= pairs && distinct <= kMaxBytes / std::max<int64_t>(copy_bytes, 1);
+}
 
 namespace {
 
@@ -148,6 +177,49 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
   std::vector<AttentionCapture::Row> captured(ctx.capture ? static_cast<size_t>(n) : 0);
   std::vector<uint8_t> dropped(cmt ? static_cast<size_t>(NH * n) : 0, 0);  // per row: S(CMT) < cutoff
   if (mass) mass->assign(static_cast<size_t>(NH * n), std::vector<double>());  // each thread fills its rows
+
+  // The rows of a chunk share most of their blocks: on a 131k pass-key prompt each (head, block,
+  // place) was chosen by 12 rows of its chunk on average. Each is rotated once here, and the rows
+  // score the rotated copy (cpu::vec_times_rows gives the same bits as rotating while scoring).
+  // rot_at[off[r] + c]: where row r's c-th block sits in `rotated`. When share_rotated_keys says
+  // no, each row rotates while it scores, as decoding does.
+  std::vector<int64_t> off(static_cast<size_t>(NH * n + 1), 0);
+  for (int64_t r = 0; r < NH * n; ++r) off[r + 1] = off[r] + static_cast<int64_t>(sel[r].size());
+  std::vector<int64_t> rot_at(static_cast<size_t>(off[NH * n]));
+  std::vector<std::array<int64_t, 3>> uniq;  // (head, block, place) in first-seen order
+  if (ctx.share_rotated) {
+    std::unordered_map<uint64_t, int64_t> seen;
+    for (int64_t r = 0; r < NH * n; ++r) {
+      const int64_t h = r / n;
+      for (size_t c = 0; c < sel[r].size(); ++c) {
+        const uint64_t key = (static_cast<uint64_t>(h) << 56) ^ (static_cast<uint64_t>(sel[r][c]) << 28) ^
+                             static_cast<uint64_t>(base[r][c]);
+        auto it = seen.find(key);
+        if (it == seen.end() || uniq[it->second] != std::array<int64_t, 3>{h, sel[r][c], base[r][c]}) {
+          it = seen.insert_or_assign(key, static_cast<int64_t>(uniq.size())).first;
+          uniq.push_back({h, sel[r][c], base[r][c]});
+        }
+        rot_at[off[r] + c] = it->second;
+      }
+    }
+  }
+  static thread_local std::vector<Scalar> rotated;  // kept between calls: no fresh pages per chunk
+  const int64_t block_keys = HS * B1, nu = static_cast<int64_t>(uniq.size());
+  const bool share = ctx.share_rotated && share_rotated_keys(nu, static_cast<int64_t>(rot_at.size()),
+                                                             block_keys * static_cast<int64_t>(sizeof(Scalar)));
+  std::vector<const Scalar*> rot_ptr;
+  if (share) {
+    if (rotated.size() < static_cast<size_t>(nu * block_keys)) rotated.resize(static_cast<size_t>(nu * block_keys));
+    Scalar* prot = rotated.data();
+    cpu::parallel_for(nu, block_keys * 4, [&](int64_t u0, int64_t u1) {
+      for (int64_t u = u0; u < u1; ++u)
+        rotate_block_keys(cache, F, uniq[u][0], static_cast<int32_t>(uniq[u][1]), uniq[u][2], cos_t, sin_t, cstride,
+                          prot + u * block_keys);
+    });
+    rot_ptr.resize(rot_at.size());
+    for (size_t j = 0; j < rot_at.size(); ++j) rot_ptr[j] = prot + rot_at[j] * block_keys;
+  }
+
   cpu::parallel_for(NH * n, max_row * HS * 2, [&](int64_t r0, int64_t r1) {
     // Per-thread scratch for one virtual row, kept between calls: decoding calls this once per
     // layer and token, and fresh allocations showed up in its profile.
@@ -164,6 +236,7 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
       in.q = pq + (h * n + i) * HS;
       in.chosen = &sel[r];
       in.base = &base[r];
+      in.rotated = share ? rot_ptr.data() + off[r] : nullptr;
       in.keys_t = pkt + h * HS * L;
       in.values = pv + h * L * HS;
       in.nloc = tl + i + 1;

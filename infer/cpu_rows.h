@@ -58,7 +58,24 @@ template <class Scalar> struct RowInput {
   const Scalar* sin_t = nullptr;                 // covering every place in `base`
   int64_t cstride = 0;
   int64_t head = 0;
+  // Optional: the chosen blocks' keys already rotated at their places, (HS, F+1) each, one pointer
+  // per chosen block (rotate_block_keys; the chunk path shares them among the rows that chose
+  // the same block at the same place). Null: each block is rotated while it is scored. The
+  // scores are the same bits either way.
+  const Scalar* const* rotated = nullptr;
 };
+
+// Whether a chunk's rows share rotated block keys (attend_cpu): `distinct` (head, block, place)
+// triples among `pairs` (row, chosen block) pairs, each copy `copy_bytes`. Only when each copy is
+// used twice on average and all of them fit in 32 MiB (a large k can give every row its own places;
+// a pass-key prompt's chunk of 200 at k 4 needs about 2 MB).
+bool share_rotated_keys(int64_t distinct, int64_t pairs, int64_t copy_bytes);
+
+// The keys of block `b` (cached index) for head h rotated at `place` (the rotation of
+// cpu::rotated_vec_times_rows, nnmath::rotate_pair), written to out as (HS, F+1).
+template <class Scalar>
+void rotate_block_keys(const LayerCache& cache, int64_t F, int64_t h, int32_t b, int64_t place, const Scalar* cos_t,
+                       const Scalar* sin_t, int64_t cstride, Scalar* out);
 
 // Step 3 for one row: writes the HS outputs to out and returns the row's length; scratch.w holds
 // its weights [CMT | blocks | local keys] afterwards. With a CMT (cache.cmt_key_rot defined),

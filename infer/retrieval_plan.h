@@ -33,6 +33,10 @@ struct ChunkContext {
   AttentionCapture* capture = nullptr;
   RetrievalTrace* trace = nullptr;  // when set, the plan is recorded there
   RotaryCache* rope = nullptr;  // the session's cos/sin rows (positions are decided here, at use)
+  // The CPU rows share each chosen block's rotated keys among the chunk's rows that chose it at
+  // the same place (attend_cpu, when share_rotated_keys allows); false: every row rotates while it
+  // scores, as the decode step does. The same bits either way (tests compare the two).
+  bool share_rotated = true;
 };
 
 // What retrieval chose for one chunk of one layer. Row r = h * n + i is (head h, query i).

@@ -25,15 +25,23 @@ LM_HD RowLayout virtual_row_layout(bool cmt, double cmt_cutoff, int64_t kb, int6
   const int64_t B1 = F + 1, first = cmt ? 1 : 0, len = first + kb * B1 + nloc;
   if (cmt) kind[0] = kContextMiss;
   const int32_t retrieved_landmark = cmt ? kControlledLandmark : kLandmark;
-  for (int64_t c = 0; c < kb; ++c)
-    for (int64_t t = 0; t < B1; ++t) kind[first + c * B1 + t] = t < F ? kRegular : retrieved_landmark;
-  for (int64_t j = 0; j < nloc; ++j) kind[first + kb * B1 + j] = local_kind[j];
-  int32_t blk = 0;
+  // The retrieved blocks: block c is entries [first + c B1, first + (c + 1) B1), its landmark last.
   block_start[0] = static_cast<int32_t>(first);
   if (cmt) block_of[0] = -1;
-  for (int64_t j = first; j < len; ++j) {
+  for (int64_t c = 0; c < kb; ++c) {
+    for (int64_t t = 0; t < B1; ++t) {
+      kind[first + c * B1 + t] = t < F ? kRegular : retrieved_landmark;
+      block_of[first + c * B1 + t] = static_cast<int32_t>(c);
+    }
+    block_start[c + 1] = static_cast<int32_t>(first + (c + 1) * B1);
+  }
+  // The local keys: a block ends at each landmark among them.
+  int32_t blk = static_cast<int32_t>(kb);
+  for (int64_t j = first + kb * B1; j < len; ++j) {
+    const int32_t kd = local_kind[j - first - kb * B1];
+    kind[j] = kd;
     block_of[j] = blk;
-    if (kind[j] == kLandmark || kind[j] == kControlledLandmark) block_start[++blk] = static_cast<int32_t>(j + 1);
+    if (kd == kLandmark || kd == kControlledLandmark) block_start[++blk] = static_cast<int32_t>(j + 1);
   }
   RowLayout L{kind, block_of, block_start, cmt ? 0 : -1};
   L.cmt_cutoff = cmt_cutoff;

@@ -102,6 +102,18 @@ template <class Scalar> struct Best {
     v.insert(std::upper_bound(v.begin(), v.end(), c, beats), c);
     if (static_cast<int64_t>(v.size()) > k) v.pop_back();
   }
+  // Offers the n scores s of blocks first, first + 1, ...: when k are held already, a span whose
+  // scores are all below the k-th is passed over whole (none of its blocks could enter; a tie
+  // could, so a tie is offered).
+  void offer_span(const Scalar* s, int64_t n, int32_t first) {
+    if (full()) {
+      const Scalar kth = v.back().first;
+      int64_t below = 0;  // a count, not a running maximum, so that it vectorises (NaN: not below)
+      for (int64_t j = 0; j < n; ++j) below += s[j] < kth ? 1 : 0;
+      if (below == n) return;
+    }
+    for (int64_t j = 0; j < n; ++j) offer(s[j], first + static_cast<int32_t>(j));
+  }
 };
 
 // The rounding allowance of one query's tile bounds, in the units of a score. A bound is computed
@@ -170,7 +182,7 @@ std::vector<int32_t> LandmarkKeyIndex<Scalar>::top_k(const Scalar* q, Scalar sca
     if (best.full() && bound < static_cast<double>(best.v.back().first)) break;
     const int64_t a0 = std::max(first_, base_ + t * S_), a1 = std::min(first_ + count, base_ + (t + 1) * S_);
     score_span(q, scale, tiles_.data(), HS_, S_, base_, a0, a1, s.data());
-    for (int64_t a = a0; a < a1; ++a) best.offer(s[a - a0], static_cast<int32_t>(a - first_));
+    best.offer_span(s.data(), a1 - a0, static_cast<int32_t>(a0 - first_));
     ++visited;
     scored += a1 - a0;
   }
@@ -226,22 +238,25 @@ void LandmarkKeyIndex<Scalar>::approx_top_k(const Scalar* Q, int64_t n, Scalar s
     if (best.k == 0) continue;
     const std::vector<std::pair<int32_t, Scalar>> chosen = bestt[i].entries();  // best bound first
     const int64_t kept = static_cast<int64_t>(chosen.size());
+    const BoundMargin<Scalar> margin(q, absmax_, sc);
+    // Whether the next tile, and with it every tile after it, is out of reach: its bound (widened
+    // by top_k's margin) below the k-th best. Then the answer is proven, and scoring stops early.
+    auto out_of_reach = [&](int64_t v) {
+      return best.full() && margin.widen(static_cast<double>(chosen[v].second)) < static_cast<double>(best.v.back().first);
+    };
     int64_t scored = 0, visit = 0;
     for (; visit < kept && visit < budget; ++visit) {
       if (visit >= tiles && best.full()) break;  // past the budget only until k keys are held
+      if (out_of_reach(visit)) break;
       const int64_t t = t0 + chosen[visit].first;
       const int64_t a0 = std::max(first_, base_ + t * S_), a1 = std::min(first_ + count, base_ + (t + 1) * S_);
       score_span(q, scale, tiles_.data(), HS_, S_, base_, a0, a1, s.data());
-      for (int64_t a = a0; a < a1; ++a) best.offer(s[a - a0], static_cast<int32_t>(a - first_));
+      best.offer_span(s.data(), a1 - a0, static_cast<int32_t>(a0 - first_));
       scored += a1 - a0;
     }
-    // Proven exact when every tile was scored, or every tile not scored has a bound (widened by
-    // top_k's margin) below the k-th best: the highest such bound is the next one in the stream.
-    bool proven = visit == T;
-    if (visit < kept) {
-      const double bound = BoundMargin<Scalar>(q, absmax_, sc).widen(static_cast<double>(chosen[visit].second));
-      proven = best.full() && bound < static_cast<double>(best.v.back().first);
-    }
+    // Proven exact when every tile was scored, or every tile not scored has a bound below the k-th
+    // best: the highest such bound is the next one in the stream.
+    const bool proven = visit == T || (visit < kept && out_of_reach(visit));
     if (stats) {
       stats->tiles_visited += visit;
       stats->keys_scored += scored;

@@ -72,6 +72,7 @@ template <class Scalar> LM_HD Scalar gelu_grad(Scalar x) {
 // without a float-to-int conversion (undefined behaviour for NaN): adding 1.5 * 2^23 to n puts
 // it in the low bits of the sum's mantissa, read as unsigned bits. So a NaN input is harmless
 // and comes back as NaN through the polynomial, which the training loop's NaN guard relies on.
+// (GCC 12 vectorises floorf only under -fno-trapping-math, which CMakeLists.txt sets for that.)
 // f64: std::exp.
 LM_HD float exp_softmax(float x) {
   x = x < -87.3365447504f ? -87.3365447504f : (x > 88.0f ? 88.0f : x);  // NaN passes through

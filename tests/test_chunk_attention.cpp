@@ -1,13 +1,17 @@
 // test_chunk_attention.cpp: step 3 of chunk attention, the attention over a retrieval plan: the
 // fast rows (attend_plan, chunk_attention.cpp) against their naive twin (attend_plan_reference,
 // chunk_attention_ref.cpp) on random plans, with and without a context-miss token (outputs and
-// where each row's attention went: RowMass), and the shared layout of a virtual row
-// (virtual_row.h) on a hand-worked row.
+// where each row's attention went: RowMass), rows sharing rotated block keys against rows
+// rotating their own (bit for bit), and the shared layout of a virtual row (virtual_row.h) on a
+// hand-worked row.
 #include "tests/helpers.h"
 
 #include <algorithm>
+#include <array>
+#include <set>
 
 #include "infer/chunk_attention.h"
+#include "infer/cpu_rows.h"
 #include "infer/virtual_row.h"
 #include "landmark/tokens.h"
 #include "tensor/rng.h"
@@ -109,6 +113,73 @@ TEST_CASE("chunk attention: the fast rows equal the naive twin on random plans",
           }
           CHECK(worst < (dt == DType::F64 ? 1e-12 : 2e-5));
         }
+      }
+    }
+  }
+}
+
+TEST_CASE("chunk attention: rows sharing rotated block keys give the bits of rotating while scoring", "[infer]") {
+  // A chunk's rows that chose the same block at the same place score one rotated copy of its keys
+  // (attend_cpu); with ctx.share_rotated off each row rotates while it scores. The products and
+  // their order are the same, so the outputs must be equal bit for bit, not merely close.
+  CHECK_FALSE(share_rotated_keys(0, 10, 100));               // nothing chosen
+  CHECK_FALSE(share_rotated_keys(6, 10, 100));               // copies used less than twice each
+  CHECK(share_rotated_keys(5, 10, 100));
+  CHECK_FALSE(share_rotated_keys(5, 1000, int64_t(8) << 20));  // 40 MiB of copies: over the 32 MiB
+  const int64_t NH = 2, F = 3, HS = 8, B1 = F + 1, nb = 7;
+  for (DType dt : {DType::F64, DType::F32}) {
+    for (bool cmt : {false, true}) {
+      INFO(dtype_name(dt) << (cmt ? " with CMT" : " no CMT"));
+      manual_seed(62);
+      RotaryCache rope(HS, 10000.0, dt, Device::CPU);
+      LayerCache cache(NH, F, HS, dt, 0, "");
+      const int64_t Lc = nb * B1;
+      std::vector<int32_t> kinds(static_cast<size_t>(Lc), kRegular);
+      for (int64_t j = F; j < Lc; j += B1) kinds[j] = kLandmark;
+      REQUIRE(cache.absorb(randn({NH, Lc, HS}, dt), randn({NH, Lc, HS}, dt), kinds, rope, PositionMode::Stingy, 0) == nb);
+      if (cmt) cache.cmt_key_rot = randn({NH, HS}, dt);
+      const int64_t tl = 2, n = 6, L = tl + n;
+      std::vector<int32_t> local{kRegular, kRegular, kRegular, kLandmark, kRegular, kRegular, kRegular, kRegular};
+      Tensor q = mul(randn({NH, n, HS}, dt), 1.5), k = mul(randn({NH, L, HS}, dt), 1.5), v = randn({NH, L, HS}, dt);
+      ChunkContext ctx;
+      ctx.F = F;
+      ctx.k = 3;
+      ctx.blocks_done = nb;
+      ctx.cmt_cutoff = cmt ? 0.2 : 0.0;
+      ctx.local_kinds = &local;
+      ctx.rope = &rope;
+      for (bool stingy : {true, false}) {
+        // Each row takes one of two subsets of 3 blocks (by head and query parity), at stingy slots
+        // or at the blocks' true positions: 12 rows, 2 x 3 x 2 distinct (head, block, place).
+        RetrievalPlan plan;
+        plan.nb = nb;
+        const std::vector<std::vector<int32_t>> subsets{{0, 3, 5}, {1, 2, 6}};
+        std::set<std::array<int64_t, 3>> distinct;
+        int64_t pairs = 0;
+        for (int64_t r = 0; r < NH * n; ++r) {
+          plan.sel.push_back(subsets[static_cast<size_t>((r / n + r) % 2)]);
+          plan.base.emplace_back();
+          for (size_t c = 0; c < plan.sel.back().size(); ++c) {
+            const int32_t b = plan.sel.back()[c];
+            plan.base.back().push_back(static_cast<int32_t>(stingy ? static_cast<int64_t>(c) * B1 : b * B1));
+            distinct.insert({r / n, b, plan.base.back().back()});
+            ++pairs;
+          }
+        }
+        REQUIRE(share_rotated_keys(static_cast<int64_t>(distinct.size()), pairs, HS * B1 * static_cast<int64_t>(dtype_size(dt))));
+        CmtCount shared_count, own_count;
+        RowMass shared_mass, own_mass;
+        ctx.share_rotated = true;
+        const Tensor shared = attend_plan(cache, ctx, plan, q, k, v, &shared_count, &shared_mass);
+        ctx.share_rotated = false;
+        const Tensor own = attend_plan(cache, ctx, plan, q, k, v, &own_count, &own_mass);
+        INFO((stingy ? "stingy" : "exact") << " places");
+        CHECK(max_abs_diff(shared, own) == 0.0);
+        CHECK(shared_mass == own_mass);
+        CHECK(shared_count.dropped == own_count.dropped);
+        // And both against the naive twin, with the random-plan test's tolerances.
+        const Tensor ref = attend_plan_reference(cache, ctx, plan, q, k, v, nullptr, nullptr);
+        CHECK(max_abs_diff(shared, ref) < (dt == DType::F64 ? 1e-12 : 2e-5));
       }
     }
   }

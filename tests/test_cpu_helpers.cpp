@@ -39,10 +39,11 @@ struct EnvGuard {
 };
 
 // The three helpers for one element type, sizes chosen to hit every tail: shorter than a vector,
-// exactly one or two vectors, and in between (16 f32 lanes or 8 f64 lanes with AVX-512).
+// exactly one, two or four vectors, in between (the last vector overlapping the one before), and
+// more than one group of four (16 f32 lanes or 8 f64 lanes with AVX-512; 8 and 4 with AVX2).
 template <class Scalar> void check_helpers() {
-  for (int64_t HS : {2, 8, 32, 34}) {
-    for (int64_t n : {1, 7, 16, 17, 33, 51, 70}) {
+  for (int64_t HS : {2, 8, 32, 34, 64}) {
+    for (int64_t n : {1, 7, 16, 17, 33, 51, 64, 70, 100, 130}) {
       INFO("HS " << HS << " n " << n);
       const int64_t ld = n + 3;  // a row stride larger than the row, as in the local keys
       std::vector<Scalar> x = random_values<Scalar>(HS, 1), M = random_values<Scalar>(HS * ld, 2);

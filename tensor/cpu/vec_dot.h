@@ -1,13 +1,15 @@
 // vec_dot.h: a dot product in an explicit summation order that still vectorises without
 // -ffast-math: two vector accumulators of full SIMD width (GCC vector extensions: 16 f32 lanes
 // under AVX-512), one horizontal sum at the end, a scalar tail. Deterministic for a given build.
-// Used by the few-row GEMM path (cpu/gemm.cpp). Also two vector-times-matrix helpers for
-// inference's per-query attention (infer/chunk_attention.cpp) that keep their running sums in
-// registers and add in a fixed order per output element, whatever the vector width.
+// Used by the few-row GEMM path (cpu/gemm.cpp). Also three vector-times-matrix helpers for
+// inference's per-query attention (infer/chunk_attention.cpp) and the key index's tile scores
+// (landmark/key_index.cpp) that keep up to four vectors of running sums in registers and add in
+// a fixed order per output element, whatever the vector width.
 #pragma once
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 namespace lm {
 namespace cpu {
@@ -48,41 +50,61 @@ template <class Scalar> inline Scalar dot_vectors(const Scalar* a, const Scalar*
   return s;
 }
 
+// How the vector helpers below cover n >= VL columns: whole vectors at 0, VL, 2 VL, ..., and,
+// when VL does not divide n, one more at n - VL that overlaps the one before it (its overlapping
+// columns are summed again in the same order, so they are written twice with the same bits).
+// No column outside [0, n) is read. The vectors go to `group` up to four at a time, as
+// group(std::integral_constant<int, G>, starts): four running sums in flight hide the latency of
+// each add (the sums are in registers and every add waits on the one before it in its column).
+template <int VL, class Group> inline void cover_columns(int64_t n, Group&& group) {
+  const int64_t full = n / VL, total = full + (n % VL != 0 ? 1 : 0);
+  for (int64_t v = 0; v < total;) {
+    int64_t st[4];
+    const int g = total - v >= 4 ? 4 : static_cast<int>(total - v);
+    for (int u = 0; u < g; ++u) st[u] = v + u < full ? (v + u) * VL : n - VL;
+    switch (g) {
+      case 4: group(std::integral_constant<int, 4>{}, st); break;
+      case 3: group(std::integral_constant<int, 3>{}, st); break;
+      case 2: group(std::integral_constant<int, 2>{}, st); break;
+      default: group(std::integral_constant<int, 1>{}, st); break;
+    }
+    v += g;
+  }
+}
+
+template <class Vec, class Scalar> inline Vec load_vec(const Scalar* p) {
+  Vec v;
+  std::memcpy(&v, p, sizeof(Vec));
+  return v;
+}
+
 // out[t] = sum over d = 0..K-1, in that order, of x[d] * M[d * ld + t], for t in [0, n): a vector
-// times a row-major (K, ld) matrix, walking M row by row with the running sums of 2 * VL outputs
-// held in registers (summing into memory instead makes every row wait on the previous row's
-// store). Each out[t] is the plain sequential sum, so the result does not depend on VL.
+// times a row-major (K, ld) matrix, walking M row by row with the running sums of up to 4 vectors
+// of outputs held in registers (summing into memory instead makes every row wait on the previous
+// row's store). Each out[t] is the plain sequential sum, so the result depends neither on VL nor
+// on how the columns are grouped.
 template <class Scalar> inline void vec_times_rows(const Scalar* x, const Scalar* M, int64_t K, int64_t ld, int64_t n,
                                                    Scalar* out) {
   typedef Scalar vec __attribute__((vector_size(kDotVecBytes)));
   constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(Scalar));
-  int64_t t = 0;
-  for (; t + 2 * VL <= n; t += 2 * VL) {
-    vec a0{}, a1{};
-    for (int64_t d = 0; d < K; ++d) {
-      vec m0, m1;
-      std::memcpy(&m0, M + d * ld + t, sizeof(vec));
-      std::memcpy(&m1, M + d * ld + t + VL, sizeof(vec));
-      a0 += x[d] * m0;
-      a1 += x[d] * m1;
+  if (n < VL) {
+    for (int64_t t = 0; t < n; ++t) {
+      Scalar a = 0;
+      for (int64_t d = 0; d < K; ++d) a += x[d] * M[d * ld + t];
+      out[t] = a;
     }
-    std::memcpy(out + t, &a0, sizeof(vec));
-    std::memcpy(out + t + VL, &a1, sizeof(vec));
+    return;
   }
-  for (; t + VL <= n; t += VL) {
-    vec a0{};
+  cover_columns<VL>(n, [&](auto g, const int64_t* st) {
+    constexpr int G = decltype(g)::value;
+    vec a[G] = {};
     for (int64_t d = 0; d < K; ++d) {
-      vec m0;
-      std::memcpy(&m0, M + d * ld + t, sizeof(vec));
-      a0 += x[d] * m0;
+      const Scalar* row = M + d * ld;
+#pragma GCC unroll 4
+      for (int u = 0; u < G; ++u) a[u] += x[d] * load_vec<vec>(row + st[u]);
     }
-    std::memcpy(out + t, &a0, sizeof(vec));
-  }
-  for (; t < n; ++t) {
-    Scalar a = 0;
-    for (int64_t d = 0; d < K; ++d) a += x[d] * M[d * ld + t];
-    out[t] = a;
-  }
+    for (int u = 0; u < G; ++u) std::memcpy(out + st[u], &a[u], sizeof(vec));
+  });
 }
 
 // y[d] = sum over j = 0..n-1, in that order, of w[j] * rows[j][d], for d in [0, D): a weighted sum
@@ -92,36 +114,25 @@ template <class Scalar> inline void weighted_row_sum(const Scalar* w, const Scal
                                                      Scalar* y) {
   typedef Scalar vec __attribute__((vector_size(kDotVecBytes)));
   constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(Scalar));
-  int64_t d = 0;
-  for (; d + 2 * VL <= D; d += 2 * VL) {
-    vec a0{}, a1{};
+  if (D < VL) {
+    for (int64_t d = 0; d < D; ++d) {
+      Scalar a = 0;
+      for (int64_t j = 0; j < n; ++j)
+        if (w[j] != Scalar(0)) a += w[j] * rows[j][d];
+      y[d] = a;
+    }
+    return;
+  }
+  cover_columns<VL>(D, [&](auto g, const int64_t* st) {
+    constexpr int G = decltype(g)::value;
+    vec a[G] = {};
     for (int64_t j = 0; j < n; ++j) {
       if (w[j] == Scalar(0)) continue;
-      vec r0, r1;
-      std::memcpy(&r0, rows[j] + d, sizeof(vec));
-      std::memcpy(&r1, rows[j] + d + VL, sizeof(vec));
-      a0 += w[j] * r0;
-      a1 += w[j] * r1;
+#pragma GCC unroll 4
+      for (int u = 0; u < G; ++u) a[u] += w[j] * load_vec<vec>(rows[j] + st[u]);
     }
-    std::memcpy(y + d, &a0, sizeof(vec));
-    std::memcpy(y + d + VL, &a1, sizeof(vec));
-  }
-  for (; d + VL <= D; d += VL) {
-    vec a0{};
-    for (int64_t j = 0; j < n; ++j) {
-      if (w[j] == Scalar(0)) continue;
-      vec r0;
-      std::memcpy(&r0, rows[j] + d, sizeof(vec));
-      a0 += w[j] * r0;
-    }
-    std::memcpy(y + d, &a0, sizeof(vec));
-  }
-  for (; d < D; ++d) {
-    Scalar a = 0;
-    for (int64_t j = 0; j < n; ++j)
-      if (w[j] != Scalar(0)) a += w[j] * rows[j][d];
-    y[d] = a;
-  }
+    for (int u = 0; u < G; ++u) std::memcpy(y + st[u], &a[u], sizeof(vec));
+  });
 }
 
 // Scores of a query against keys that are stored transposed and not rotated yet: out[t] = sum over
@@ -129,54 +140,40 @@ template <class Scalar> inline void weighted_row_sum(const Scalar* w, const Scal
 // key t at K[d * ld + t]); R rotates each pair (K[2i][t], K[2i+1][t]) by the angle whose cosine
 // and sine are C[i * cs + t] and S[i * cs + t], exactly as nnmath::rotate_pair does
 // (y0 = x0 c - x1 s, y1 = x0 s + x1 c). The rotated keys are never stored: the rotation and the
-// product happen in registers, 2 * VL keys at a time.
+// product happen in registers, up to 4 vectors of keys at a time (cover_columns).
 template <class Scalar>
 inline void rotated_vec_times_rows(const Scalar* x, const Scalar* K, int64_t HS, int64_t ld, int64_t n,
                                    const Scalar* C, const Scalar* S, int64_t cs, Scalar* out) {
   typedef Scalar vec __attribute__((vector_size(kDotVecBytes)));
   constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(Scalar));
-  auto load = [](const Scalar* p) {
-    vec v;
-    std::memcpy(&v, p, sizeof(vec));
-    return v;
-  };
   const int64_t half = HS / 2;
-  int64_t t = 0;
-  for (; t + 2 * VL <= n; t += 2 * VL) {
-    vec a0{}, a1{};
-    for (int64_t i = 0; i < half; ++i) {
-      const Scalar* k0 = K + (2 * i) * ld + t;
-      const Scalar* k1 = K + (2 * i + 1) * ld + t;
-      const vec c0 = load(C + i * cs + t), c1 = load(C + i * cs + t + VL);
-      const vec s0 = load(S + i * cs + t), s1 = load(S + i * cs + t + VL);
-      const vec x00 = load(k0), x01 = load(k0 + VL), x10 = load(k1), x11 = load(k1 + VL);
-      a0 += x[2 * i] * (x00 * c0 - x10 * s0);
-      a1 += x[2 * i] * (x01 * c1 - x11 * s1);
-      a0 += x[2 * i + 1] * (x00 * s0 + x10 * c0);
-      a1 += x[2 * i + 1] * (x01 * s1 + x11 * c1);
+  if (n < VL) {
+    for (int64_t t = 0; t < n; ++t) {
+      Scalar a = 0;
+      for (int64_t i = 0; i < half; ++i) {
+        const Scalar c = C[i * cs + t], s = S[i * cs + t], x0 = K[(2 * i) * ld + t], x1 = K[(2 * i + 1) * ld + t];
+        a += x[2 * i] * (x0 * c - x1 * s);
+        a += x[2 * i + 1] * (x0 * s + x1 * c);
+      }
+      out[t] = a;
     }
-    std::memcpy(out + t, &a0, sizeof(vec));
-    std::memcpy(out + t + VL, &a1, sizeof(vec));
+    return;
   }
-  for (; t + VL <= n; t += VL) {
-    vec a0{};
+  cover_columns<VL>(n, [&](auto g, const int64_t* st) {
+    constexpr int G = decltype(g)::value;
+    vec a[G] = {};
     for (int64_t i = 0; i < half; ++i) {
-      const vec c0 = load(C + i * cs + t), s0 = load(S + i * cs + t);
-      const vec x00 = load(K + (2 * i) * ld + t), x10 = load(K + (2 * i + 1) * ld + t);
-      a0 += x[2 * i] * (x00 * c0 - x10 * s0);
-      a0 += x[2 * i + 1] * (x00 * s0 + x10 * c0);
+      const Scalar *k0 = K + (2 * i) * ld, *k1 = K + (2 * i + 1) * ld, *c = C + i * cs, *s = S + i * cs;
+#pragma GCC unroll 4
+      for (int u = 0; u < G; ++u) {
+        const vec x0 = load_vec<vec>(k0 + st[u]), x1 = load_vec<vec>(k1 + st[u]);
+        const vec cu = load_vec<vec>(c + st[u]), su = load_vec<vec>(s + st[u]);
+        a[u] += x[2 * i] * (x0 * cu - x1 * su);
+        a[u] += x[2 * i + 1] * (x0 * su + x1 * cu);
+      }
     }
-    std::memcpy(out + t, &a0, sizeof(vec));
-  }
-  for (; t < n; ++t) {
-    Scalar a = 0;
-    for (int64_t i = 0; i < half; ++i) {
-      const Scalar c = C[i * cs + t], s = S[i * cs + t], x0 = K[(2 * i) * ld + t], x1 = K[(2 * i + 1) * ld + t];
-      a += x[2 * i] * (x0 * c - x1 * s);
-      a += x[2 * i + 1] * (x0 * s + x1 * c);
-    }
-    out[t] = a;
-  }
+    for (int u = 0; u < G; ++u) std::memcpy(out + st[u], &a[u], sizeof(vec));
+  });
 }
 
 }  // namespace cpu
