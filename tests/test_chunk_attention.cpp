@@ -19,6 +19,35 @@
 using namespace lm;
 using namespace lm::test;
 
+namespace {
+// What both attention tests below read: a cache of nb blocks from one absorbed sequence
+// (landmarks every F + 1), a CMT key when asked, and a chunk: a tail of 2 regular keys, then 6
+// queries with a landmark closing the block. The caller seeds the generator first and sets
+// ctx.k and ctx.cmt_cutoff.
+struct ChunkFixture {
+  static constexpr int64_t NH = 2, F = 3, HS = 8, B1 = F + 1, nb = 7, tl = 2, n = 6, L = tl + n;
+  RotaryCache rope;
+  LayerCache cache;
+  std::vector<int32_t> local{kRegular, kRegular, kRegular, kLandmark, kRegular, kRegular, kRegular, kRegular};
+  Tensor q, k, v;
+  ChunkContext ctx;
+  ChunkFixture(DType dt, bool cmt) : rope(HS, 10000.0, dt, Device::CPU), cache(NH, F, HS, dt, 0, "") {
+    const int64_t Lc = nb * B1;
+    std::vector<int32_t> kinds(static_cast<size_t>(Lc), kRegular);
+    for (int64_t j = F; j < Lc; j += B1) kinds[j] = kLandmark;
+    REQUIRE(cache.absorb(randn({NH, Lc, HS}, dt), randn({NH, Lc, HS}, dt), kinds, rope, PositionMode::Stingy, 0) == nb);
+    if (cmt) cache.cmt_key_rot = randn({NH, HS}, dt);
+    q = mul(randn({NH, n, HS}, dt), 1.5);
+    k = mul(randn({NH, L, HS}, dt), 1.5);
+    v = randn({NH, L, HS}, dt);
+    ctx.F = F;
+    ctx.blocks_done = nb;
+    ctx.local_kinds = &local;
+    ctx.rope = &rope;
+  }
+};
+}  // namespace
+
 TEST_CASE("virtual row layout: CMT, controlled retrieved landmarks, free local ones (hand-worked)", "[infer]") {
   // F 2, one retrieved block, local keys [r r L r]: the row is CMT | r r CL | r r L r.
   const int32_t local[] = {kRegular, kRegular, kLandmark, kRegular};
@@ -40,32 +69,19 @@ TEST_CASE("virtual row layout: CMT, controlled retrieved landmarks, free local o
 }
 
 TEST_CASE("chunk attention: the fast rows equal the naive twin on random plans", "[infer]") {
-  const int64_t NH = 2, F = 3, HS = 8, B1 = F + 1, nb = 7;
+  const int64_t NH = ChunkFixture::NH, B1 = ChunkFixture::B1, nb = ChunkFixture::nb, n = ChunkFixture::n;
   for (DType dt : {DType::F64, DType::F32}) {
     for (bool cmt : {false, true}) {
       for (double cutoff : {0.0, 0.2}) {
         if (!cmt && cutoff > 0) continue;
         INFO(dtype_name(dt) << (cmt ? " with CMT, cutoff " : " no CMT ") << cutoff);
         manual_seed(61);
-        // A cache of nb blocks from one absorbed sequence (landmarks every F + 1).
-        RotaryCache rope(HS, 10000.0, dt, Device::CPU);
-        LayerCache cache(NH, F, HS, dt, 0, "");
-        const int64_t Lc = nb * B1;
-        std::vector<int32_t> kinds(static_cast<size_t>(Lc), kRegular);
-        for (int64_t j = F; j < Lc; j += B1) kinds[j] = kLandmark;
-        REQUIRE(cache.absorb(randn({NH, Lc, HS}, dt), randn({NH, Lc, HS}, dt), kinds, rope, PositionMode::Stingy, 0) == nb);
-        if (cmt) cache.cmt_key_rot = randn({NH, HS}, dt);
-        // The chunk: a tail of 2 regular keys, then 6 queries with a landmark closing the block.
-        const int64_t tl = 2, n = 6, L = tl + n;
-        std::vector<int32_t> local{kRegular, kRegular, kRegular, kLandmark, kRegular, kRegular, kRegular, kRegular};
-        Tensor q = mul(randn({NH, n, HS}, dt), 1.5), k = mul(randn({NH, L, HS}, dt), 1.5), v = randn({NH, L, HS}, dt);
-        ChunkContext ctx;
-        ctx.F = F;
+        ChunkFixture fx(dt, cmt);
+        const LayerCache& cache = fx.cache;
+        const Tensor &q = fx.q, &k = fx.k, &v = fx.v;
+        ChunkContext& ctx = fx.ctx;
         ctx.k = 4;
-        ctx.blocks_done = nb;
         ctx.cmt_cutoff = cutoff;
-        ctx.local_kinds = &local;
-        ctx.rope = &rope;
         for (int trial = 0; trial < 4; ++trial) {
           // Random plan: each row takes a random subset of at most 4 blocks, ascending, each at a
           // random place (block slots of a stingy layout in even trials, any position in odd ones).
@@ -126,28 +142,18 @@ TEST_CASE("chunk attention: rows sharing rotated block keys give the bits of rot
   CHECK_FALSE(share_rotated_keys(6, 10, 100));               // copies used less than twice each
   CHECK(share_rotated_keys(5, 10, 100));
   CHECK_FALSE(share_rotated_keys(5, 1000, int64_t(8) << 20));  // 40 MiB of copies: over the 32 MiB
-  const int64_t NH = 2, F = 3, HS = 8, B1 = F + 1, nb = 7;
+  const int64_t NH = ChunkFixture::NH, HS = ChunkFixture::HS, B1 = ChunkFixture::B1, nb = ChunkFixture::nb,
+                n = ChunkFixture::n;
   for (DType dt : {DType::F64, DType::F32}) {
     for (bool cmt : {false, true}) {
       INFO(dtype_name(dt) << (cmt ? " with CMT" : " no CMT"));
       manual_seed(62);
-      RotaryCache rope(HS, 10000.0, dt, Device::CPU);
-      LayerCache cache(NH, F, HS, dt, 0, "");
-      const int64_t Lc = nb * B1;
-      std::vector<int32_t> kinds(static_cast<size_t>(Lc), kRegular);
-      for (int64_t j = F; j < Lc; j += B1) kinds[j] = kLandmark;
-      REQUIRE(cache.absorb(randn({NH, Lc, HS}, dt), randn({NH, Lc, HS}, dt), kinds, rope, PositionMode::Stingy, 0) == nb);
-      if (cmt) cache.cmt_key_rot = randn({NH, HS}, dt);
-      const int64_t tl = 2, n = 6, L = tl + n;
-      std::vector<int32_t> local{kRegular, kRegular, kRegular, kLandmark, kRegular, kRegular, kRegular, kRegular};
-      Tensor q = mul(randn({NH, n, HS}, dt), 1.5), k = mul(randn({NH, L, HS}, dt), 1.5), v = randn({NH, L, HS}, dt);
-      ChunkContext ctx;
-      ctx.F = F;
+      ChunkFixture fx(dt, cmt);
+      const LayerCache& cache = fx.cache;
+      const Tensor &q = fx.q, &k = fx.k, &v = fx.v;
+      ChunkContext& ctx = fx.ctx;
       ctx.k = 3;
-      ctx.blocks_done = nb;
       ctx.cmt_cutoff = cmt ? 0.2 : 0.0;
-      ctx.local_kinds = &local;
-      ctx.rope = &rope;
       for (bool stingy : {true, false}) {
         // Each row takes one of two subsets of 3 blocks (by head and query parity), at stingy slots
         // or at the blocks' true positions: 12 rows, 2 x 3 x 2 distinct (head, block, place).
