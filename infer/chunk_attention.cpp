@@ -14,7 +14,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <unordered_map>
+#include <map>
 
 #include "infer/cpu_rows.h"
 #include "infer/cuda/chunk_attention.h"
@@ -188,20 +188,14 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
   std::vector<int64_t> rot_at(static_cast<size_t>(off[NH * n]));
   std::vector<std::array<int64_t, 3>> uniq;  // (head, block, place) in first-seen order
   if (ctx.share_rotated) {
-    std::unordered_map<uint64_t, int64_t> seen;
-    for (int64_t r = 0; r < NH * n; ++r) {
-      const int64_t h = r / n;
+    std::map<std::array<int64_t, 3>, int64_t> seen;  // triple -> its index in uniq
+    for (int64_t r = 0; r < NH * n; ++r)
       for (size_t c = 0; c < sel[r].size(); ++c) {
-        const uint64_t key = (static_cast<uint64_t>(h) << 56) ^ (static_cast<uint64_t>(sel[r][c]) << 28) ^
-                             static_cast<uint64_t>(base[r][c]);
-        auto it = seen.find(key);
-        if (it == seen.end() || uniq[it->second] != std::array<int64_t, 3>{h, sel[r][c], base[r][c]}) {
-          it = seen.insert_or_assign(key, static_cast<int64_t>(uniq.size())).first;
-          uniq.push_back({h, sel[r][c], base[r][c]});
-        }
+        const std::array<int64_t, 3> key{r / n, sel[r][c], base[r][c]};
+        const auto [it, fresh] = seen.emplace(key, static_cast<int64_t>(uniq.size()));
+        if (fresh) uniq.push_back(key);
         rot_at[off[r] + c] = it->second;
       }
-    }
   }
   static thread_local std::vector<Scalar> rotated;  // kept between calls: no fresh pages per chunk
   const int64_t block_keys = HS * B1, nu = static_cast<int64_t>(uniq.size());
