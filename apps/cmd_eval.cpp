@@ -37,6 +37,17 @@ std::string pct(double share) {  // a share as a percentage with one decimal, fo
   return buf;
 }
 
+std::string escape_tabs(const std::string& s) {  // one TSV cell: tabs, newlines and backslashes escaped
+  std::string out;
+  for (char c : s) {
+    if (c == '\t') out += "\\t";
+    else if (c == '\n') out += "\\n";
+    else if (c == '\\') out += "\\\\";
+    else out += c;
+  }
+  return out;
+}
+
 // "<what> (layer x head): rows of recall in %" for one result or the pooled one.
 void print_recall(const PasskeyResult& r, int64_t n_layer, int64_t n_head, const std::string& what) {
   std::printf("  retrieval recall, %s: %% of answer-token queries whose top k held the key's block\n", what.c_str());
@@ -64,6 +75,7 @@ Command passkey_command(CLI::App& app) {
   auto scoring = std::make_shared<std::string>("strict");
   auto png = std::make_shared<std::string>();
   auto tsv = std::make_shared<std::string>();
+  auto answers = std::make_shared<std::string>();
   auto recall_png = std::make_shared<std::string>("passkey_recall.png");
   auto flags = std::make_shared<InferFlags>();
   sub->add_option("--checkpoint", *ckpt, "A landmark model's checkpoint (or a standard model's: it then reads the "
@@ -89,6 +101,8 @@ Command passkey_command(CLI::App& app) {
   sub->add_option("--recall-plot", *recall_png, "With --recall: the layer x head heat map PNG")->capture_default_str();
   sub->add_option("--plot", *png, "Write accuracy against length to this PNG");
   sub->add_option("--tsv", *tsv, "Write the table to this file, tab-separated: length landmark_pct baseline_pct (length standard_pct for a standard model)");
+  sub->add_option("--answers", *answers, "Write every prompt's answer to this file, tab-separated: length trial key "
+                                         "correct answer (the model's decoded answer; tabs and newlines shown as \\t, \\n)");
   flags->add(sub);
   auto run = [=]() {
     LoadedModel lm_model = load_trained_model(*ckpt, flags->dev());
@@ -136,6 +150,7 @@ Command passkey_command(CLI::App& app) {
     pooled.recall_hits.assign(static_cast<size_t>(mc.n_layer * mc.n_head), 0);
     pooled.recall_queries = pooled.recall_hits;
     std::string table = standard ? "length\tstandard_pct\n" : "length\tlandmark_pct\tbaseline_pct\n";
+    std::string answer_table = "length\ttrial\tkey\tcorrect\tanswer\n";
     // Progress on stderr while a length runs: the trial, the correct count so far, and how far the
     // current prompt has been read.
     auto progress_for = [](ProgressLine& line, int64_t len) {
@@ -156,6 +171,9 @@ Command passkey_command(CLI::App& app) {
       s_lm.x.push_back(static_cast<double>(len));
       s_lm.y.push_back(100 * r.accuracy());
       table += std::to_string(len) + "\t" + pct(r.accuracy()) + (standard ? "" : "\t");
+      for (size_t t = 0; t < r.answers.size(); ++t)
+        answer_table += std::to_string(len) + "\t" + std::to_string(t) + "\t" + std::to_string(r.keys[t]) + "\t" +
+                        (r.hits[t] ? "1\t" : "0\t") + escape_tabs(r.answers[t]) + "\n";
       if (base.model) {
         PasskeyOptions ob = o;
         ob.window = base.model->config().block_size;
@@ -202,6 +220,10 @@ Command passkey_command(CLI::App& app) {
     if (!tsv->empty()) {
       write_file_atomic(*tsv, table, "passkey --tsv");
       std::printf("wrote %s\n", tsv->c_str());
+    }
+    if (!answers->empty()) {
+      write_file_atomic(*answers, answer_table, "passkey --answers");
+      std::printf("wrote %s\n", answers->c_str());
     }
     if (o.recall) {
       print_recall(pooled, mc.n_layer, mc.n_head, "all lengths");

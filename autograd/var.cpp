@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "tensor/ops.h"
+#include "tensor/storage.h"
 
 namespace lm {
 
@@ -93,6 +94,11 @@ std::map<std::string, OpTotals>& profile_totals() {
 double seconds_since(ProfileClock::time_point t) {
   return std::chrono::duration<double>(ProfileClock::now() - t).count();
 }
+// CUDA kernels run after their launch returns: while profiling, wait for the device at each
+// timestamp, so an op's time is its kernels' time, not the next synchronising op's.
+void profile_sync(const Tensor& t) {
+  if (t.defined() && t.device() == Device::CUDA) cuda_synchronize();
+}
 }  // namespace
 
 void set_op_profiling(bool on) {
@@ -114,6 +120,7 @@ std::vector<OpTotals> op_profile() {
 
 Var make_op_result(const char* op, Tensor value, const std::vector<Var>& inputs, BackwardFn fn) {
   if (g_profiling) {
+    profile_sync(value);
     OpTotals& t = profile_totals()[op];
     t.op = op;
     t.calls += 1;
@@ -179,10 +186,12 @@ void Var::backward(const Tensor& grad_out) const {
     if (found == pending.end()) continue;  // no gradient flows here (e.g. unused output)
     Tensor g = std::move(found->second);
     pending.erase(found);
+    if (g_profiling) profile_sync(g);
     const ProfileClock::time_point started = g_profiling ? ProfileClock::now() : ProfileClock::time_point();
     if (n->is_leaf()) {
       n->grad = n->grad.defined() ? add(n->grad, g) : g.contiguous().clone();
       if (g_profiling) {
+        profile_sync(n->grad);
         OpTotals& t = profile_totals()["leaf"];
         t.op = "leaf";
         t.backward_s += seconds_since(started);
@@ -204,6 +213,7 @@ void Var::backward(const Tensor& grad_out) const {
       else acc->second = add(acc->second, gp);
     }
     if (g_profiling) {
+      profile_sync(g);
       OpTotals& t = profile_totals()[n->op];
       t.op = n->op;
       t.backward_s += seconds_since(started);

@@ -79,7 +79,9 @@ Var make_op_result(const char* op, Tensor value, const std::vector<Var>& inputs,
 // own (make_op_result runs right after an op computed its value, and a model's forward is ops back
 // to back, so this is the op's own time plus the little glue between ops), and backward the time
 // of its backward function plus the gradient sums it causes. Leaves' gradient accumulation is
-// charged to "leaf". Meant for one thread driving the graph (the ops' own threads are fine).
+// charged to "leaf". Meant for one thread driving the graph (the ops' own threads are fine). On
+// CUDA each record waits for the device first, so the GPU's time lands on the op that queued it
+// (and the step runs without overlap between host and device while profiling).
 struct OpTotals {
   std::string op;
   int64_t calls = 0;

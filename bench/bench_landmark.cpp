@@ -9,6 +9,7 @@
 
 #include "autograd/functions.h"
 #include "bench/bench_main.h"
+#include "bench/bench_models.h"
 #include "landmark/attention.h"
 #include "landmark/tokens.h"
 #include "nn/functional.h"
@@ -20,33 +21,13 @@
 using namespace lm;
 
 namespace {
-double now() { return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count(); }
-
-// Kinds for B rows of length T with a landmark after every F regular tokens, each row starting
-// at a different phase (as random training windows do).
-Tensor window_kinds(int64_t B, int64_t T, int64_t F) {
-  std::vector<int32_t> k(B * T, kRegular);
-  for (int64_t b = 0; b < B; ++b) {
-    int64_t phase = (b * 13) % F;
-    for (int64_t t = 0; t < T; ++t) {
-      if (phase == F) {
-        k[b * T + t] = kLandmark;
-        phase = 0;
-      } else {
-        ++phase;
-      }
-    }
-  }
-  return from_vector(k, {B, T});
-}
-
 template <class Fn> double best_of(int reps, Fn&& f) {
   f();  // warm-up
   double best = 1e30;
   for (int r = 0; r < reps; ++r) {
-    double t0 = now();
+    double t0 = bench::now_s();
     f();
-    best = std::min(best, now() - t0);
+    best = std::min(best, bench::now_s() - t0);
   }
   return best;
 }
@@ -54,7 +35,7 @@ template <class Fn> double best_of(int reps, Fn&& f) {
 double run(const std::string& which, int64_t B, int64_t NH, int64_t T, int64_t HS, int64_t F, int reps) {
   manual_seed(3);
   Tensor q = randn({B, NH, T, HS}), k = randn({B, NH, T, HS}), v = randn({B, NH, T, HS}), g = randn({B, NH, T, HS});
-  Tensor kinds = window_kinds(B, T, F);
+  Tensor kinds = bench::window_kinds(B, T, F);
   LandmarkLayout layout = make_layout(kinds);
   return best_of(reps, [&] {
     Var qv(q, true), kv(k, true), vv(v, true);

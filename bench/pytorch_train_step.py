@@ -49,29 +49,35 @@ class GPT(torch.nn.Module):
         logits = s.ln_f(x) @ s.wte.weight.t()
         return F.cross_entropy(logits.view(-1, logits.size(-1)), tgt.view(-1))
 
-def run(name, L, C, NH, T, B, V=4096, steps=3):
+def sync(device):
+    if device != "cpu":
+        torch.cuda.synchronize()
+
+def run(name, L, C, NH, T, B, V=4096, steps=3, device="cpu", label=None):
+    """Best-of-`steps` forward / backward / AdamW times of one training step (after a warm-up)."""
     torch.manual_seed(0)
-    m = GPT(V, L, C, NH)
+    m = GPT(V, L, C, NH).to(device)
     opt = torch.optim.AdamW(m.parameters(), lr=1e-3, betas=(0.9, 0.95))
     HS = C // NH
     ang = torch.arange(T, dtype=torch.float64)[:, None] * (10000.0 ** (-torch.arange(0, HS, 2, dtype=torch.float64) / HS))[None]
-    cos, sin = ang.cos().float(), ang.sin().float()
-    idx, tgt = torch.randint(0, V, (B, T)), torch.randint(0, V, (B, T))
+    cos, sin = ang.cos().float().to(device), ang.sin().float().to(device)
+    idx, tgt = torch.randint(0, V, (B, T)).to(device), torch.randint(0, V, (B, T)).to(device)
     best = [1e9, 1e9, 1e9]
     for s in range(steps + 1):
         opt.zero_grad(set_to_none=True)
-        t0 = time.perf_counter(); loss = m(idx, tgt, cos, sin)
-        t1 = time.perf_counter(); loss.backward()
-        t2 = time.perf_counter(); opt.step()
-        t3 = time.perf_counter()
+        sync(device); t0 = time.perf_counter(); loss = m(idx, tgt, cos, sin)
+        sync(device); t1 = time.perf_counter(); loss.backward()
+        sync(device); t2 = time.perf_counter(); opt.step()
+        sync(device); t3 = time.perf_counter()
         if s:
             best = [min(best[0], t1 - t0), min(best[1], t2 - t1), min(best[2], t3 - t2)]
-    print(f"{name:6s} fwd {best[0]:.3f} s  bwd {best[1]:.3f} s  adamw {best[2]:.3f} s  step {sum(best):.3f} s  "
+    print(f"{label or name:6s} fwd {best[0]:.3f} s  bwd {best[1]:.3f} s  adamw {best[2]:.3f} s  step {sum(best):.3f} s  "
           f"{B * T / sum(best):.0f} tokens/s")
-    return sum(best)
+    return best
 
-print(f"PyTorch {torch.__version__} CPU, {torch.get_num_threads()} threads, vocab 4096, best of 3 steps after a warm-up")
-tiny = run("tiny", 4, 256, 4, 512, 8)
-if "--quick" not in sys.argv and "--tiny" not in sys.argv:
-    run("small", 6, 512, 8, 512, 8)
-print(f"pytorch tiny_step_s={tiny:.3f}")
+if __name__ == "__main__":
+    print(f"PyTorch {torch.__version__} CPU, {torch.get_num_threads()} threads, vocab 4096, best of 3 steps after a warm-up")
+    tiny = sum(run("tiny", 4, 256, 4, 512, 8))
+    if "--quick" not in sys.argv and "--tiny" not in sys.argv:
+        run("small", 6, 512, 8, 512, 8)
+    print(f"pytorch tiny_step_s={tiny:.3f}")

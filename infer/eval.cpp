@@ -94,7 +94,7 @@ PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t
       }
       logits = parts.size() == 1 ? parts[0] : concat(parts, 0);
     }
-    Tensor loss = cross_entropy(logits, from_vector(next, {eval_length}));
+    Tensor loss = cross_entropy(logits, from_vector(next, {eval_length}).to(logits.device()));
     const double window_nats = loss.to(DType::F64).item() * static_cast<double>(eval_length);
     total += window_nats;
     r.window_nll.push_back(window_nats);

@@ -111,7 +111,11 @@ PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const Inf
       if (o.recall) count_recall(trace, passkey_key_blocks(tok, ids, passkey_key_spans(p), F), F, NH, r);
     }
     const std::string answer = tok.decode(out);
-    r.correct += (paper ? passkey_first_integer(answer) : passkey_answer_digits(answer)) == std::to_string(p.key);
+    const bool hit = (paper ? passkey_first_integer(answer) : passkey_answer_digits(answer)) == std::to_string(p.key);
+    r.correct += hit;
+    r.keys.push_back(static_cast<int64_t>(p.key));
+    r.answers.push_back(answer);
+    r.hits.push_back(hit);
     ++r.trials;
     if (progress) progress(PasskeyProgress{t + 1, o.trials, r.correct, 0, 0});
   }

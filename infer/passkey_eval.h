@@ -9,6 +9,7 @@
 // retrieve the block that holds the key, per layer and head.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <vector>
@@ -37,6 +38,12 @@ struct PasskeyResult {
   int64_t length = 0;     // requested prompt length (tokens)
   int64_t trials = 0, correct = 0;
   double seconds = 0;
+  // Per trial, in trial order: the key asked for, the model's decoded answer (what was scored)
+  // and whether it was scored correct, so two runs (two devices, two builds) can be compared
+  // prompt by prompt.
+  std::vector<int64_t> keys;
+  std::vector<std::string> answers;
+  std::vector<uint8_t> hits;
   double accuracy() const { return trials == 0 ? 0.0 : static_cast<double>(correct) / static_cast<double>(trials); }
   // Retrieval recall, (n_layer * n_head) entries, index layer * n_head + head: of the answer-token
   // queries (the prompt's last token and each generated token fed back) for which a block holding

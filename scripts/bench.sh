@@ -26,6 +26,8 @@ run_all() {
   OMP_WAIT_POLICY=PASSIVE "$BUILD/bench/bench_topk" --out "$BUILD/bench_topk"
   echo
   bash "$here/scripts/bench_dp.sh" "$BUILD/apps/landmark"
+  echo
+  bash "$here/scripts/bench_gpu.sh" "$BUILD"  # says it skipped without a GPU
 }
 run_all 2>&1 | tee "$LOG.tmp"
 mv "$LOG.tmp" "$LOG"

@@ -28,3 +28,8 @@ line overhead_vs_causal "fused landmark attention's time over fused causal atten
 line speedup_at_32k "full-KV-cache decode step time over the landmark step (k 4) at 32k tokens (bench_decode)"
 line bounded_speedup_passkey_k4_at_max "bounded exact top-k over the scan, pass-key keys, most blocks (bench_topk)"
 line tiny_ranks2x1_vs_ranks1x2 "2 MPI ranks x 1 thread over 1 rank x 2 threads, tokens/s (scripts/bench_dp.sh)"
+gpu="$(sed -n 's/^gpu device="\(.*\)"$/\1/p' "$LOG" | head -n 1)"
+line train_124m_speedup_vs_torch "PyTorch eager's GPT-2 124M training step time (f32, B 4, T 1024) over ours, on ${gpu:-the GPU} (scripts/bench_gpu.sh)"
+line landmark_4096_vs_sdpa "our fused landmark attention's time over PyTorch's scaled_dot_product_attention (causal), fwd + bwd at T 4096, on ${gpu:-the GPU}"
+grep -q '^bench_gpu: skipped' "$LOG" && echo "- GPU: skipped ($(sed -n 's/^bench_gpu: skipped[:,]* *//p' "$LOG" | head -n 1))"
+exit 0

@@ -150,6 +150,28 @@ std::string cuda_unavailable_reason() {
 #endif
 }
 
+std::string cuda_device_description() {
+#ifdef LANDMARK_WITH_CUDA
+  return cuda::device_count() > 0 ? cuda::device_description() : "";
+#else
+  return "";
+#endif
+}
+
+size_t cuda_cached_bytes() {
+#ifdef LANDMARK_WITH_CUDA
+  return cuda::cached_bytes();
+#else
+  return 0;
+#endif
+}
+
+void cuda_release_cached() {
+#ifdef LANDMARK_WITH_CUDA
+  cuda::release_cached();
+#endif
+}
+
 void cuda_synchronize() {
 #ifdef LANDMARK_WITH_CUDA
   cuda::synchronize();

@@ -38,5 +38,13 @@ void cuda_synchronize();  // wait for queued CUDA work (and surface its errors);
 // Why no CUDA device can be used: "built without CUDA", the runtime's error (e.g. a driver too
 // old for the toolkit), or "" when one can.
 std::string cuda_unavailable_reason();
+// The current CUDA device, for benchmark and log headers: "NVIDIA H100 80GB HBM3, compute
+// capability 9.0, 132 SMs, 79.1 GiB"; "" without CUDA or a device.
+std::string cuda_device_description();
+// CUDA tensors take their memory through a caching allocator (tensor/cuda/runtime.cu): freed
+// blocks are kept for reuse. The bytes it holds idle, and a call that returns them all to CUDA
+// (0 and nothing to do without CUDA).
+size_t cuda_cached_bytes();
+void cuda_release_cached();
 
 }  // namespace lm

@@ -3,9 +3,9 @@
 # clear line and an exit status (2 for a usage error, 1 for a failure), never an abort from an
 # uncaught exception (exit 134) as they once did. Nothing is benchmarked: every run here stops
 # at its flags, or at the first thing it builds.
-# Usage: test_bench_cli.sh bench_train bench_decode bench_gemm bench_landmark bench_topk
+# Usage: test_bench_cli.sh bench_train bench_decode bench_gemm bench_landmark bench_topk bench_gpu
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"  # LANDMARK (unused here), WORK, fail, expect
-TRAIN="$1" DECODE="$2" GEMM="$3" LANDMARK_BENCH="$4" TOPK="$5"
+TRAIN="$1" DECODE="$2" GEMM="$3" LANDMARK_BENCH="$4" TOPK="$5" GPU_BENCH="$6"
 
 run() {  # expected status, output file, command...
   local want=$1 out=$2
@@ -36,6 +36,25 @@ run 2 "$WORK/9" "$GEMM" --blocks 64,7
 expect "$WORK/9" "--blocks needs KC,MC,NC (three integers), got '64,7'"
 run 2 "$WORK/10" "$GEMM" --blocks 64,13,32
 expect "$WORK/10" "--blocks: set_gemm_blocks: need kc >= 1, mc a positive multiple of"
+run 2 "$WORK/13" "$GPU_BENCH" --bogus
+expect "$WORK/13" "usage: bench_gpu"
+if ! command -v nvidia-smi > /dev/null; then  # no GPU here: it says so and exits 77 (the skip code)
+  run 77 "$WORK/14" "$GPU_BENCH" --quick
+  expect "$WORK/14" "bench_gpu: skipped, no CUDA device"
+  # and make bench's GPU part says it skipped, successfully
+  run 0 "$WORK/14b" bash "$(dirname "${BASH_SOURCE[0]}")/../../scripts/bench_gpu.sh" "$(dirname "$(dirname "$GPU_BENCH")")" "$WORK/gpu"
+  expect "$WORK/14b" "bench_gpu: skipped"
+fi
+
+# The GPU ratios (scripts/bench_gpu_ratios.sh) from hand-written lines of both sides.
+printf 'gpu device="Test GPU"\ngpu train preset=tiny step=0.010\ngpu train preset=gpt2-124m step=0.200\ngpu attention T=4096 causal=0.010 landmark=0.040\n' > "$WORK/ours.txt"
+printf 'torch train preset=tiny math=f32 step=0.020\ntorch train preset=tiny math=tf32 step=0.005\ntorch train preset=gpt2-124m math=f32 step=0.100\ntorch train preset=gpt2-124m math=tf32 step=0.050\ntorch attention T=4096 sdpa=0.008\n' > "$WORK/torch.txt"
+SCRIPTS0="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts" && pwd)"
+bash "$SCRIPTS0/bench_gpu_ratios.sh" "$WORK/ours.txt" "$WORK/torch.txt" > "$WORK/15"
+expect "$WORK/15" "gpu train_124m_speedup_vs_torch=0.500 landmark_4096_vs_sdpa=5.00"
+grep -Eq '^tiny +0\.0100 +0\.0200 +0\.0050 +2\.00$' "$WORK/15" || { cat "$WORK/15" >&2; fail "bench_gpu_ratios: wrong tiny row"; }
+run 2 "$WORK/16" bash "$SCRIPTS0/bench_gpu_ratios.sh" "$WORK/ours.txt"
+expect "$WORK/16" "usage: scripts/bench_gpu_ratios.sh"
 
 # The README's speed section comes from a bench log (scripts/bench_summary.sh, bench_readme.sh):
 # a hand-written log of two programs gives exactly their figures, the machine and the date.
@@ -57,6 +76,14 @@ expect "$WORK/summary.md" "- \`peak_share=0.812\`"
 expect "$WORK/summary.md" "- \`tiny_speedup_vs_pytorch=2.00\`: PyTorch's tiny training step time over ours, alternated runs, best of each (PyTorch 9.9)"
 expect "$WORK/summary.md" "- \`speedup_at_32k=31.5\`"
 [ "$(grep -c '^- ' "$WORK/summary.md")" -eq 4 ] || { cat "$WORK/summary.md" >&2; fail "the summary lists figures the log does not have"; }
+# GPU figures name the card; a log whose GPU part was skipped says so.
+{ cat "$WORK/bench.log"; printf 'gpu device="Test GPU, compute capability 9.0"\ngpu train_124m_speedup_vs_torch=0.900 landmark_4096_vs_sdpa=8.00\n'; } > "$WORK/gpu.log"
+bash "$SCRIPTS/bench_summary.sh" "$WORK/gpu.log" > "$WORK/gpu_summary.md"
+expect "$WORK/gpu_summary.md" "- \`train_124m_speedup_vs_torch=0.900\`: PyTorch eager's GPT-2 124M training step time (f32, B 4, T 1024) over ours, on Test GPU, compute capability 9.0"
+expect "$WORK/gpu_summary.md" "- \`landmark_4096_vs_sdpa=8.00\`"
+{ cat "$WORK/bench.log"; printf 'bench_gpu: skipped, no CUDA device: no driver\n'; } > "$WORK/nogpu.log"
+bash "$SCRIPTS/bench_summary.sh" "$WORK/nogpu.log" > "$WORK/nogpu_summary.md"
+expect "$WORK/nogpu_summary.md" "- GPU: skipped (no CUDA device: no driver)"
 printf 'not a log\n' > "$WORK/other.log"
 run 1 "$WORK/11" bash "$SCRIPTS/bench_summary.sh" "$WORK/other.log"
 expect "$WORK/11" "does not start like a bench.sh log"

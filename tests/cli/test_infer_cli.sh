@@ -8,7 +8,8 @@
 # disk) runs, leaves nothing in its directory, keeps a file of the user's there intact and
 # refuses a missing directory (that its logits equal RAM's bit for bit: tests/test_infer.cpp), and
 # `eval --search approx` reports the rows it could not prove exact, and `eval --windows-tsv` /
-# `--paired-with` compare two evaluations window for window.
+# `--paired-with` compare two evaluations window for window, and `passkey --answers` writes one
+# row per prompt whose `correct` column adds up to the printed count (RAM and disk: the same rows).
 # Usage: test_infer_cli.sh path/to/landmark
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect
 
@@ -73,12 +74,19 @@ expect "$WORK/out4" "scoring: paper"
 expect "$WORK/out4" "retrieval recall, all lengths"
 [ -s "$WORK/recall.png" ] || fail "no recall heat map written"
 PK=(passkey --checkpoint "$WORK/plain/checkpoint.safetensors" --lengths 400 --trials 3 --chunk 50 --k 2)
-"$LANDMARK" "${PK[@]}" > "$WORK/ram.txt" 2> /dev/null
+"$LANDMARK" "${PK[@]}" --answers "$WORK/ram_answers.tsv" > "$WORK/ram.txt" 2> /dev/null
+# --answers: a header, one row per trial, and a `correct` column that adds up to the printed count.
+[ "$(head -n 1 "$WORK/ram_answers.tsv")" = "$(printf 'length\ttrial\tkey\tcorrect\tanswer')" ] ||
+  fail "passkey --answers: unexpected header: $(head -n 1 "$WORK/ram_answers.tsv")"
+[ "$(awk -F'\t' 'NR > 1 && $1 == 400' "$WORK/ram_answers.tsv" | wc -l)" -eq 3 ] || fail "passkey --answers: not 3 rows at 400"
+printed=$(sed -n 's/^ *400 .*(\( *[0-9]*\)\/ *3).*/\1/p' "$WORK/ram.txt" | tr -d ' ')
+[ -n "$printed" ] && [ "$(awk -F'\t' 'NR > 1 { s += $4 } END { print s + 0 }' "$WORK/ram_answers.tsv")" = "$printed" ] ||
+  fail "passkey --answers: the correct column does not add up to the printed count ($printed)"
 mkdir "$WORK/blocks"
 echo "the user's file" > "$WORK/blocks/layer0.blocks"  # the name the old store used (and truncated)
-"$LANDMARK" "${PK[@]}" --block-dir "$WORK/blocks" > "$WORK/disk.txt" 2> /dev/null
-[ "$(grep -E '^ +400 ' "$WORK/ram.txt" | cut -d'[' -f1)" = "$(grep -E '^ +400 ' "$WORK/disk.txt" | cut -d'[' -f1)" ] ||
-  { paste "$WORK/ram.txt" "$WORK/disk.txt" >&2; fail "passkey on disk answered differently from RAM"; }
+"$LANDMARK" "${PK[@]}" --block-dir "$WORK/blocks" --answers "$WORK/disk_answers.tsv" > "$WORK/disk.txt" 2> /dev/null
+cmp -s "$WORK/ram_answers.tsv" "$WORK/disk_answers.tsv" ||
+  { paste "$WORK/ram_answers.tsv" "$WORK/disk_answers.tsv" >&2; fail "passkey on disk answered differently from RAM"; }
 [ "$(ls "$WORK/blocks")" = "layer0.blocks" ] || { ls -l "$WORK/blocks" >&2; fail "block files left behind"; }
 [ "$(cat "$WORK/blocks/layer0.blocks")" = "the user's file" ] || fail "a file of the user's was changed"
 if "$LANDMARK" "${PK[@]}" --block-dir "$WORK/missing" > "$WORK/out5" 2>&1; then

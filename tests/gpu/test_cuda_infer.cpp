@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gpu_compare.h"
+#include "infer/eval.h"
 #include "infer/session.h"
 #include "tests/infer_fixtures.h"
 #include "nn/gpt.h"
@@ -209,5 +210,50 @@ TEST_CASE("cuda inference: a model with a context-miss token equals the CPU (exa
       if (dt == DType::F64)
         for (size_t e = 0; e < cpu.log.size(); ++e) CHECK(cpu.log[e].cmt_dropped == gpu.log[e].cmt_dropped);
     }
+  }
+}
+
+// `landmark eval --device cuda` (infer/eval.cpp): the same windows scored on both devices. Every
+// per-token loss is a log-softmax entry, which moves by at most twice the largest change of a
+// logit; the logits agree within logit_atol (above: 1e-5 in f32, 1e-12 in f64, times the largest
+// logit, about 2.4 for this model). So each token's nats may differ by 2 * 1e-5 * 2.4 < 5e-5 in
+// f32 (1e-11 in f64), and a window's sum by that times its tokens. A lost target, a wrong device
+// or a misplaced block shifts the sums by far more.
+TEST_CASE("cuda evaluation: perplexity equals the CPU's, landmark reading and a standard window", "[cuda][infer][eval]") {
+  const int64_t L = 60, windows = 3;
+  const std::vector<int32_t> tokens = random_raw(windows * L + 1, 31);
+  InferConfig cfg;
+  cfg.chunk_len = 25;
+  cfg.k = 2;  // stingy positions, retrieval below the cache's size
+  for (DType dt : {DType::F64, DType::F32}) {
+    INFO(dtype_name(dt));
+    const double per_token = dt == DType::F32 ? 5e-5 : 1e-11;
+    auto cpu_model = make_model(dt, Device::CPU);
+    auto gpu_model = make_model(dt, kGpu);
+    const PerplexityResult c = evaluate_perplexity(*cpu_model, tokens, cfg, kLandmarkId, -1, L);
+    const PerplexityResult g = evaluate_perplexity(*gpu_model, tokens, cfg, kLandmarkId, -1, L);
+    REQUIRE(c.windows == windows);
+    REQUIRE(g.windows == windows);
+    require_close(from_vector(c.window_nll, {windows}), to_gpu(from_vector(g.window_nll, {windows})), 0.0,
+                  per_token * static_cast<double>(L), "landmark model: nats per window");
+
+    // A standard model reads each window whole (L <= its block size).
+    GPTConfig sc = cpu_model->config();
+    sc.attention = AttentionKind::Standard;
+    auto standard = [&](Device d) {  // the same seed on both devices, matrices scaled as make_model's
+      manual_seed(103);
+      auto m = std::make_unique<GPT>(sc);
+      for (Var* p : m->parameters())
+        if (p->dim() == 2) p->value().copy_(mul(p->value(), 8.0));
+      m->to(dt);
+      m->to(d);
+      return m;
+    };
+    auto std_cpu = standard(Device::CPU), std_gpu = standard(kGpu);
+    const PerplexityResult cs = evaluate_perplexity(*std_cpu, tokens, cfg, -1, -1, L);
+    const PerplexityResult gs = evaluate_perplexity(*std_gpu, tokens, cfg, -1, -1, L);
+    REQUIRE(gs.windows == windows);
+    require_close(from_vector(cs.window_nll, {windows}), to_gpu(from_vector(gs.window_nll, {windows})), 0.0,
+                  per_token * static_cast<double>(L), "standard model: nats per window");
   }
 }

@@ -70,13 +70,15 @@ void require_zero_above_diagonal(const Tensor& p, const std::string& what) {
 }
 
 // Tolerances, shared by the tests below. The scores are sums of HS products grouped differently
-// by cuBLAS and the CPU GEMM, then exp (CUDA's expf is within 2 ulp of glibc's) and the group
-// sums (nvcc may fuse a product into a sum where the CPU rounds twice). Each P' entry then
+// by cuBLAS and the CPU GEMM, then exp (CUDA's expf and glibc's are each within 2 ulp) and the
+// group sums (in a different order; no fused multiply-add on either side). Each P' entry then
 // differs by a few f32 ulps relative; a weight is at most a product of three of them. Measured
 // with the CPU twin as f32 against f64 on these shapes and layouts (up to T = 1000, HS = 64), one
 // device's own error is below 4.1e-7 (P') and 8.8e-7 (out, entries up to ~3.5), and never more
 // than 1.9e-7 beyond 1e-4 relative; f64 scales that by its smaller epsilon (~2e-9). A wrong
-// layout row, a mis-strided GEMM or a missed mask is off by > 1e-3.
+// layout row, a mis-strided GEMM or a missed mask is off by > 1e-3. On the H100 and H200
+// (2026-11-27) every comparison of this file used at most 3.1% of its tolerance (f32); the
+// margin is kept for GPUs whose cuBLAS kernels group the sums differently.
 Tol forward_tol(DType dt) { return tol_for(dt, {1e-4, 1e-5}, {1e-11, 1e-13}); }
 // dS subtracts sums of similar size (G - delta, G - a_g), so its absolute error is that of
 // G = dout v^T (~eps |dout| |v| sqrt(HS)); dq and dk sum up to T of those. Same measurement: one

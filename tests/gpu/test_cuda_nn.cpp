@@ -103,11 +103,12 @@ TEST_CASE("cuda: fused causal attention kernels, forward and backward", "[cuda][
       LM_KERNEL(Device::CPU, causal_attention_forward, q, k, v, scale, probs, out);
       LM_KERNEL(kGpu, causal_attention_forward, qg, kg, vg, scale, probsg, outg);
       // Scores are sums of HS products (cuBLAS and the CPU's FMA micro-kernel group them
-      // differently), then exp (CUDA's expf is within 2 ulp of glibc's) and a row sum (in order on
-      // the CPU, as a tree on CUDA): each probability differs by a few f32 ulps relative. The
-      // output sums up to T of them times randn values. The error of one device alone, measured
-      // on the CPU as f32 vs f64 for these shapes: below 3e-7 (probs) and 6e-7 (out); f64 errors
-      // are ~1e-9 of those. A transposed or mis-strided GEMM, or a wrong mask, is off by > 1e-3.
+      // differently), then exp (CUDA's expf and glibc's are each within 2 ulp) and a row sum (in
+      // order on the CPU, as a tree on CUDA): each probability differs by a few f32 ulps relative.
+      // The output sums up to T of them times randn values. The error of one device alone,
+      // measured on the CPU as f32 vs f64 for these shapes: below 3e-7 (probs) and 6e-7 (out); f64
+      // errors are ~1e-9 of those. A transposed or mis-strided GEMM, or a wrong mask, is off by
+      // > 1e-3. On the H100 and H200 (2026-11-27) this test used at most 1.2% of its tolerances.
       const Tol tf = tol_for(dt, {1e-4, 1e-5}, {1e-11, 1e-13});
       require_close(probs, probsg, tf.rtol, tf.atol, "attention probs");
       require_zero_above_diagonal(probsg, "attention probs on cuda");
@@ -187,7 +188,9 @@ struct StepRecord {
   std::vector<Tensor> before, grad, clipped, after;
 };
 
-// loss -> backward -> clip_grad_norm -> AdamW step, the order of train/trainer.cpp.
+// loss -> backward -> clip_grad_norm -> AdamW step, the order of train/trainer.cpp. Every record
+// is a host copy (AdamW updates the parameters in place); the GPU run's records go back to the
+// device for require_close, a byte copy each way.
 StepRecord train_step(GPT& model, const Tensor& idx, const Tensor& targets, double lr, double max_norm,
                       const AdamWConfig& oc) {
   AdamW opt(model, oc);  // made after the model has its final device and dtype
@@ -253,7 +256,7 @@ TEST_CASE("cuda: one GPT training step equals the CPU's: loss, gradients, clippi
     StepRecord c = train_step(cpu_model, idx, targets, lr, max_norm, oc);
     StepRecord g = train_step(gpu_model, idx, targets, lr, max_norm, oc);
     REQUIRE(c.names == g.names);
-    for (size_t i = 0; i < c.names.size(); ++i) require_equal(c.before[i], g.before[i], "initial " + c.names[i]);
+    for (size_t i = 0; i < c.names.size(); ++i) require_equal(c.before[i], to_gpu(g.before[i]), "initial " + c.names[i]);
 
     // The loss: every layer's rounding differences (GEMM grouping, tree vs sequential row sums,
     // libm ulps) reach it. One device's f32 error, measured on the CPU as f32 vs f64 over five
@@ -269,7 +272,7 @@ TEST_CASE("cuda: one GPT training step equals the CPU's: loss, gradients, clippi
     const double grad_tol = dt == DType::F32 ? 2e-5 : 1e-10;
     for (size_t i = 0; i < c.names.size(); ++i) {
       const double scale = max_abs(c.grad[i]);
-      require_close(c.grad[i], g.grad[i], grad_tol, grad_tol * scale, "gradient of " + c.names[i]);
+      require_close(c.grad[i], to_gpu(g.grad[i]), grad_tol, grad_tol * scale, "gradient of " + c.names[i]);
     }
 
     // The global norm is a sum of squares accumulated in f64 on both devices.
@@ -278,7 +281,7 @@ TEST_CASE("cuda: one GPT training step equals the CPU's: loss, gradients, clippi
     REQUIRE(std::fabs(c.norm - g.norm) <= (dt == DType::F32 ? 2e-5 : 1e-12) * c.norm);
     for (size_t i = 0; i < c.names.size(); ++i) {
       const double scale = max_abs(c.clipped[i]);
-      require_close(c.clipped[i], g.clipped[i], grad_tol, grad_tol * scale, "clipped gradient of " + c.names[i]);
+      require_close(c.clipped[i], to_gpu(g.clipped[i]), grad_tol, grad_tol * scale, "clipped gradient of " + c.names[i]);
     }
 
     // Updated parameters. At step 1 AdamW moves each weight by lr * g / (|g| + eps) (bias
@@ -288,7 +291,7 @@ TEST_CASE("cuda: one GPT training step equals the CPU's: loss, gradients, clippi
     // 1.2e-3 lr over five seeds. A wrong step (sign, bias correction) errs by ~lr or more.
     const double step_tol = dt == DType::F32 ? 0.02 * lr : 1e-12;
     for (size_t i = 0; i < c.names.size(); ++i)
-      require_close(c.after[i], g.after[i], 0.0, step_tol, "updated " + c.names[i]);
+      require_close(c.after[i], to_gpu(g.after[i]), 0.0, step_tol, "updated " + c.names[i]);
 
     // And the step itself is exact: the CPU kernel applied to the GPU's own clipped gradients
     // reproduces the GPU's updated parameters bit for bit (see the adamw_update test).
