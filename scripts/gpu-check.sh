@@ -141,7 +141,7 @@ if want train && [ $have_e2e = 1 ]; then
       --steps "$TRAIN_STEPS" --eval-every 0 --ckpt-every 100000 --log-every 0 --seed 1 --device "$dev" || STATUS=1
   done
   if [ -f "$OUT/train_cuda/metrics.jsonl" ] && [ -f "$OUT/train_cpu/metrics.jsonl" ]; then
-    python3 - "$OUT/train_cuda/metrics.jsonl" "$OUT/train_cpu/metrics.jsonl" <<'EOF' | tee -a "$LOG"
+    if python3 - "$OUT/train_cuda/metrics.jsonl" "$OUT/train_cpu/metrics.jsonl" <<'EOF' | tee -a "$LOG"
 import json, sys
 def losses(p):
     return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if "loss" in r and "step" in r}
@@ -156,7 +156,14 @@ print(f"train: {len(steps)} steps on both devices; loss cuda vs cpu: max relativ
 for lim in (10, 50, 100, 200):
     sub = [r for s, r in zip(steps, rel) if s <= lim]
     if sub: print(f"  steps 1..{lim}: max relative difference {max(sub):.3e}")
+# The stated tolerance: 1e-4 relative over the first 50 steps. Later, training at the demo's
+# learning rate amplifies the devices' different f32 rounding until the runs are only alike
+# (docs/cuda.md section 12), so later steps are reported, not judged.
+first = max(r for s, r in zip(steps, rel) if s <= 50)
+print(f"train: steps 1..50 {'within' if first <= 1e-4 else 'OVER'} 1e-4 relative")
+sys.exit(0 if first <= 1e-4 else 1)
 EOF
+  then :; else STATUS=1; fi
   fi
 fi
 
@@ -169,7 +176,7 @@ eval_pair() {
       --bootstrap 2 --device "$dev" --windows-tsv "$OUT/${name}_$dev.tsv" || STATUS=1
   done
   [ -f "$OUT/${name}_cuda.tsv" ] && [ -f "$OUT/${name}_cpu.tsv" ] || return 0
-  python3 - "$name" "$OUT/${name}_cuda.tsv" "$OUT/${name}_cpu.tsv" <<'EOF' | tee -a "$LOG"
+  if python3 - "$name" "$OUT/${name}_cuda.tsv" "$OUT/${name}_cpu.tsv" <<'EOF' | tee -a "$LOG"
 import math, sys
 def nll(p):
     rows = [l.split("\t") for l in open(p) if l.strip() and l[0].isdigit()]
@@ -178,7 +185,9 @@ def nll(p):
 d = abs(math.exp(g) - math.exp(c)) / math.exp(c)
 print(f"{sys.argv[1]}: {n} windows; perplexity cuda {math.exp(g):.9g}, cpu {math.exp(c):.9g}: relative difference {d:.3e} "
       f"({'within' if d <= 1e-4 else 'OVER'} 1e-4); mean nats per token {g:.9f} vs {c:.9f}, relative {abs(g - c) / c:.3e}")
+sys.exit(0 if d <= 1e-4 else 1)
 EOF
+  then :; else STATUS=1; fi
 }
 if want eval && [ $have_e2e = 1 ]; then
   eval_pair eval "$MODEL" "$DATA/val.tokens"
