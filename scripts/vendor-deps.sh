@@ -2,7 +2,7 @@
 # vendor-deps.sh: gathers the header-only dependencies (Catch2, stb, nlohmann-json, CLI11) and
 # zlib's headers and library into .deps/ (ignored by git), so the tree builds on a machine that
 # has a compiler, CMake and CUDA but no Debian packages and no network, e.g. a GPU machine that
-# receives a copy of this tree (scripts/gpu-check.sh). Run it here, on a machine with apt: it uses
+# receives a copy of this tree (scripts/gpu-check.sh). Run it on a machine with apt: it uses
 # `apt-get download` and `dpkg -x` (no root needed, nothing is installed). CMakeLists.txt
 # searches .deps/usr after the system's own directories, so a system copy still wins.
 # Usage: scripts/vendor-deps.sh [DIR] (default .deps)

@@ -2,7 +2,9 @@
 # test_bench_cli.sh: the benchmark programs refuse bad command lines and report failures with one
 # clear line and an exit status (2 for a usage error, 1 for a failure), never an abort from an
 # uncaught exception (exit 134) as they once did. Nothing is benchmarked: every run here stops
-# at its flags, or at the first thing it builds.
+# at its flags, or at the first thing it builds. The scripts around them (gpu-check.sh's command
+# line, bench_gpu.sh and bench_gpu_ratios.sh, bench_summary.sh and bench_readme.sh) are checked
+# on hand-written inputs.
 # Usage: test_bench_cli.sh bench_train bench_decode bench_gemm bench_landmark bench_topk bench_gpu
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"  # LANDMARK (unused here), WORK, fail, expect
 TRAIN="$1" DECODE="$2" GEMM="$3" LANDMARK_BENCH="$4" TOPK="$5" GPU_BENCH="$6"
@@ -36,20 +38,30 @@ run 2 "$WORK/9" "$GEMM" --blocks 64,7
 expect "$WORK/9" "--blocks needs KC,MC,NC (three integers), got '64,7'"
 run 2 "$WORK/10" "$GEMM" --blocks 64,13,32
 expect "$WORK/10" "--blocks: set_gemm_blocks: need kc >= 1, mc a positive multiple of"
+SCRIPTS0="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts" && pwd)"
 run 2 "$WORK/13" "$GPU_BENCH" --bogus
 expect "$WORK/13" "usage: bench_gpu"
 if ! command -v nvidia-smi > /dev/null; then  # no GPU here: it says so and exits 77 (the skip code)
   run 77 "$WORK/14" "$GPU_BENCH" --quick
   expect "$WORK/14" "bench_gpu: skipped, no CUDA device"
   # and make bench's GPU part says it skipped, successfully
-  run 0 "$WORK/14b" bash "$(dirname "${BASH_SOURCE[0]}")/../../scripts/bench_gpu.sh" "$(dirname "$(dirname "$GPU_BENCH")")" "$WORK/gpu"
+  run 0 "$WORK/14b" bash "$SCRIPTS0/bench_gpu.sh" "$(dirname "$(dirname "$GPU_BENCH")")" "$WORK/gpu"
   expect "$WORK/14b" "bench_gpu: skipped"
+fi
+
+# scripts/gpu-check.sh refuses a bad command line before touching anything, and says what it needs.
+run 2 "$WORK/17" bash "$SCRIPTS0/gpu-check.sh" --steps tests,bogus
+expect "$WORK/17" "unknown step 'bogus' in --steps"
+run 2 "$WORK/18" bash "$SCRIPTS0/gpu-check.sh" --deadline soon
+expect "$WORK/18" "--deadline must be whole seconds, got 'soon'"
+if ! command -v nvidia-smi > /dev/null; then
+  run 1 "$WORK/19" bash "$SCRIPTS0/gpu-check.sh" --out "$WORK/gpucheck"
+  expect "$WORK/19" "nvidia-smi not found"
 fi
 
 # The GPU ratios (scripts/bench_gpu_ratios.sh) from hand-written lines of both sides.
 printf 'gpu device="Test GPU"\ngpu train preset=tiny step=0.010\ngpu train preset=gpt2-124m step=0.200\ngpu attention T=4096 causal=0.010 landmark=0.040\n' > "$WORK/ours.txt"
 printf 'torch train preset=tiny math=f32 step=0.020\ntorch train preset=tiny math=tf32 step=0.005\ntorch train preset=gpt2-124m math=f32 step=0.100\ntorch train preset=gpt2-124m math=tf32 step=0.050\ntorch attention T=4096 sdpa=0.008\n' > "$WORK/torch.txt"
-SCRIPTS0="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts" && pwd)"
 bash "$SCRIPTS0/bench_gpu_ratios.sh" "$WORK/ours.txt" "$WORK/torch.txt" > "$WORK/15"
 expect "$WORK/15" "gpu train_124m_speedup_vs_torch=0.500 landmark_4096_vs_sdpa=5.00"
 grep -Eq '^tiny +0\.0100 +0\.0200 +0\.0050 +2\.00$' "$WORK/15" || { cat "$WORK/15" >&2; fail "bench_gpu_ratios: wrong tiny row"; }
