@@ -8,7 +8,10 @@
 // cache holds by its sizes (fast: landmark keys and tails; slow: block K/V, in RAM or in a file
 // with --block-dir; full: every key and value); the RSS columns are measured, the growth of the
 // process's resident set while the cache is alive (freed heap memory trimmed before each
-// reading). Last line:
+// reading). With --device cuda the model, the landmark cache's fast memory and the full KV cache
+// live on the GPU (the full cache then takes its tensor-op step, infer/full_cache.h) while block
+// K/V stay in host memory and only retrieved blocks are copied over: the paper's offload; every
+// timed round ends with the device idle. Last line:
 //   decode speedup_at_32k=<full-cache step time / landmark step time at 32k>
 #include <malloc.h>
 
@@ -26,6 +29,7 @@
 #include "tensor/cpu/parallel.h"
 #include "tensor/create.h"
 #include "tensor/rng.h"
+#include "tensor/storage.h"
 
 using namespace lm;
 
@@ -54,13 +58,15 @@ std::vector<int32_t> tokens(int64_t n, int64_t vocab, uint64_t seed) {
 }  // namespace
 
 const char* kUsage =
-    "usage: bench_decode [--quick] [--block-dir DIR] [--context N] [--steps N] [--landmark-only]\n"
+    "usage: bench_decode [--quick] [--block-dir DIR] [--context N] [--steps N] [--landmark-only] [--device cpu|cuda]\n"
     "  Decode-step time and memory: landmark retrieval (k 4) vs a full KV cache.\n"
     "  --context N      one context length instead of 2k, 8k, 32k and 128k\n"
     "  --steps N        generated tokens per timed round (default 128)\n"
     "  --landmark-only  skip the full cache (for profiling the landmark step: perf record ...)\n"
     "  --compare-paths  also time the landmark step with and without decode_step (infer/decode_step.h),\n"
-    "                   alternated in one session\n";
+    "                   alternated in one session\n"
+    "  --device D       cpu (default) or cuda: the model, the landmark cache's fast memory and the full KV\n"
+    "                   cache on that device (block K/V stay in host memory: the paper's offload)\n";
 
 int bench_main(int argc, char** argv) {
   std::vector<int64_t> lengths = {2048, 8192, 32768, 131072};
@@ -73,6 +79,7 @@ int bench_main(int argc, char** argv) {
   constexpr int kRounds = 3;
   std::string block_dir;
   bool landmark_only = false, compare_paths = false;
+  Device dev = Device::CPU;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--quick") {
@@ -88,6 +95,10 @@ int bench_main(int argc, char** argv) {
       landmark_only = true;
     } else if (a == "--compare-paths") {
       compare_paths = true;
+    } else if (a == "--device" && i + 1 < argc) {
+      const std::string d = argv[++i];
+      if (d != "cpu" && d != "cuda") throw lm::bench::UsageError{"--device must be cpu or cuda, got '" + d + "'"};
+      dev = d == "cuda" ? Device::CUDA : Device::CPU;
     } else if (a == "--help") {
       std::printf("%s", kUsage);
       return 0;
@@ -104,9 +115,18 @@ int bench_main(int argc, char** argv) {
   c.n_embd = 128;
   c.block_size = 512;
   c.attention = AttentionKind::Landmark;
+  if (dev == Device::CUDA && cuda_device_count() == 0) {
+    std::printf("bench_decode: skipped, no CUDA device: %s\n", cuda_unavailable_reason().c_str());
+    return 77;
+  }
   manual_seed(1);
   GPT model(c);
   model.eval();
+  model.to(dev);
+  // CUDA work runs after its launch returns: each timed round ends when the device is idle.
+  const auto wait = [dev] {
+    if (dev == Device::CUDA) cuda_synchronize();
+  };
   const int32_t landmark_id = 512;
   InferConfig ic;
   ic.chunk_len = 250;
@@ -114,8 +134,9 @@ int bench_main(int argc, char** argv) {
   ic.block_dir = block_dir;
   const cpu::CacheSizes& caches = cpu::cache_sizes();
   bench::print_machine_line(cpu::num_threads(), caches.l1d, caches.l2, caches.l3_per_core, caches.source.c_str());
-  std::printf("decode benchmark: the demo model (3 layers, d 128, 4 heads, vocab 514), f32, %d thread(s); landmark k %lld, chunk %lld, "
-              "block K/V in %s\n", cpu::num_threads(), (long long)ic.k, (long long)ic.chunk_len,
+  std::printf("decode benchmark: the demo model (3 layers, d 128, 4 heads, vocab 514), f32, on %s, %d thread(s); landmark k %lld, "
+              "chunk %lld, block K/V in %s\n", dev == Device::CUDA ? cuda_device_description().c_str() : "the CPU",
+              cpu::num_threads(), (long long)ic.k, (long long)ic.chunk_len,
               block_dir.empty() ? "RAM" : ("files in " + block_dir).c_str());
   // How idle OpenMP threads wait decides which small loops run on both cores (tensor/cpu/parallel.h).
   const char* policy = std::getenv("OMP_WAIT_POLICY");
@@ -133,6 +154,7 @@ int bench_main(int argc, char** argv) {
       const double t0 = now();
       InferenceSession s(model, ic, landmark_id);
       s.feed(ctx);
+      wait();
       lm_prefill = now() - t0;
       lm_step = 1e30;
       if (compare_paths) {  // decode_step against the chunk path, alternated in this session
@@ -151,8 +173,10 @@ int bench_main(int argc, char** argv) {
                     "median %.4f ms per token (%.2fx)\n", (long long)n, steps, 1e3 * t[0][7], 1e3 * t[1][7], t[1][7] / t[0][7]);
       }
       for (int round = 0; round < kRounds; ++round) {
+        wait();
         const double t1 = now();
         for (int i = 0; i < steps; ++i) s.feed_chunk({next[round * steps + i]});
+        wait();
         lm_step = std::min(lm_step, (now() - t1) / steps);
       }
       // Per layer: a landmark key (NH x HS) per block + a tail of < F + 1 tokens in fast memory;
@@ -170,8 +194,10 @@ int bench_main(int argc, char** argv) {
       fc.step(next[0]);  // warm-up
       full_step = 1e30;
       for (int round = 0; round < kRounds; ++round) {
+        wait();
         const double t1 = now();
         for (int i = 0; i < steps; ++i) fc.step(next[round * steps + i]);
+        wait();
         full_step = std::min(full_step, (now() - t1) / steps);
       }
       full_kv = static_cast<double>(fc.bytes()) / kMB;

@@ -63,6 +63,31 @@ TEST_CASE("full KV cache: token-by-token logits equal the one-shot causal forwar
   CHECK_THROWS_AS(fc.step(1), Error);  // full
 }
 
+// The generic step of tensor ops (what a CUDA model runs), here on the CPU: the same logits as
+// the one-shot forward and as the hand-written step, within f32 summation-order differences
+// (the scores and sums are grouped differently: matmul and softmax against the step's own loops).
+TEST_CASE("full KV cache: the tensor-op step equals the one-shot forward and the CPU step", "[infer]") {
+  auto m = model("standard", DType::F32);
+  std::vector<int32_t> t = toks(40, 1);
+  Tensor ref = m->forward(from_vector(t, {1, 40})).value().squeeze(0);
+  FullKVCache fc(*m, 40), generic(*m, 40, true);
+  CHECK_FALSE(fc.tensor_ops());
+  CHECK(generic.tensor_ops());
+  CHECK(generic.bytes() == fc.bytes());
+  for (int64_t i = 0; i < 40; ++i) {
+    Tensor row = generic.step(t[i]), cpu_row = fc.step(t[i]);
+    CHECK(max_abs_diff(row, ref.select(0, i)) < 1e-4);
+    CHECK(max_abs_diff(row, cpu_row) < 1e-4);
+  }
+  CHECK_THROWS_AS(generic.step(1), Error);  // full
+  // fill_random puts the same numbers in both, so the next step agrees too.
+  FullKVCache a(*m, 50), b(*m, 50, true);
+  a.fill_random(30, 9);
+  b.fill_random(30, 9);
+  CHECK(max_abs_diff(a.step(3), b.step(3)) < 1e-4);
+  CHECK(b.size() == 31);
+}
+
 TEST_CASE("sampling: greedy is argmax, samples follow the softmax, top-k stays in the top k", "[infer]") {
   Tensor logits = from_vector(std::vector<float>{0.0f, 1.0f, 2.0f, -1.0f}, {4});
   SampleOptions greedy;

@@ -30,6 +30,8 @@ run 1 "$WORK/5" "$DECODE" --quick --block-dir "$WORK/missing"
 expect "$WORK/5" "bench_decode: error: block store: $WORK/missing is not a directory"
 run 0 "$WORK/6" "$DECODE" --help
 expect "$WORK/6" "usage: bench_decode"
+run 2 "$WORK/6b" "$DECODE" --device tpu
+expect "$WORK/6b" "--device must be cpu or cuda, got 'tpu'"
 run 2 "$WORK/7" "$TOPK" --max-blocks 10
 expect "$WORK/7" "--max-blocks needs an integer in [1000, 10000000], got '10'"
 run 2 "$WORK/8" "$TOPK" --out
@@ -44,6 +46,8 @@ expect "$WORK/13" "usage: bench_gpu"
 if ! command -v nvidia-smi > /dev/null; then  # no GPU here: it says so and exits 77 (the skip code)
   run 77 "$WORK/14" "$GPU_BENCH" --quick
   expect "$WORK/14" "bench_gpu: skipped, no CUDA device"
+  run 77 "$WORK/14c" "$DECODE" --quick --device cuda
+  expect "$WORK/14c" "bench_decode: skipped, no CUDA device"
   # and make bench's GPU part says it skipped, successfully
   run 0 "$WORK/14b" bash "$SCRIPTS0/bench_gpu.sh" "$(dirname "$(dirname "$GPU_BENCH")")" "$WORK/gpu"
   expect "$WORK/14b" "bench_gpu: skipped"

@@ -15,6 +15,7 @@
 
 #include "gpu_compare.h"
 #include "infer/eval.h"
+#include "infer/full_cache.h"
 #include "infer/session.h"
 #include "tests/infer_fixtures.h"
 #include "nn/gpt.h"
@@ -213,6 +214,20 @@ TEST_CASE("cuda inference: a model with a context-miss token equals the CPU (exa
   }
 }
 
+// make_model's shape with standard attention, from one seed on either device (matrices scaled by 8
+// as make_model's).
+std::unique_ptr<GPT> standard_model(DType dt, Device d) {
+  GPTConfig c = make_model(DType::F32)->config();
+  c.attention = AttentionKind::Standard;
+  manual_seed(103);
+  auto m = std::make_unique<GPT>(c);
+  for (Var* p : m->parameters())
+    if (p->dim() == 2) p->value().copy_(mul(p->value(), 8.0));
+  m->to(dt);
+  m->to(d);
+  return m;
+}
+
 // `landmark eval --device cuda` (infer/eval.cpp): the same windows scored on both devices. Every
 // per-token loss is a log-softmax entry, which moves by at most twice the largest change of a
 // logit; the logits agree within logit_atol (above: 1e-5 in f32, 1e-12 in f64, times the largest
@@ -238,22 +253,31 @@ TEST_CASE("cuda evaluation: perplexity equals the CPU's, landmark reading and a 
                   per_token * static_cast<double>(L), "landmark model: nats per window");
 
     // A standard model reads each window whole (L <= its block size).
-    GPTConfig sc = cpu_model->config();
-    sc.attention = AttentionKind::Standard;
-    auto standard = [&](Device d) {  // the same seed on both devices, matrices scaled as make_model's
-      manual_seed(103);
-      auto m = std::make_unique<GPT>(sc);
-      for (Var* p : m->parameters())
-        if (p->dim() == 2) p->value().copy_(mul(p->value(), 8.0));
-      m->to(dt);
-      m->to(d);
-      return m;
-    };
-    auto std_cpu = standard(Device::CPU), std_gpu = standard(kGpu);
+    auto std_cpu = standard_model(dt, Device::CPU), std_gpu = standard_model(dt, kGpu);
     const PerplexityResult cs = evaluate_perplexity(*std_cpu, tokens, cfg, -1, -1, L);
     const PerplexityResult gs = evaluate_perplexity(*std_gpu, tokens, cfg, -1, -1, L);
     REQUIRE(gs.windows == windows);
     require_close(from_vector(cs.window_nll, {windows}), to_gpu(from_vector(gs.window_nll, {windows})), 0.0,
                   per_token * static_cast<double>(L), "standard model: nats per window");
   }
+}
+
+// The full KV cache's generic step (infer/full_cache.cpp), which a CUDA model takes: logits token
+// by token equal the CPU's (its own generic step and its hand-written step) within the logit
+// tolerance above, and after fill_random both devices hold the same numbers.
+TEST_CASE("cuda full KV cache: token-by-token logits equal the CPU's", "[cuda][infer]") {
+  auto cpu_model = standard_model(DType::F32, Device::CPU), gpu_model = standard_model(DType::F32, kGpu);
+  const std::vector<int32_t> t = random_raw(40, 17);
+  FullKVCache cpu(*cpu_model, 60), gpu(*gpu_model, 60);
+  REQUIRE(gpu.tensor_ops());
+  for (int32_t tok : t) {
+    const Tensor c = cpu.step(tok), g = gpu.step(tok);
+    REQUIRE(g.device() == kGpu);
+    require_close(c, g, 0.0, logit_atol(DType::F32, c), "full cache step");
+  }
+  FullKVCache cpu_r(*cpu_model, 60), gpu_r(*gpu_model, 60);
+  cpu_r.fill_random(30, 9);
+  gpu_r.fill_random(30, 9);
+  const Tensor c = cpu_r.step(5);
+  require_close(c, gpu_r.step(5), 0.0, logit_atol(DType::F32, c), "full cache step after fill_random");
 }
