@@ -2,7 +2,8 @@
 # gpu-check.sh: the CUDA path on a machine with an NVIDIA GPU, in one command (docs/cuda.md
 # section 12). It writes one log that starts with the GPU model, driver and CUDA version, then:
 #   build     configure for the GPU that is present (its compute capability, read from
-#             nvidia-smi now, not a fixed list) and build lm_gpu_tests, landmark and bench_gpu;
+#             nvidia-smi now, not a fixed list) and build lm_gpu_tests, landmark, bench_gpu and
+#             bench_decode;
 #             header-only dependencies come from .deps/ when the system has none
 #             (scripts/vendor-deps.sh gathers them on a machine with apt)
 #   tests     lm_gpu_tests, every GPU result against the CPU, with LM_GPU_REPORT=1: one line per
@@ -12,6 +13,8 @@
 #   eval      perplexity of the demo's landmark model on both devices
 #   passkey   pass-key prompts at 4k..32k on both devices: every answer side by side
 #   bench     bench_gpu and bench/pytorch_gpu.py on this GPU, and their ratios
+#   decode    bench_decode --device cuda: one generated token with retrieval against a full KV
+#             cache on the GPU, at DECODE_LENGTHS tokens of context
 #   memcheck  compute-sanitizer (memcheck) over lm_gpu_tests
 # Each step has a time limit, and all of them a deadline (--deadline seconds, default 570), so
 # the whole check ends inside 10 minutes; a step cut short says so in the log.
@@ -28,17 +31,18 @@ usage() {
 usage: scripts/gpu-check.sh [--build-dir DIR] [--no-build] [--steps LIST] [--out DIR] [--deadline S] [--jobs N]
   --build-dir DIR  where to configure and build (default build-gpu)
   --no-build       use the programs already built in --build-dir
-  --steps LIST     comma-separated subset of: tests,train,eval,passkey,bench,memcheck (default: all)
+  --steps LIST     comma-separated subset of: tests,train,eval,passkey,bench,decode,memcheck (default: all)
   --out DIR        where the log and the step outputs go (default runs/gpu-check)
   --deadline S     seconds for the whole check (default 570)
   --jobs N         parallel build jobs (default: all cores)
-Environment: DATA, INIT, MODEL, CORPUS (see the head of this script), TRAIN_STEPS (default 200).
+Environment: DATA, INIT, MODEL, CORPUS (see the head of this script), TRAIN_STEPS (default 200),
+DECODE_LENGTHS (default "32768 131072").
 EOF
 }
 
 BUILD=build-gpu
 DO_BUILD=1
-STEPS=tests,train,eval,passkey,bench,memcheck
+STEPS=tests,train,eval,passkey,bench,decode,memcheck
 OUT=runs/gpu-check
 DEADLINE=570
 JOBS=$(nproc)
@@ -55,7 +59,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 for s in ${STEPS//,/ }; do
-  case "$s" in tests|train|eval|passkey|bench|memcheck) ;; *) echo "gpu-check: unknown step '$s' in --steps" >&2; exit 2 ;; esac
+  case "$s" in tests|train|eval|passkey|bench|decode|memcheck) ;; *) echo "gpu-check: unknown step '$s' in --steps" >&2; exit 2 ;; esac
 done
 [[ "$DEADLINE" =~ ^[0-9]+$ ]] || { echo "gpu-check: --deadline must be whole seconds, got '$DEADLINE'" >&2; exit 2; }
 command -v nvidia-smi >/dev/null || { echo "gpu-check: nvidia-smi not found: this needs a machine with an NVIDIA GPU and driver" >&2; exit 1; }
@@ -100,7 +104,7 @@ CC_CAP=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader | head -1 | tr
 if [ "$DO_BUILD" = 1 ]; then
   run_step configure 120 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DLANDMARK_CUDA=ON \
     -DCMAKE_CUDA_ARCHITECTURES="$CC_CAP" -DLANDMARK_MPI=OFF || { say "gpu-check: configure failed"; exit 1; }
-  run_step build 400 cmake --build "$BUILD" -j "$JOBS" --target lm_gpu_tests landmark bench_gpu ||
+  run_step build 400 cmake --build "$BUILD" -j "$JOBS" --target lm_gpu_tests landmark bench_gpu bench_decode ||
     { say "gpu-check: build failed"; exit 1; }
 fi
 LM="$BUILD/apps/landmark"
@@ -217,6 +221,19 @@ fi
 
 if want bench; then
   run_step bench 300 bash scripts/bench_gpu.sh "$BUILD" "$OUT/bench" || STATUS=1
+fi
+
+# Decoding on the GPU (issue 19, 4c): bench_decode --device cuda at each length of DECODE_LENGTHS
+# (default 32768 and 131072; 1048576 adds about two minutes of prefill): the landmark step (block
+# K/V in host memory, retrieved blocks copied over) against a full KV cache on the GPU.
+if want decode; then
+  if [ -x "$BUILD/bench/bench_decode" ]; then
+    for n in ${DECODE_LENGTHS:-32768 131072}; do
+      run_step "decode_$n" 240 "$BUILD/bench/bench_decode" --device cuda --context "$n" --steps 64 || STATUS=1
+    done
+  else
+    say "gpu-check: $BUILD/bench/bench_decode is missing (built by default; with --no-build, build it first)"
+  fi
 fi
 
 if want memcheck; then
