@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <sys/resource.h>
@@ -35,6 +37,17 @@ std::string pct(double share) {  // a share as a percentage with one decimal, fo
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.1f", 100 * share);
   return buf;
+}
+
+// Refuses an output file whose directory is missing before a long evaluation, not after it:
+// outputs are (flag, path) pairs; an empty path, or none, means the file will not be written.
+void check_output_dirs(const char* command, std::initializer_list<std::pair<const char*, const std::string*>> outputs) {
+  for (const auto& [flag, path] : outputs) {
+    if (path == nullptr) continue;
+    const std::filesystem::path dir = std::filesystem::path(*path).parent_path();
+    LM_CHECK(path->empty() || dir.empty() || std::filesystem::is_directory(dir),
+             command << ": " << flag << " " << *path << ": the directory " << dir.string() << " does not exist");
+  }
 }
 
 std::string escape_tabs(const std::string& s) {  // one TSV cell: tabs, newlines and backslashes escaped
@@ -105,6 +118,8 @@ Command passkey_command(CLI::App& app) {
                                          "correct answer (the model's decoded answer; tabs and newlines shown as \\t, \\n)");
   flags->add(sub);
   auto run = [=]() {
+    check_output_dirs("passkey", {{"--tsv", tsv.get()}, {"--plot", png.get()}, {"--answers", answers.get()},
+                                  {"--recall-plot", opts->recall ? recall_png.get() : nullptr}});
     LoadedModel lm_model = load_trained_model(*ckpt, flags->dev());
     const InferConfig cfg = flags->get(lm_model);
     // A standard model as --checkpoint is evaluated alone, with its own window.
@@ -304,13 +319,7 @@ Command eval_command(CLI::App& app) {
     LoadedModel m = load_trained_model(*ckpt, flags->dev());
     InferConfig cfg = flags->get(m);
     cfg.standard_local = *local;
-    // Refuse an output file whose directory is missing before the evaluation, not after it.
-    for (const auto& [flag, path] : {std::pair<const char*, const std::string*>{"--tsv", tsv.get()},
-                                     std::pair<const char*, const std::string*>{"--windows-tsv", windows_tsv.get()}}) {
-      const std::filesystem::path dir = std::filesystem::path(*path).parent_path();
-      LM_CHECK(path->empty() || dir.empty() || std::filesystem::is_directory(dir),
-               "eval: " << flag << " " << *path << ": the directory " << dir.string() << " does not exist");
-    }
+    check_output_dirs("eval", {{"--tsv", tsv.get()}, {"--windows-tsv", windows_tsv.get()}, {"--hist", hist.get()}});
     LM_CHECK(!flags->all() || hist->empty(), "eval: --hist draws one granularity; choose one instead of 'all'");
     LM_CHECK(!flags->all() || (windows_tsv->empty() && paired->empty()),
              "eval: --windows-tsv and --paired-with compare one evaluation; choose one granularity instead of 'all'");

@@ -82,6 +82,12 @@ PK=(passkey --checkpoint "$WORK/plain/checkpoint.safetensors" --lengths 400 --tr
 printed=$(sed -n 's/^ *400 .*(\( *[0-9]*\)\/ *3).*/\1/p' "$WORK/ram.txt" | tr -d ' ')
 [ -n "$printed" ] && [ "$(awk -F'\t' 'NR > 1 { s += $4 } END { print s + 0 }' "$WORK/ram_answers.tsv")" = "$printed" ] ||
   fail "passkey --answers: the correct column does not add up to the printed count ($printed)"
+# An output whose directory is missing is refused before any prompt is read.
+if "$LANDMARK" "${PK[@]}" --answers "$WORK/missing/a.tsv" > "$WORK/bad_answers" 2>&1; then
+  fail "passkey --answers into a missing directory succeeded"
+fi
+expect "$WORK/bad_answers" "passkey: --answers $WORK/missing/a.tsv: the directory $WORK/missing does not exist"
+grep -q "^ *400 " "$WORK/bad_answers" && fail "passkey --answers refused its file only after the prompts"
 mkdir "$WORK/blocks"
 echo "the user's file" > "$WORK/blocks/layer0.blocks"  # the name the old store used (and truncated)
 "$LANDMARK" "${PK[@]}" --block-dir "$WORK/blocks" --answers "$WORK/disk_answers.tsv" > "$WORK/disk.txt" 2> /dev/null
