@@ -62,6 +62,7 @@ for s in ${STEPS//,/ }; do
   case "$s" in tests|train|eval|passkey|bench|decode|memcheck) ;; *) echo "gpu-check: unknown step '$s' in --steps" >&2; exit 2 ;; esac
 done
 [[ "$DEADLINE" =~ ^[0-9]+$ ]] || { echo "gpu-check: --deadline must be whole seconds, got '$DEADLINE'" >&2; exit 2; }
+[[ "$JOBS" =~ ^[1-9][0-9]{0,3}$ ]] || { echo "gpu-check: --jobs must be a number of jobs from 1 to 9999, got '$JOBS'" >&2; exit 2; }
 command -v nvidia-smi >/dev/null || { echo "gpu-check: nvidia-smi not found: this needs a machine with an NVIDIA GPU and driver" >&2; exit 1; }
 
 DATA="${DATA:-data/passkey/long/tokens}"
