@@ -152,6 +152,14 @@ void Var::backward() const {
   backward(one);
 }
 
+namespace {
+// True when t is the only tensor using its storage and covers all of it, contiguously.
+bool owns_whole_buffer(const Tensor& t) {
+  return t.defined() && t.storage().use_count() == 1 && t.offset() == 0 && t.is_contiguous() &&
+         static_cast<size_t>(t.numel()) * dtype_size(t.dtype()) == t.storage()->nbytes();
+}
+}  // namespace
+
 void Var::backward(const Tensor& grad_out) const {
   LM_CHECK(node_, "backward: Var is undefined");
   LM_CHECK(node_->requires_grad, "backward: this Var does not require grad (op '" << node_->op
@@ -189,7 +197,12 @@ void Var::backward(const Tensor& grad_out) const {
     if (g_profiling) profile_sync(g);
     const ProfileClock::time_point started = g_profiling ? ProfileClock::now() : ProfileClock::time_point();
     if (n->is_leaf()) {
-      n->grad = n->grad.defined() ? add(n->grad, g) : g.contiguous().clone();
+      // The first gradient is adopted when nothing else can see its memory (a fresh, whole,
+      // contiguous buffer: matmul's weight gradient, for one), else copied, so a later in-place
+      // change of the leaf's gradient (clipping, accumulation) can never reach another tensor.
+      if (n->grad.defined()) n->grad = add(n->grad, g);
+      else if (owns_whole_buffer(g)) n->grad = std::move(g);
+      else n->grad = g.contiguous().clone();
       if (g_profiling) {
         profile_sync(n->grad);
         OpTotals& t = profile_totals()["leaf"];

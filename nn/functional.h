@@ -30,6 +30,16 @@ Var causal_attention(const Var& q, const Var& k, const Var& v);
 // The same function composed from matmul, where and softmax (autograd does the backward).
 Var causal_attention_reference(const Var& q, const Var& k, const Var& v);
 
+// The heads of a fused q/k/v projection in one packed tensor: qkv (B, T, 3C), C = NH HS, q at
+// columns [0, C), k at [C, 2C), v at [2C, 3C) -> (3, B, NH, T, HS) contiguous, part 0 the
+// rotated q, part 1 the rotated k, part 2 v. The same values as narrow + reshape + transpose +
+// contiguous + rotary per part; the backward writes the (B, T, 3C) gradient in one pass instead
+// of padding three slices with zeros and adding them.
+Var qkv_heads(const Var& qkv, int64_t NH, const RotaryTables& tables);
+// causal_attention on qkv_heads' packed tensor: (3, B, NH, T, HS) -> (B, NH, T, HS). The backward
+// writes dq, dk and dv into one packed gradient, so nothing is padded or summed on the way back.
+Var causal_attention_packed(const Var& qkvh);
+
 // Inverted dropout: zero each element with probability p and scale the rest by 1/(1-p); the
 // mask comes from the project RNG (rng.h). Identity when !training or p == 0.
 Var dropout(const Var& x, double p, bool training);

@@ -59,10 +59,17 @@ CausalSelfAttention::CausalSelfAttention(const GPTConfig& cfg)
 Var CausalSelfAttention::forward(const Var& x, const RotaryTables& rot, const AttentionFn& core) const {
   const int64_t B = x.size(0), T = x.size(1), C = cfg_.n_embd, NH = cfg_.n_head, HS = cfg_.head_size();
   Var qkv_out = qkv.forward(x);  // (B, T, 3C)
-  // Split q, k, v and move heads forward: (B, T, C) -> (B, T, NH, HS) -> (B, NH, T, HS).
-  auto heads = [&](int64_t part) { return transpose(reshape(narrow(qkv_out, 2, part * C, C), {B, T, NH, HS}), 1, 2); };
-  Var q = rotary(contiguous(heads(0)), rot), k = rotary(contiguous(heads(1)), rot), v = heads(2);
-  Var y = core ? core(q, k, v) : cfg_.fused_attention ? causal_attention(q, k, v) : causal_attention_reference(q, k, contiguous(v));
+  Var y;
+  if (!core && cfg_.fused_attention) {
+    // The fast path: q, k, v as one packed tensor (3, B, NH, T, HS), so that their gradients come
+    // back as one tensor too. Same values as the spelled-out split below.
+    y = causal_attention_packed(qkv_heads(qkv_out, NH, rot));
+  } else {
+    // Split q, k, v and move heads forward: (B, T, C) -> (B, T, NH, HS) -> (B, NH, T, HS).
+    auto heads = [&](int64_t part) { return transpose(reshape(narrow(qkv_out, 2, part * C, C), {B, T, NH, HS}), 1, 2); };
+    Var q = rotary(contiguous(heads(0)), rot), k = rotary(contiguous(heads(1)), rot), v = heads(2);
+    y = core ? core(q, k, v) : cfg_.fused_attention ? causal_attention(q, k, v) : causal_attention_reference(q, k, contiguous(v));
+  }
   y = reshape(transpose(y, 1, 2), {B, T, C});  // heads back together
   return dropout(proj.forward(y), cfg_.dropout, is_training());
 }

@@ -67,6 +67,12 @@ TEST_CASE("cuda: embedding and its backward", "[cuda][index]") {
     require_equal(embedding_backward(g_t, idx_t, 12),
                   embedding_backward(to_gpu(g).transpose(0, 1), to_gpu(idx).transpose(0, 1), 12),
                   "embedding_backward, strided");
+    // Many positions, long runs of one token and a large vocabulary (the CUDA backward sorts the
+    // positions by token on the token's 16 significant bits, then sums each run in position
+    // order): still exact.
+    Tensor many = rand({5000}, DType::F64, Device::CPU, 0, 300).to(DType::I32), gm = randn({5000, 20}, dt);
+    require_equal(embedding_backward(gm, many, 50257), embedding_backward(to_gpu(gm), to_gpu(many), 50257),
+                  "embedding_backward, 5000 positions, vocabulary 50257");
     // An out-of-range index is reported with its position, on CUDA as on the CPU.
     Tensor bad = from_vector(std::vector<int32_t>{1, 2, 3, 4, 5, 10, -1}, {7});
     REQUIRE_THROWS_WITH(embedding(w, bad), Catch::Contains("at position 5"));

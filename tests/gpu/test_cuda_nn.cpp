@@ -85,8 +85,11 @@ TEST_CASE("cuda: rotary embedding, forward and inverse, shared and per-batch pos
 TEST_CASE("cuda: fused causal attention kernels, forward and backward", "[cuda][nn][attention]") {
   manual_seed(202);
   // T = 1 (a lone query), odd sizes, T spanning several of the CPU's 64-row blocks, and T above
-  // the 256 threads of a softmax block (so threads loop over a row).
-  const std::vector<std::vector<int64_t>> shapes = {{1, 16}, {7, 16}, {64, 8}, {150, 16}, {300, 32}};
+  // the 256 threads of a softmax block (so threads loop over a row). On CUDA the GEMMs are cut
+  // into row tiles of 512 (nn/cuda/attention.cu, RowTiles): one tile up to T = 512, three at
+  // T = 1030 (the last one shorter). gpu-check.sh also runs this test with
+  // LM_CUDA_ATTENTION_TILE=100 (three tiles at T = 300, eleven at 1030).
+  const std::vector<std::vector<int64_t>> shapes = {{1, 16}, {7, 16}, {64, 8}, {150, 16}, {300, 32}, {1030, 16}};
   for (DType dt : kFloatTypes) {
     for (const std::vector<int64_t>& th : shapes) {
       const int64_t BH = 5, T = th[0], HS = th[1];
@@ -151,6 +154,26 @@ TEST_CASE("cuda: causal_attention through autograd, strided inputs", "[cuda][nn]
     require_close(qc.grad(), qg.grad(), tb.rtol, tb.atol, "causal_attention dq");
     require_close(kc.grad(), kg.grad(), tb.rtol, tb.atol, "causal_attention dk");
     require_close(vc.grad(), vg.grad(), tb.rtol, tb.atol, "causal_attention dv");
+  }
+}
+
+TEST_CASE("cuda: packed q/k/v heads and attention through autograd", "[cuda][nn][attention]") {
+  manual_seed(205);
+  for (DType dt : kFloatTypes) {
+    const int64_t B = 2, NH = 3, T = 140, HS = 8;
+    Tensor x = randn({B, T, 3 * NH * HS}, dt), g = randn({B, NH, T, HS}, dt);
+    Var xc(x, true), xg(to_gpu(x), true);
+    Var hc = qkv_heads(xc, NH, rotary_tables(T, HS, 10000.0, dt, Device::CPU));
+    Var hg = qkv_heads(xg, NH, rotary_tables(T, HS, 10000.0, dt, kGpu));
+    // The packing is a copy and the rotation rotate_pair on both devices: equal bits.
+    require_equal(hc.value(), hg.value(), "qkv_heads");
+    Var yc = causal_attention_packed(hc), yg = causal_attention_packed(hg);
+    // As in the kernel test above.
+    const Tol tf = tol_for(dt, {1e-4, 1e-5}, {1e-11, 1e-13}), tb = tol_for(dt, {1e-4, 2e-5}, {1e-10, 1e-12});
+    require_close(yc.value(), yg.value(), tf.rtol, tf.atol, "causal_attention_packed");
+    yc.backward(g);
+    yg.backward(to_gpu(g));
+    require_close(xc.grad(), xg.grad(), tb.rtol, tb.atol, "qkv_heads + causal_attention_packed, d qkv");
   }
 }
 
