@@ -109,7 +109,7 @@ Var qkv_heads(const Var& qkv, int64_t NH, const RotaryTables& t) {
   // (B, T, 3, NH, HS) -> (3, B, NH, T, HS): one copy; then q and k rotated in place.
   Tensor packed = qkv.value().contiguous().view({B, T, 3, NH, HS}).permute({2, 0, 3, 1, 4}).contiguous();
   for (int64_t part = 0; part < 2; ++part) rotate_into(packed.select(0, part), t, false, packed.select(0, part));
-  return make_op_result("qkv_heads", packed, {qkv}, [t, B, T, C, NH, HS](const Tensor& g) {
+  return make_op_result("qkv_heads", packed, {qkv}, [t, B, T, C](const Tensor& g) {
     Tensor gc = g.contiguous(), d(gc.shape(), gc.dtype(), gc.device());
     for (int64_t part = 0; part < 2; ++part) rotate_into(gc.select(0, part), t, true, d.select(0, part));
     d.select(0, 2).copy_(gc.select(0, 2));
