@@ -55,12 +55,17 @@ Var layernorm(const Var& x, const Var& w, const Var& b, double eps) {
 }
 
 // loss = mean over kept rows of (logsumexp(l) - l[target])  ->  dl = g (softmax(l) - onehot) / kept
+// The forward keeps each row's max and sum of exponentials for the backward (one pass over the
+// logits instead of three; on GPT-2 124M's 4096 x 50257 logits that pass is 823 MB in f32).
 Var cross_entropy(const Var& logits, const Tensor& targets, int64_t ignore_index) {
   Tensor lv = logits.value();
-  return make_op_result("cross_entropy", cross_entropy(lv, targets, ignore_index), {logits},
-                        [lv, targets, ignore_index](const Tensor& g) {
-                          return std::vector<Tensor>{cross_entropy_backward(lv, targets, g.item(), ignore_index)};
-                        });
+  if (!grad_enabled() || !logits.requires_grad()) return Var(cross_entropy(lv, targets, ignore_index));
+  CrossEntropyResult r = cross_entropy_with_stats(lv, targets, ignore_index);
+  Tensor loss = r.loss;
+  r.loss = Tensor();  // the backward needs the statistics and the count, not the loss
+  return make_op_result("cross_entropy", loss, {logits}, [lv, targets, ignore_index, r](const Tensor& g) {
+    return std::vector<Tensor>{cross_entropy_backward(lv, targets, g.item(), ignore_index, r)};
+  });
 }
 
 }  // namespace lm

@@ -49,7 +49,11 @@ Var landmark_attention(const Var& q, const Var& k, const Var& v, const LandmarkL
          v3 = v.value().contiguous().view({B * NH, T, HS});
   LM_CHECK(L.cmt_cutoff == 0 || !grad_enabled() || !(q.requires_grad() || k.requires_grad() || v.requires_grad()),
            "landmark_attention: the CMT cutoff (" << L.cmt_cutoff << ") is for evaluation only; run under NoGradGuard");
-  Tensor probs({B * NH, T, T}, q.dtype(), q.device()), out({B * NH, T, HS}, q.dtype(), q.device());
+  // P' (B NH, T, T) is kept for the CPU backward and for the CMT drop count; the CUDA kernels
+  // compute it again in the backward, a tile of rows at a time, so on CUDA nothing T x T is kept.
+  const bool keep_probs = q.device() == Device::CPU || L.cmt_stats != nullptr;
+  Tensor probs = keep_probs ? Tensor({B * NH, T, T}, q.dtype(), q.device()) : Tensor();
+  Tensor out({B * NH, T, HS}, q.dtype(), q.device());
   if (out.numel() > 0)
     LM_KERNEL(q.device(), landmark_attention_forward, q3, k3, v3, L.kind, L.block_of, L.block_start, L.cmt, scale,
               L.cmt_cutoff, probs, out);

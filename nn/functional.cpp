@@ -88,32 +88,24 @@ Var causal_attention(const Var& q, const Var& k, const Var& v) {
                         });
 }
 
-namespace {
-// Rotates x (B, NH, T, HS), contiguous, into out (same shape; out may be x: each pair is read
-// before it is written) with the rotary front's checks.
-void rotate_into(const Tensor& x, const RotaryTables& t, bool inverse, const Tensor& out) {
-  const int64_t B = x.size(0), T = x.size(2), HS = x.size(3);
-  LM_CHECK(t.cos.defined() && t.cos.dim() == 3 && (t.cos.size(0) == 1 || t.cos.size(0) == B) && t.cos.size(1) == T &&
-               t.cos.size(2) * 2 == HS && t.sin.shape() == t.cos.shape() && t.cos.dtype() == x.dtype() &&
-               t.cos.device() == x.device(),
-           "qkv_heads: rotary tables " << describe(t.cos) << " do not fit the heads " << describe(x)
-                                       << " (need (1 or B, T, HS/2), same dtype and device)");
-  if (x.numel() > 0) LM_KERNEL(x.device(), rotary, x, t.cos.contiguous(), t.sin.contiguous(), inverse, out);
-}
-}  // namespace
-
 Var qkv_heads(const Var& qkv, int64_t NH, const RotaryTables& t) {
-  LM_CHECK(qkv.dim() == 3 && is_floating(qkv.dtype()) && NH > 0 && qkv.size(2) % (3 * NH) == 0,
-           "qkv_heads: qkv must be float (B, T, 3 NH HS) with NH = " << NH << ", got " << describe(qkv.value()));
+  LM_CHECK(qkv.dim() == 3 && is_floating(qkv.dtype()) && NH > 0 && qkv.size(2) % (3 * NH) == 0 &&
+               qkv.size(2) / (3 * NH) % 2 == 0,
+           "qkv_heads: qkv must be float (B, T, 3 NH HS) with NH = " << NH << " and HS even, got "
+                                                                     << describe(qkv.value()));
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / NH;
-  // (B, T, 3, NH, HS) -> (3, B, NH, T, HS): one copy; then q and k rotated in place.
-  Tensor packed = qkv.value().contiguous().view({B, T, 3, NH, HS}).permute({2, 0, 3, 1, 4}).contiguous();
-  for (int64_t part = 0; part < 2; ++part) rotate_into(packed.select(0, part), t, false, packed.select(0, part));
-  return make_op_result("qkv_heads", packed, {qkv}, [t, B, T, C](const Tensor& g) {
-    Tensor gc = g.contiguous(), d(gc.shape(), gc.dtype(), gc.device());
-    for (int64_t part = 0; part < 2; ++part) rotate_into(gc.select(0, part), t, true, d.select(0, part));
-    d.select(0, 2).copy_(gc.select(0, 2));
-    return std::vector<Tensor>{d.permute({1, 3, 0, 2, 4}).contiguous().view({B, T, 3 * C})};
+  LM_CHECK(t.cos.defined() && t.cos.dim() == 3 && (t.cos.size(0) == 1 || t.cos.size(0) == B) && t.cos.size(1) == T &&
+               t.cos.size(2) * 2 == HS && t.sin.shape() == t.cos.shape() && t.cos.dtype() == qkv.dtype() &&
+               t.cos.device() == qkv.device(),
+           "qkv_heads: rotary tables " << describe(t.cos) << " do not fit qkv " << describe(qkv.value())
+                                       << " with " << NH << " heads (need (1 or B, T, HS/2), same dtype and device)");
+  const Tensor cos = t.cos.contiguous(), sin = t.sin.contiguous();
+  Tensor packed({3, B, NH, T, HS}, qkv.dtype(), qkv.device());
+  if (packed.numel() > 0) LM_KERNEL(qkv.device(), qkv_heads, qkv.value().contiguous(), cos, sin, NH, packed);
+  return make_op_result("qkv_heads", packed, {qkv}, [cos, sin, B, T, C, NH](const Tensor& g) {
+    Tensor d({B, T, 3 * C}, g.dtype(), g.device());
+    if (d.numel() > 0) LM_KERNEL(g.device(), qkv_heads_backward, g.contiguous(), cos, sin, NH, d);
+    return std::vector<Tensor>{d};
   });
 }
 

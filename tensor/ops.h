@@ -105,5 +105,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore
 // d(loss)/d(logits) times the incoming scalar gradient `gloss`.
 Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, double gloss,
                               int64_t ignore_index = -100);
+// The loss and what its backward can reuse: each row's max and sum of exp(logit - max) (N, 2),
+// and the number of rows that carry a loss. Given those, the backward reads the logits once and
+// counts nothing (autograd's cross_entropy does this); the result is the same bits.
+struct CrossEntropyResult { Tensor loss, stats; int64_t kept = 0; };
+CrossEntropyResult cross_entropy_with_stats(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
+Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, double gloss, int64_t ignore_index,
+                              const CrossEntropyResult& forward);
 
 }  // namespace lm

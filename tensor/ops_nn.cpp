@@ -54,31 +54,65 @@ int64_t count_kept(const Tensor& targets, int64_t ignore_index) {
 }
 }  // namespace
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+namespace {
+CrossEntropyResult cross_entropy_impl(const Tensor& logits, const Tensor& targets, int64_t ignore_index, bool stats) {
   check_ce("cross_entropy", logits, targets);
   const int64_t N = logits.size(0);
-  if (N == 0) return zeros({}, logits.dtype(), logits.device());
+  CrossEntropyResult r;
+  if (N == 0) {
+    r.loss = zeros({}, logits.dtype(), logits.device());
+    return r;
+  }
   Tensor losses({N}, logits.dtype(), logits.device());
+  if (stats) r.stats = Tensor({N, 2}, logits.dtype(), logits.device());
   Tensor tc = targets.contiguous();
-  int64_t bad = LM_KERNEL(logits.device(), cross_entropy, logits.contiguous(), tc, ignore_index, losses);
+  int64_t bad = LM_KERNEL(logits.device(), cross_entropy, logits.contiguous(), tc, ignore_index, losses, r.stats);
   if (bad >= 0) {
     int32_t t = tc.narrow(0, bad, 1).to_vector<int32_t>()[0];
     LM_FAIL("cross_entropy: target " << t << " in row " << bad << " is out of range [0, " << logits.size(1)
                                      << ") and is not the ignore index " << ignore_index);
   }
-  const int64_t kept = count_kept(tc, ignore_index);
-  return kept == 0 ? zeros({}, logits.dtype(), logits.device()) : div(sum(losses), static_cast<double>(kept));
+  r.kept = count_kept(tc, ignore_index);
+  r.loss = r.kept == 0 ? zeros({}, logits.dtype(), logits.device()) : div(sum(losses), static_cast<double>(r.kept));
+  return r;
 }
 
-Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, double gloss, int64_t ignore_index) {
+Tensor cross_entropy_backward_impl(const Tensor& logits, const Tensor& targets, double gloss, int64_t ignore_index,
+                                   const CrossEntropyResult* forward) {
   check_ce("cross_entropy_backward", logits, targets);
   Tensor d(logits.shape(), logits.dtype(), logits.device());
   if (d.numel() == 0) return d;
   Tensor tc = targets.contiguous();
-  const int64_t kept = count_kept(tc, ignore_index);
+  Tensor stats;
+  if (forward != nullptr && forward->stats.defined()) {
+    LM_CHECK(forward->stats.shape() == (Shape{logits.size(0), 2}) && forward->stats.dtype() == logits.dtype() &&
+                 forward->stats.device() == logits.device(),
+             "cross_entropy_backward: the forward's statistics " << describe(forward->stats) << " do not fit logits "
+                                                                 << describe(logits));
+    stats = forward->stats.contiguous();
+  }
+  const int64_t kept = forward != nullptr ? forward->kept : count_kept(tc, ignore_index);
   const double scale = kept == 0 ? 0.0 : gloss / static_cast<double>(kept);
-  LM_KERNEL(logits.device(), cross_entropy_backward, logits.contiguous(), tc, ignore_index, scale, d);
+  LM_KERNEL(logits.device(), cross_entropy_backward, logits.contiguous(), tc, ignore_index, scale, stats, d);
   return d;
+}
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  return cross_entropy_impl(logits, targets, ignore_index, false).loss;
+}
+
+CrossEntropyResult cross_entropy_with_stats(const Tensor& logits, const Tensor& targets, int64_t ignore_index) {
+  return cross_entropy_impl(logits, targets, ignore_index, true);
+}
+
+Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, double gloss, int64_t ignore_index) {
+  return cross_entropy_backward_impl(logits, targets, gloss, ignore_index, nullptr);
+}
+
+Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, double gloss, int64_t ignore_index,
+                              const CrossEntropyResult& forward) {
+  return cross_entropy_backward_impl(logits, targets, gloss, ignore_index, &forward);
 }
 
 }  // namespace lm

@@ -2,6 +2,7 @@
 // ops (their executable specifications) and hand-worked numbers.
 #include "tests/helpers.h"
 
+#include "autograd/functions.h"
 #include "tensor/rng.h"
 
 using namespace lm;
@@ -89,6 +90,40 @@ TEST_CASE("cross_entropy backward is (softmax - onehot) / kept rows", "[nn_ops]"
     for (int64_t v = 0; v < 6; ++v) expect[n * 6 + v] = 2.0 * (p[n * 6 + v] - (v == tv[n])) / 3.0;
   }
   CHECK(max_abs_diff(d, expect) < 1e-15);
+}
+
+// The backward that reuses the forward's row statistics must give the bits of the one that
+// computes them again (the same max, the same sum in the same order), ignored rows included.
+TEST_CASE("cross_entropy backward from the forward's statistics equals the plain backward, bit for bit", "[nn_ops]") {
+  manual_seed(45);
+  for (DType dt : {DType::F32, DType::F64}) {
+    Tensor logits = mul(randn({7, 300}, dt), 3.0);
+    Tensor t = from_vector(std::vector<int32_t>{3, -100, 299, 0, 17, -100, 150}, {7});
+    CrossEntropyResult r = cross_entropy_with_stats(logits, t);
+    CHECK(r.kept == 5);
+    CHECK(max_abs_diff(r.loss, cross_entropy(logits, t)) == 0);
+    // Row 0's statistics by hand: its max, and the sum of exp(l - max) in order.
+    std::vector<double> l = values(logits.narrow(0, 0, 1)), st = values(r.stats);
+    double m = l[0];
+    for (double x : l) m = std::max(m, x);
+    CHECK(st[0] == m);
+    double sum_exp = 0;
+    for (double x : l) sum_exp += std::exp(x - m);
+    // f64: the kernel's own operations in its order; f32: float exps, each within an ulp or two.
+    CHECK(std::fabs(st[1] - sum_exp) <= (dt == DType::F64 ? 1e-15 : 1e-5) * sum_exp);
+    CHECK(st[2] == 0);  // row 1 is ignored
+    CHECK(st[3] == 1);
+    CHECK(max_abs_diff(cross_entropy_backward(logits, t, 0.7, -100, r), cross_entropy_backward(logits, t, 0.7)) == 0);
+    // Through autograd (which keeps the statistics) too.
+    Var lv(logits, true);
+    cross_entropy(lv, t).backward();
+    CHECK(max_abs_diff(lv.grad(), cross_entropy_backward(logits, t, 1.0)) == 0);
+  }
+  // Statistics of another shape are refused.
+  Tensor logits = randn({3, 5});
+  Tensor t = from_vector(std::vector<int32_t>{0, 1, 2}, {3});
+  CrossEntropyResult r = cross_entropy_with_stats(logits.narrow(0, 0, 2), t.narrow(0, 0, 2));
+  CHECK_THROWS_WITH(cross_entropy_backward(logits, t, 1.0, -100, r), Catch::Contains("statistics"));
 }
 
 TEST_CASE("cross_entropy rejects bad targets and shapes", "[nn_ops]") {

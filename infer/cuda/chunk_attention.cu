@@ -55,8 +55,8 @@ template <class Scalar> __device__ Scalar dot_in_order(const Scalar* a, const Sc
   return s;
 }
 
-// One thread per row, like landmark/cuda/attention.cu and for the same reason: row_forward is the
-// shared definition and a row's group count is dynamic. A row is the CMT (with one), its kb
+// One thread per row, so that a row is gsm::row_forward itself, the shared definition (the
+// training kernels in landmark/cuda/attention.cu give a warp to each row and spell it again). A row is the CMT (with one), its kb
 // retrieved blocks (F regular keys and a landmark each), then the local keys 0..tl+i (the layout:
 // virtual_row_layout, as on the CPU); y = sum_j w_j v_j in the CPU's order (ascending j, zero
 // weights skipped).

@@ -1,10 +1,20 @@
 // landmark/cuda/attention.cu: fused landmark attention on CUDA. The products (the scores, W v and
 // the four of the backward) are strided-batched cuBLAS GEMMs over all heads at once, through
-// lm::cuda::gemm; between them one thread per query row runs the grouped softmax of
-// grouped_softmax.h, the very LM_HD functions the CPU twin (landmark/cpu/attention.cpp) calls.
-// Not flash attention: full (T, T) scores, weights and gradients are formed for every head.
+// lm::cuda::gemm; between them a warp per query row runs the grouped softmax of
+// grouped_softmax.h (the CPU twin, landmark/cpu/attention.cpp, runs gsm::row_forward and
+// gsm::row_backward on the same layouts; the GPU tests compare the two).
+//
+// The queries are taken a tile of rows at a time (tensor/cuda/attention_tiles.h): the tile
+// [i0, i1) needs the keys [0, i1) only, and its scores, weights and gradients live in scratch
+// matrices of (BH, tile, T), never (BH, T, T). Nothing T x T is kept between the forward and the
+// backward either: the backward computes each tile's scores and weights again from q and k. P'
+// is written out only when the caller asks for it (attention maps, the CMT drop count). Not
+// flash attention: a tile's rows still go through global memory between the GEMMs.
+#include <algorithm>
+
 #include "landmark/grouped_softmax.h"
 #include "landmark/kernels.h"
+#include "tensor/cuda/attention_tiles.h"
 #include "tensor/cuda/common.cuh"
 #include "tensor/kernels.h"
 
@@ -14,7 +24,7 @@ namespace cuda {
 namespace {
 
 // The layout tensors (landmark/layout.h) on the device, passed to kernels by value. Head h
-// belongs to batch row h / NH, whose RowLayout the row kernels hand to grouped_softmax.h.
+// belongs to batch row h / NH, whose RowLayout the row kernels read.
 struct DeviceLayout {
   const int32_t* kind;         // (B, T)
   const int32_t* block_of;     // (B, T)
@@ -44,55 +54,252 @@ DeviceLayout device_layout(const Tensor& kind, const Tensor& block_of, const Ten
                       cmt.data<int32_t>(), T, BH / B, 0.0};
 }
 
-// Why a thread per row: it runs the very row functions the CPU runs, and the number of groups in a
-// row is dynamic, so a block-parallel version would be a second spelling of the math to keep in
-// step. The cost: a warp walks 32 rows at once (uncoalesced reads), unmeasured so far against the
-// GEMMs. Rows stay balanced: each does its i + 1 entries plus T - 1 - i zeros.
-//
-// One thread per row r = (head h, query i) of probs and W (BH, T, T). On entry probs holds the
-// scaled scores S; on exit P' (grouped_softmax.h), and W the final weights, both 0 for j > i.
-// In place like the CPU: row_forward reads each score before it writes that entry of P'. The
-// full GEMM filled j > i with scores of future keys; they are never read, only overwritten.
-template <class Scalar> __global__ void grouped_softmax_kernel(DeviceLayout lay, Scalar* probs, Scalar* W, int64_t rows) {
-  const int64_t T = lay.T;
-  LM_CUDA_FOR(r, rows) {
-    const RowLayout L = lay.of_head(r / T);
-    const int i = static_cast<int>(r % T);
-    Scalar* p = probs + r * T;
-    Scalar* w = W + r * T;
-    gsm::row_forward<Scalar>(L, i, p, p, w);  // S -> P' in place, and the weights
-    for (int64_t j = i + 1; j < T; ++j) p[j] = w[j] = Scalar(0);
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kWarp = 32;
+
+// Butterfly reductions: every lane ends with the same bits (a + b == b + a exactly), and the
+// order is fixed, so a run repeats itself.
+template <class Scalar> __device__ Scalar warp_max(Scalar v) {
+  for (int o = kWarp / 2; o > 0; o /= 2) {
+    const Scalar u = __shfl_xor_sync(kFullMask, v, o);
+    v = u > v ? u : v;
   }
+  return v;
+}
+template <class Scalar> __device__ Scalar warp_sum(Scalar v) {
+  for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullMask, v, o);
+  return v;
 }
 
-// The backward's first step: the weights W (BH, T, T) again from the saved P' (cheaper to
-// recompute than to keep a second T x T matrix per head alive between forward and backward).
-template <class Scalar> __global__ void grouped_weights_kernel(DeviceLayout lay, const Scalar* probs, Scalar* W,
-                                                               int64_t rows) {
-  const int64_t T = lay.T;
-  LM_CUDA_FOR(r, rows) {
-    const RowLayout L = lay.of_head(r / T);
-    const int i = static_cast<int>(r % T);
-    Scalar* w = W + r * T;
-    gsm::row_weights<Scalar>(L, i, probs + r * T, w);
-    for (int64_t j = i + 1; j < T; ++j) w[j] = Scalar(0);
-  }
-}
-
-// d (BH, T, T) holds G = dL/dW = dout v^T on entry and dS = dL/dS on exit (unscaled: the scale
-// enters the dq and dk GEMMs as alpha). In place like the CPU: row_backward reads G[j] before it
-// writes dS[j]. G's entries j > i come from the full GEMM and are never read.
+// gsm::row_forward (grouped_softmax.h) spelled for a warp: the 32 lanes share each pass over a
+// group, so every load and store of a row is coalesced, and the group maxima and sums are warp
+// reductions (a tree, where the CPU sums in order: the results differ in the last bits). Same
+// groups, same exp (math::exp_softmax), same P' and weights. s is the row of scores (in) and of
+// P' (out, in place); w the weights. Each element is read and then written by one lane, except the
+// landmark and CMT entries, which one lane rewrites after a __syncwarp. Entries j in (i, ncols)
+// are set to 0 (the GEMM after this reads a tile's full width).
 template <class Scalar>
-__global__ void grouped_softmax_backward_kernel(DeviceLayout lay, const Scalar* probs, const Scalar* W, Scalar* d,
-                                                int64_t rows) {
-  const int64_t T = lay.T;
-  LM_CUDA_FOR(r, rows) {
-    const RowLayout L = lay.of_head(r / T);
-    const int i = static_cast<int>(r % T);
-    Scalar* dr = d + r * T;
-    gsm::row_backward<Scalar>(L, i, probs + r * T, W + r * T, dr, dr);  // G -> dS in place
-    for (int64_t j = i + 1; j < T; ++j) dr[j] = Scalar(0);
+__device__ void warp_row_forward(const RowLayout& L, int i, Scalar* s, Scalar* w, int ncols, int lane) {
+  if (L.kind[i] == kContextMiss) {
+    for (int j = lane; j < ncols; j += kWarp) s[j] = w[j] = Scalar(0);
+    return;
   }
+  const int b = L.block_of[i];
+  const int own_begin = L.block_start[b];
+  const int own_end = L.kind[i] == kRegular ? i + 1 : i;  // i's own landmark is excluded
+  // Maxima of the top group (own tokens, free landmarks, CMT) and the controlled group.
+  Scalar m = gsm::neg_inf<Scalar>(), mc = gsm::neg_inf<Scalar>();
+  for (int j = own_begin + lane; j < own_end; j += kWarp) m = s[j] > m ? s[j] : m;
+  for (int g = lane; g < b; g += kWarp) {
+    const int lmk = L.block_start[g + 1] - 1;
+    if (L.kind[lmk] == kLandmark) m = s[lmk] > m ? s[lmk] : m;
+    else mc = s[lmk] > mc ? s[lmk] : mc;
+  }
+  if (L.cmt >= 0 && lane == 0) m = s[L.cmt] > m ? s[L.cmt] : m;
+  m = warp_max(m);
+  mc = warp_max(mc);
+  // Exponentials (unnormalised) and the two normalisers.
+  Scalar z = 0, zc = 0, e_cmt = 0;
+  for (int j = own_begin + lane; j < own_end; j += kWarp) {
+    s[j] = math::exp_softmax(s[j] - m);
+    z += s[j];
+  }
+  for (int g = lane; g < b; g += kWarp) {
+    const int lmk = L.block_start[g + 1] - 1;
+    if (L.kind[lmk] == kLandmark) {
+      s[lmk] = math::exp_softmax(s[lmk] - m);
+      z += s[lmk];
+    } else {
+      s[lmk] = math::exp_softmax(s[lmk] - mc);
+      zc += s[lmk];
+    }
+  }
+  if (L.cmt >= 0 && lane == 0) {
+    e_cmt = math::exp_softmax(s[L.cmt] - m);
+    z += e_cmt;
+  }
+  z = warp_sum(z);
+  zc = warp_sum(zc);
+  const Scalar inv_top = Scalar(1) / z, inv_ctrl = zc > Scalar(0) ? Scalar(1) / zc : Scalar(0);
+  for (int j = own_begin + lane; j < own_end; j += kWarp) {
+    s[j] *= inv_top;
+    w[j] = s[j];
+  }
+  if (own_end == i && lane == 0) s[i] = w[i] = Scalar(0);
+  Scalar p_cmt = 0;
+  if (L.cmt >= 0) {
+    p_cmt = __shfl_sync(kFullMask, e_cmt, 0) * inv_top;  // every lane, the same value
+    if (lane == 0) {
+      s[L.cmt] = p_cmt;
+      w[L.cmt] = Scalar(0);
+    }
+    if (gsm::cmt_dropped(p_cmt, L.cmt_cutoff)) p_cmt = Scalar(0);  // the cutoff: P' keeps the true value
+  }
+  __syncwarp();  // the landmarks' exponentials, written by their lanes, are read by all below
+  // Each earlier block: its own softmax over its regular tokens, gated by its landmark.
+  for (int g = 0; g < b; ++g) {
+    const int begin = L.block_start[g], lmk = L.block_start[g + 1] - 1;
+    const bool free_lmk = L.kind[lmk] == kLandmark;
+    const Scalar p_lmk = s[lmk] * (free_lmk ? inv_top : inv_ctrl);
+    const Scalar gate = free_lmk ? p_lmk : p_cmt * p_lmk;
+    __syncwarp();  // every lane has read s[lmk] before lane 0 rewrites it
+    if (lane == 0) {
+      s[lmk] = p_lmk;
+      w[lmk] = Scalar(0);
+    }
+    Scalar mg = gsm::neg_inf<Scalar>(), zg = 0;
+    if (lmk - begin <= 2 * kWarp) {
+      // A group of at most 64 tokens (F = 50 in training) stays in two registers per lane: one
+      // read of its scores instead of three. The same operations in the same order as the loop
+      // below, so the same bits.
+      const int j0 = begin + lane, j1 = begin + kWarp + lane;
+      const bool has0 = j0 < lmk, has1 = j1 < lmk;
+      Scalar x0 = has0 ? s[j0] : Scalar(0), x1 = has1 ? s[j1] : Scalar(0);
+      if (has0) mg = x0 > mg ? x0 : mg;
+      if (has1) mg = x1 > mg ? x1 : mg;
+      mg = warp_max(mg);
+      if (has0) {
+        x0 = math::exp_softmax(x0 - mg);
+        zg += x0;
+      }
+      if (has1) {
+        x1 = math::exp_softmax(x1 - mg);
+        zg += x1;
+      }
+      zg = warp_sum(zg);
+      const Scalar inv = Scalar(1) / zg, gate_inv = gate * inv;
+      if (has0) {
+        w[j0] = x0 * gate_inv;
+        s[j0] = x0 * inv;
+      }
+      if (has1) {
+        w[j1] = x1 * gate_inv;
+        s[j1] = x1 * inv;
+      }
+      continue;
+    }
+    for (int j = begin + lane; j < lmk; j += kWarp) mg = s[j] > mg ? s[j] : mg;
+    mg = warp_max(mg);
+    for (int j = begin + lane; j < lmk; j += kWarp) {
+      s[j] = math::exp_softmax(s[j] - mg);
+      zg += s[j];
+    }
+    zg = warp_sum(zg);
+    const Scalar inv = Scalar(1) / zg, gate_inv = gate * inv;
+    for (int j = begin + lane; j < lmk; j += kWarp) {
+      w[j] = s[j] * gate_inv;
+      s[j] *= inv;
+    }
+  }
+  for (int j = i + 1 + lane; j < ncols; j += kWarp) s[j] = w[j] = Scalar(0);
+}
+
+// gsm::row_backward for a warp: pp (P') and w (weights) of row i, d holds G = dL/dW on entry and
+// dS on exit (in place: each G[j] is read before its lane writes dS[j]; the landmark entries are
+// written by lane 0 only, and read back by lane 0 only). Entries j in (i, ncols) are set to 0.
+template <class Scalar>
+__device__ void warp_row_backward(const RowLayout& L, int i, const Scalar* pp, const Scalar* w, Scalar* d, int ncols,
+                                  int lane) {
+  if (L.kind[i] == kContextMiss) {
+    for (int j = lane; j < ncols; j += kWarp) d[j] = Scalar(0);
+    return;
+  }
+  const int b = L.block_of[i];
+  Scalar delta = 0;
+  for (int j = lane; j <= i; j += kWarp) delta += w[j] * d[j];
+  delta = warp_sum(delta);
+  __syncwarp();  // every G[j] is read before any lane writes dS
+  Scalar a_cmt = 0;
+  for (int g = 0; g < b; ++g) {
+    const int begin = L.block_start[g], lmk = L.block_start[g + 1] - 1;
+    Scalar a = 0;
+    if (lmk - begin <= 2 * kWarp) {  // in registers, as in warp_row_forward: the same bits
+      const int j0 = begin + lane, j1 = begin + kWarp + lane;
+      const bool has0 = j0 < lmk, has1 = j1 < lmk;
+      const Scalar g0 = has0 ? d[j0] : Scalar(0), g1 = has1 ? d[j1] : Scalar(0);
+      if (has0) a += pp[j0] * g0;
+      if (has1) a += pp[j1] * g1;
+      a = warp_sum(a);
+      if (has0) d[j0] = w[j0] * (g0 - a);
+      if (has1) d[j1] = w[j1] * (g1 - a);
+    } else {
+      for (int j = begin + lane; j < lmk; j += kWarp) a += pp[j] * d[j];
+      a = warp_sum(a);
+      for (int j = begin + lane; j < lmk; j += kWarp) d[j] = w[j] * (d[j] - a);
+    }
+    if (L.kind[lmk] == kLandmark) {
+      if (lane == 0) d[lmk] = pp[lmk] * (a - delta);
+    } else {
+      a_cmt += pp[lmk] * a;  // every lane: the same a, in the same order
+      if (lane == 0) d[lmk] = a;  // finished below, once a_cmt is known
+    }
+  }
+  const Scalar p_cmt = L.cmt >= 0 ? pp[L.cmt] : Scalar(0);
+  if (lane == 0) {
+    for (int g = 0; g < b; ++g) {
+      const int lmk = L.block_start[g + 1] - 1;
+      if (L.kind[lmk] == kControlledLandmark) d[lmk] = p_cmt * pp[lmk] * (d[lmk] - a_cmt);
+    }
+    if (L.cmt >= 0) d[L.cmt] = p_cmt * (a_cmt - delta);
+  }
+  for (int j = L.block_start[b] + lane; j <= i; j += kWarp)
+    d[j] = L.kind[j] == kRegular ? pp[j] * (d[j] - delta) : Scalar(0);
+  for (int j = i + 1 + lane; j < ncols; j += kWarp) d[j] = Scalar(0);
+}
+
+constexpr int kRowsPerBlock = kRowThreads / kWarp;  // one warp per row
+
+// Rows (h, i) for i in [i0, i0 + n) of every head h: row (h, i) of the tile scratch starts at
+// (h n + i - i0) T. On entry S holds the scores of keys [0, i0 + n); on exit P' there and the
+// weights in W, zero from i + 1 to the tile's width i0 + n. probs, when not null, receives the
+// whole row of P' (BH, T, T), zero above the diagonal.
+template <class Scalar>
+__global__ void tile_forward_kernel(DeviceLayout lay, Scalar* S, Scalar* W, Scalar* probs, int64_t i0, int64_t n,
+                                    int64_t BH) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t T = lay.T, rows = BH * n;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * kRowsPerBlock) {
+    const int64_t h = r / n, i = i0 + r % n;
+    Scalar* s = S + r * T;
+    warp_row_forward<Scalar>(lay.of_head(h), static_cast<int>(i), s, W + r * T, static_cast<int>(i0 + n), lane);
+    if (probs != nullptr) {
+      __syncwarp();
+      Scalar* p = probs + (h * T + i) * T;
+      for (int64_t j = lane; j < T; j += kWarp) p[j] = j <= i ? s[j] : Scalar(0);
+    }
+  }
+}
+
+// The backward's row step for the same tile rows, forward and backward in one pass over the
+// row: S (scores) -> P' in place and the weights into W, as tile_forward_kernel; then G -> dS in
+// place, zero from i + 1 to the tile's width. The warp reads back the P' and W it has just
+// written (from cache, mostly).
+template <class Scalar>
+__global__ void tile_backward_kernel(DeviceLayout lay, Scalar* S, Scalar* W, Scalar* G, int64_t i0, int64_t n,
+                                     int64_t BH) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t T = lay.T, rows = BH * n;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * kRowsPerBlock) {
+    const int64_t h = r / n, i = i0 + r % n;
+    const RowLayout L = lay.of_head(h);
+    warp_row_forward<Scalar>(L, static_cast<int>(i), S + r * T, W + r * T, static_cast<int>(i0 + n), lane);
+    __syncwarp();  // P' and W, written lane by lane, are read across lanes below
+    warp_row_backward<Scalar>(L, static_cast<int>(i), S + r * T, W + r * T, G + r * T, static_cast<int>(i0 + n),
+                              lane);
+  }
+}
+
+unsigned warp_row_blocks(int64_t rows) {
+  return static_cast<unsigned>(std::min<int64_t>((rows + kRowsPerBlock - 1) / kRowsPerBlock, kMaxBlocks));
+}
+
+// The scores of the query tile [i0, i0 + n): S = scale q[i0:i1] k[0:i1]^T into the scratch S
+// (BH, tile, T), rows T apart.
+void tile_scores(const Tensor& q, const Tensor& k, double scale, int64_t i0, int64_t n, const Tensor& S) {
+  const int64_t BH = q.size(0), T = q.size(1), HS = q.size(2), TH = T * HS, i1 = i0 + n;
+  gemm(blocks_gemm(false, true, n, i1, HS, HS, HS, T, TH, TH, n * T, BH, scale), from_element(q, i0 * HS), k, S);
 }
 
 }  // namespace
@@ -100,45 +307,59 @@ __global__ void grouped_softmax_backward_kernel(DeviceLayout lay, const Scalar* 
 void landmark_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kind,
                                 const Tensor& block_of, const Tensor& block_start, const Tensor& cmt, double scale,
                                 double cmt_cutoff, const Tensor& probs, const Tensor& out) {
-  const int64_t BH = q.size(0), T = q.size(1), HS = q.size(2), rows = BH * T;
-  if (rows == 0) return;
+  const int64_t BH = q.size(0), T = q.size(1), HS = q.size(2), TH = T * HS;
+  if (BH * T == 0) return;
   DeviceLayout lay = device_layout(kind, block_of, block_start, cmt, BH, T);
   lay.cmt_cutoff = cmt_cutoff;
-  // q, k, v, out (BH, T, HS); probs P' (BH, T, T); W scratch (BH, T, T).
-  Tensor W({BH, T, T}, q.dtype(), Device::CUDA);
-  gemm(per_head_gemm(false, true, T, T, HS, HS, HS, T, T, BH, scale), q, k, probs);  // S = scale q k^T
-  LM_DISPATCH_FLOAT(q.dtype(), "landmark_attention", {
-    grouped_softmax_kernel<scalar_t><<<blocks_for(rows), kThreads>>>(lay, probs.data<scalar_t>(),
-                                                                     W.data<scalar_t>(), rows);
-    LM_CUDA_CHECK_LAUNCH("grouped_softmax_kernel");
-  });
-  gemm(per_head_gemm(false, false, T, HS, T, T, HS, HS, T, BH, 1.0), W, v, out);  // out = W v
+  // q, k, v, out (BH, T, HS); probs (BH, T, T) or undefined; scratch S (P') and W (BH, tile, T).
+  const int64_t tile = attention_tile(T);
+  Tensor S({BH * tile * T}, q.dtype(), Device::CUDA), W({BH * tile * T}, q.dtype(), Device::CUDA);
+  for (int64_t i0 = 0; i0 < T; i0 += tile) {
+    const int64_t n = std::min(tile, T - i0), i1 = i0 + n;
+    tile_scores(q, k, scale, i0, n, S);
+    LM_DISPATCH_FLOAT(q.dtype(), "landmark_attention", {
+      tile_forward_kernel<scalar_t><<<warp_row_blocks(BH * n), kRowThreads>>>(
+          lay, S.data<scalar_t>(), W.data<scalar_t>(), probs.defined() ? probs.data<scalar_t>() : nullptr, i0, n, BH);
+      LM_CUDA_CHECK_LAUNCH("tile_forward_kernel");
+    });
+    // out[i0:i1] = W[i0:i1, 0:i1] v[0:i1]
+    gemm(blocks_gemm(false, false, n, HS, i1, T, HS, HS, n * T, TH, TH, BH, 1.0), W, v, from_element(out, i0 * HS));
+  }
 }
 
 void landmark_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& kind,
                                  const Tensor& block_of, const Tensor& block_start, const Tensor& cmt,
                                  const Tensor& probs, const Tensor& dout, double scale, const Tensor& dq,
                                  const Tensor& dk, const Tensor& dv) {
-  const int64_t BH = q.size(0), T = q.size(1), HS = q.size(2), rows = BH * T;
-  if (rows == 0) return;
+  (void)probs;  // recomputed tile by tile from q and k: the same kernel as the forward's
+  const int64_t BH = q.size(0), T = q.size(1), HS = q.size(2), TH = T * HS;
+  if (BH * T == 0) return;
   const DeviceLayout lay = device_layout(kind, block_of, block_start, cmt, BH, T);
-  // q, k, v, dout, dq, dk, dv (BH, T, HS); probs P' (BH, T, T); W and dS scratch (BH, T, T).
-  Tensor W({BH, T, T}, q.dtype(), Device::CUDA), dS({BH, T, T}, q.dtype(), Device::CUDA);
-  LM_DISPATCH_FLOAT(q.dtype(), "landmark_attention_backward", {
-    grouped_weights_kernel<scalar_t><<<blocks_for(rows), kThreads>>>(lay, probs.data<scalar_t>(),
-                                                                     W.data<scalar_t>(), rows);
-    LM_CUDA_CHECK_LAUNCH("grouped_weights_kernel");
-  });
-  gemm(per_head_gemm(true, false, T, HS, T, T, HS, HS, T, BH, 1.0), W, dout, dv);   // dv = W^T dout
-  gemm(per_head_gemm(false, true, T, T, HS, HS, HS, T, T, BH, 1.0), dout, v, dS);  // G = dout v^T
-  LM_DISPATCH_FLOAT(q.dtype(), "landmark_attention_backward", {
-    grouped_softmax_backward_kernel<scalar_t><<<blocks_for(rows), kThreads>>>(
-        lay, probs.data<scalar_t>(), W.data<scalar_t>(), dS.data<scalar_t>(), rows);
-    LM_CUDA_CHECK_LAUNCH("grouped_softmax_backward_kernel");
-  });
-  // The forward's S = scale q k^T, differentiated: dq = scale dS k, dk = scale dS^T q.
-  gemm(per_head_gemm(false, false, T, HS, T, T, HS, HS, T, BH, scale), dS, k, dq);
-  gemm(per_head_gemm(true, false, T, HS, T, T, HS, HS, T, BH, scale), dS, q, dk);
+  // q, k, v, dout, dq, dk, dv (BH, T, HS); scratch P', W and G/dS (BH, tile, T).
+  const int64_t tile = attention_tile(T);
+  Tensor S({BH * tile * T}, q.dtype(), Device::CUDA), W({BH * tile * T}, q.dtype(), Device::CUDA),
+      G({BH * tile * T}, q.dtype(), Device::CUDA);
+  // The last tile first: its keys are all T, so it writes every row of dk and dv (beta 0); the
+  // earlier tiles add into rows [0, i1) (beta 1). A fixed order, so a run repeats itself.
+  const int64_t last = (T - 1) / tile * tile;
+  for (int64_t i0 = last; i0 >= 0; i0 -= tile) {
+    const int64_t n = std::min(tile, T - i0), i1 = i0 + n;
+    const double beta = i0 == last ? 0.0 : 1.0;
+    const Tensor dout_t = from_element(dout, i0 * HS), q_t = from_element(q, i0 * HS);
+    tile_scores(q, k, scale, i0, n, S);
+    // G = dout[i0:i1] v[0:i1]^T, then P', W and dS in one row kernel
+    gemm(blocks_gemm(false, true, n, i1, HS, HS, HS, T, TH, TH, n * T, BH, 1.0), dout_t, v, G);
+    LM_DISPATCH_FLOAT(q.dtype(), "landmark_attention_backward", {
+      tile_backward_kernel<scalar_t><<<warp_row_blocks(BH * n), kRowThreads>>>(
+          lay, S.data<scalar_t>(), W.data<scalar_t>(), G.data<scalar_t>(), i0, n, BH);
+      LM_CUDA_CHECK_LAUNCH("tile_backward_kernel");
+    });
+    // dv[0:i1] += W^T dout[i0:i1]
+    gemm(blocks_gemm(true, false, i1, HS, n, T, HS, HS, n * T, TH, TH, BH, 1.0, beta), W, dout_t, dv);
+    // The forward's S = scale q k^T, differentiated: dq = scale dS k, dk = scale dS^T q.
+    gemm(blocks_gemm(false, false, n, HS, i1, T, HS, HS, n * T, TH, TH, BH, scale), G, k, from_element(dq, i0 * HS));
+    gemm(blocks_gemm(true, false, i1, HS, n, T, HS, HS, n * T, TH, TH, BH, scale, beta), G, q_t, dk);
+  }
 }
 
 }  // namespace cuda

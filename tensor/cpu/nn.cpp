@@ -77,7 +77,8 @@ void layernorm_backward(const Tensor& gout, const Tensor& x, const Tensor& w, co
   });
 }
 
-int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& losses) {
+int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& losses,
+                      const Tensor& stats) {
   const int64_t N = logits.size(0), V = logits.size(1);
   const int32_t* t = targets.data<int32_t>();
   for (int64_t n = 0; n < N; ++n)
@@ -85,10 +86,12 @@ int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignor
   LM_DISPATCH_FLOAT(logits.dtype(), "cross_entropy", {
     const scalar_t* pl = logits.data<scalar_t>();
     scalar_t* po = losses.data<scalar_t>();
+    scalar_t* pst = stats.defined() ? stats.data<scalar_t>() : nullptr;
     parallel_for(N, 2 * V, [&](int64_t b, int64_t e) {
       for (int64_t n = b; n < e; ++n) {
         if (t[n] == ignore_index) {
           po[n] = 0;
+          if (pst) pst[2 * n] = 0, pst[2 * n + 1] = 1;
           continue;
         }
         const scalar_t* lr = pl + n * V;
@@ -97,6 +100,7 @@ int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignor
         scalar_t s = 0;
         for (int64_t v = 0; v < V; ++v) s += std::exp(lr[v] - m);
         po[n] = m + std::log(s) - lr[t[n]];
+        if (pst) pst[2 * n] = m, pst[2 * n + 1] = s;
       }
     });
   });
@@ -104,7 +108,7 @@ int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignor
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double scale,
-                            const Tensor& dlogits) {
+                            const Tensor& stats, const Tensor& dlogits) {
   const int64_t N = logits.size(0), V = logits.size(1);
   const int32_t* t = targets.data<int32_t>();
   for (int64_t n = 0; n < N; ++n)  // a bad target would write outside its row
@@ -115,6 +119,7 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t
     const scalar_t* pl = logits.data<scalar_t>();
     scalar_t* pd = dlogits.data<scalar_t>();
     const scalar_t sc = static_cast<scalar_t>(scale);
+    const scalar_t* pst = stats.defined() ? stats.data<scalar_t>() : nullptr;
     parallel_for(N, 3 * V, [&](int64_t b, int64_t e) {
       for (int64_t n = b; n < e; ++n) {
         scalar_t* dr = pd + n * V;
@@ -123,6 +128,15 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t
           continue;
         }
         const scalar_t* lr = pl + n * V;
+        if (pst) {  // the forward's max and sum: one pass, the same numbers as the three below
+          const scalar_t m = pst[2 * n], inv = sc / pst[2 * n + 1];
+          for (int64_t v = 0; v < V; ++v) {
+            const scalar_t e_v = std::exp(lr[v] - m);
+            dr[v] = e_v * inv;
+          }
+          dr[t[n]] -= sc;
+          continue;
+        }
         scalar_t m = lr[0];
         for (int64_t v = 1; v < V; ++v) m = lr[v] > m ? lr[v] : m;
         scalar_t s = 0;

@@ -118,31 +118,49 @@ template <class Scalar> __device__ void row_max_sumexp(const Scalar* lr, int64_t
 
 // logits (N, V), targets (N) -> losses (N) = logsumexp(row) - row[target]; 0 on ignored rows.
 // The block's branch on the target is uniform, so skipping a row skips its barriers together.
+// stats (N, 2), when not null, receives each row's m and s (0 and 1 on ignored rows).
 template <class Scalar>
 __global__ void cross_entropy_kernel(const Scalar* logits, const int32_t* t, int64_t ignore_index, Scalar* losses,
-                                     int64_t N, int64_t V) {
+                                     Scalar* stats, int64_t N, int64_t V) {
   for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
     const int64_t target = t[r];
     if (target == ignore_index) {
-      if (threadIdx.x == 0) losses[r] = Scalar(0);
+      if (threadIdx.x == 0) {
+        losses[r] = Scalar(0);
+        if (stats != nullptr) stats[2 * r] = Scalar(0), stats[2 * r + 1] = Scalar(1);
+      }
       continue;
     }
     const Scalar* lr = logits + r * V;
     Scalar m, s;
     row_max_sumexp<Scalar>(lr, V, nullptr, m, s);
-    if (threadIdx.x == 0) losses[r] = m + std::log(s) - lr[target];
+    if (threadIdx.x == 0) {
+      losses[r] = m + std::log(s) - lr[target];
+      if (stats != nullptr) stats[2 * r] = m, stats[2 * r + 1] = s;
+    }
   }
 }
 
 // dlogits (N, V) = scale * (softmax(row) - onehot(target)); 0 on ignored rows.
+// With stats (the forward's m and s per row) the row is one pass: read a logit, write its
+// gradient. The same numbers: exp(l - m) rounded, then times scale / s, as below.
 template <class Scalar>
 __global__ void cross_entropy_backward_kernel(const Scalar* logits, const int32_t* t, int64_t ignore_index,
-                                              Scalar scale, Scalar* d, int64_t N, int64_t V) {
+                                              Scalar scale, const Scalar* stats, Scalar* d, int64_t N, int64_t V) {
   for (int64_t r = blockIdx.x; r < N; r += gridDim.x) {
     const int64_t target = t[r];
     Scalar* dr = d + r * V;
     if (target == ignore_index) {
       for (int64_t v = threadIdx.x; v < V; v += blockDim.x) dr[v] = Scalar(0);
+      continue;
+    }
+    if (stats != nullptr) {
+      const Scalar* lr = logits + r * V;
+      const Scalar m = stats[2 * r], inv = scale / stats[2 * r + 1];
+      for (int64_t v = threadIdx.x; v < V; v += blockDim.x) {
+        const Scalar p = std::exp(lr[v] - m) * inv;
+        dr[v] = v == target ? p - scale : p;
+      }
       continue;
     }
     Scalar m, s;
@@ -198,22 +216,24 @@ void layernorm_backward(const Tensor& gout, const Tensor& x, const Tensor& w, co
   });
 }
 
-int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& losses) {
+int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index, const Tensor& losses,
+                      const Tensor& stats) {
   const int64_t N = logits.size(0), V = logits.size(1);
   const int32_t* t = targets.data<int32_t>();
   // Validate every target first: a bad one would read outside its logits row.
   const int64_t bad = first_bad_index(t, N, V, true, ignore_index);
   if (bad >= 0 || N == 0) return bad;
   LM_DISPATCH_FLOAT(logits.dtype(), "cross_entropy", {
-    cross_entropy_kernel<scalar_t><<<row_blocks(N), kRowThreads>>>(logits.data<scalar_t>(), t, ignore_index,
-                                                                   losses.data<scalar_t>(), N, V);
+    cross_entropy_kernel<scalar_t><<<row_blocks(N), kRowThreads>>>(
+        logits.data<scalar_t>(), t, ignore_index, losses.data<scalar_t>(),
+        stats.defined() ? stats.data<scalar_t>() : nullptr, N, V);
     LM_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
   });
   return -1;
 }
 
 void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t ignore_index, double scale,
-                            const Tensor& dlogits) {
+                            const Tensor& stats, const Tensor& dlogits) {
   const int64_t N = logits.size(0), V = logits.size(1);
   if (N == 0 || V == 0) return;
   const int32_t* t = targets.data<int32_t>();
@@ -225,7 +245,8 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t
                                                                           << ignore_index);
   LM_DISPATCH_FLOAT(logits.dtype(), "cross_entropy_backward", {
     cross_entropy_backward_kernel<scalar_t><<<row_blocks(N), kRowThreads>>>(
-        logits.data<scalar_t>(), t, ignore_index, static_cast<scalar_t>(scale), dlogits.data<scalar_t>(), N, V);
+        logits.data<scalar_t>(), t, ignore_index, static_cast<scalar_t>(scale),
+        stats.defined() ? stats.data<scalar_t>() : nullptr, dlogits.data<scalar_t>(), N, V);
     LM_CUDA_CHECK_LAUNCH("cross_entropy_backward_kernel");
   });
 }

@@ -87,11 +87,14 @@ Tol forward_tol(DType dt) { return tol_for(dt, {1e-4, 1e-5}, {1e-11, 1e-13}); }
 Tol backward_tol(DType dt) { return tol_for(dt, {1e-4, 3e-5}, {1e-10, 1e-12}); }
 }  // namespace
 
-TEST_CASE("cuda: fused landmark attention kernels, forward and backward, five layouts", "[cuda][landmark]") {
+TEST_CASE("cuda: fused landmark attention kernels, forward and backward, five layouts",
+          "[cuda][landmark][attention]") {
   manual_seed(301);
   // T = 1 (a lone query; the CMT rows are then only the CMT), odd sizes, T = 65 across the CPU's
-  // 64-row blocks, and T = 300 across the 256-row thread blocks of the CUDA row kernels.
-  const std::vector<std::vector<int64_t>> shapes = {{1, 8}, {7, 16}, {23, 4}, {65, 16}, {300, 32}};
+  // 64-row blocks, T = 300 (rows longer than a warp's 32 lanes, several groups per lane pass) and
+  // T = 1030 (three query tiles of the CUDA kernels at the default 512 rows, the last shorter;
+  // gpu-check.sh runs this test again with 100-row tiles).
+  const std::vector<std::vector<int64_t>> shapes = {{1, 8}, {7, 16}, {23, 4}, {65, 16}, {300, 32}, {1030, 16}};
   for (DType dt : kFloatTypes) {
     for (const std::vector<int64_t>& th : shapes) {
       const int64_t T = th[0], HS = th[1], NH = 2;
@@ -115,6 +118,11 @@ TEST_CASE("cuda: fused landmark attention kernels, forward and backward, five la
       require_close(probs, probsg, tf.rtol, tf.atol, "landmark P'");
       require_zero_above_diagonal(probsg, "landmark P' on cuda");
       require_close(out, outg, tf.rtol, tf.atol, "landmark out");
+      // Without probs (what training on CUDA does: P' is not kept) the output is the same bits.
+      Tensor out_np = full({BH, T, HS}, NAN, dt, kGpu);
+      LM_KERNEL(kGpu, landmark_attention_forward, qg, kg, vg, Lg.kind, Lg.block_of, Lg.block_start, Lg.cmt, scale,
+                0.0 /* no CMT cutoff */, Tensor(), out_np);
+      require_equal(outg.to(Device::CPU), out_np, "landmark out, cuda without probs");
 
       // Backward from the same saved P', so only the backward kernels are compared.
       Tensor dq({BH, T, HS}, dt), dk({BH, T, HS}, dt), dv({BH, T, HS}, dt);

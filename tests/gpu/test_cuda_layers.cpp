@@ -153,6 +153,13 @@ TEST_CASE("cuda: cross-entropy forward and backward, with ignored rows", "[cuda]
         require_close(cross_entropy(logits, targets, ignore), cross_entropy(gl, gtarg, ignore), t.rtol, t.atol, "ce");
         require_close(cross_entropy_backward(logits, targets, 0.7, ignore),
                       cross_entropy_backward(gl, gtarg, 0.7, ignore), tg.rtol, tg.atol, "ce backward");
+        // From the forward's statistics (what autograd does): the bits of the GPU's own plain
+        // backward, and the CPU's within the same tolerance.
+        CrossEntropyResult rg = cross_entropy_with_stats(gl, gtarg, ignore);
+        require_equal(cross_entropy_backward(gl, gtarg, 0.7, ignore).to(Device::CPU),
+                      cross_entropy_backward(gl, gtarg, 0.7, ignore, rg), "ce backward from statistics, cuda");
+        require_close(cross_entropy_backward(logits, targets, 0.7, ignore, cross_entropy_with_stats(logits, targets, ignore)),
+                      cross_entropy_backward(gl, gtarg, 0.7, ignore, rg), tg.rtol, tg.atol, "ce backward from statistics");
       }
       // Every row ignored: loss 0 and gradient 0, not NaN.
       Tensor none = full({N}, -100.0, DType::I32);
