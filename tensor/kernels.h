@@ -22,30 +22,6 @@ struct GemmArgs {
   double alpha = 1.0, beta = 0.0;
 };
 
-// One GEMM for every head h of BH: C_h = alpha op(A_h) op(B_h), each per-head matrix row-major
-// with T rows ((T, HS) or (T, T)); x_cols is operand x's column count, so its leading dimension
-// is x_cols and head h's matrix starts x_cols * T elements after head h - 1's. C is overwritten.
-// Used by the attention kernels on CUDA (nn/cuda/attention.cu, landmark/cuda/attention.cu).
-inline GemmArgs per_head_gemm(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, int64_t a_cols,
-                              int64_t b_cols, int64_t c_cols, int64_t T, int64_t BH, double alpha) {
-  GemmArgs g;
-  g.trans_a = trans_a;
-  g.trans_b = trans_b;
-  g.M = M;
-  g.N = N;
-  g.K = K;
-  g.batch = BH;
-  g.lda = a_cols;
-  g.ldb = b_cols;
-  g.ldc = c_cols;
-  g.stride_a = a_cols * T;
-  g.stride_b = b_cols * T;
-  g.stride_c = c_cols * T;
-  g.alpha = alpha;
-  g.beta = 0.0;
-  return g;
-}
-
 namespace cpu {
 #include "tensor/kernel_list.inc"
 }  // namespace cpu

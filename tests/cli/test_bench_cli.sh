@@ -60,6 +60,8 @@ run 2 "$WORK/18" bash "$SCRIPTS0/gpu-check.sh" --deadline soon
 expect "$WORK/18" "--deadline must be whole seconds, got 'soon'"
 run 2 "$WORK/18b" bash "$SCRIPTS0/gpu-check.sh" --jobs 0
 expect "$WORK/18b" "--jobs must be a number of jobs from 1 to 9999, got '0'"
+run 2 "$WORK/18c" env DECODE_LIMIT=4min bash "$SCRIPTS0/gpu-check.sh"
+expect "$WORK/18c" "DECODE_LIMIT must be a number of seconds in [1, 3600], got '4min'"
 if ! command -v nvidia-smi > /dev/null; then
   run 1 "$WORK/19" bash "$SCRIPTS0/gpu-check.sh" --out "$WORK/gpucheck"
   expect "$WORK/19" "nvidia-smi not found"
