@@ -128,8 +128,9 @@ STATUS=0
 
 if want tests; then
   LM_GPU_REPORT=1 run_step tests 150 "$BUILD/tests/lm_gpu_tests" || STATUS=1
-  # The attention tests again with short row tiles (nn/cuda/attention.cu), so that the tiled
-  # GEMMs' offsets are checked with many tiles, not only the default's few.
+  # The attention tests (causal and landmark) again with short row tiles
+  # (tensor/cuda/attention_tiles.h), so that the tiled GEMMs' offsets are checked with many tiles,
+  # not only the default's few.
   LM_CUDA_ATTENTION_TILE=100 run_step tests_tile100 60 "$BUILD/tests/lm_gpu_tests" "[attention]" || STATUS=1
   say "--- comparisons: $(grep -c '^compare' "$OUT/tests.txt") ($(grep -c 'FAIL$' "$OUT/tests.txt") over tolerance); most of the tolerance used:"
   grep '^compare' "$OUT/tests.txt" | awk -F'\t' '{u=$9; sub("use=","",u); print u "\t" $0}' | sort -g -r | head -15 |
