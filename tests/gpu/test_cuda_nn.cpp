@@ -86,7 +86,7 @@ TEST_CASE("cuda: fused causal attention kernels, forward and backward", "[cuda][
   manual_seed(202);
   // T = 1 (a lone query), odd sizes, T spanning several of the CPU's 64-row blocks, and T above
   // the 256 threads of a softmax block (so threads loop over a row). On CUDA the GEMMs are cut
-  // into row tiles of 512 (nn/cuda/attention.cu, RowTiles): one tile up to T = 512, three at
+  // into row tiles of 512 (tensor/cuda/attention_tiles.h): one tile up to T = 512, three at
   // T = 1030 (the last one shorter). gpu-check.sh also runs this test with
   // LM_CUDA_ATTENTION_TILE=100 (three tiles at T = 300, eleven at 1030).
   const std::vector<std::vector<int64_t>> shapes = {{1, 16}, {7, 16}, {64, 8}, {150, 16}, {300, 32}, {1030, 16}};
