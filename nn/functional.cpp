@@ -36,14 +36,21 @@ RotaryTables rotary_tables(int64_t T, int64_t head_size, double base, DType dtyp
   return rotary_tables(arange(T, DType::I32).reshape({1, T}), head_size, base, dtype, device);
 }
 
-Tensor rotary(const Tensor& x, const RotaryTables& t, bool inverse) {
-  LM_CHECK(x.defined() && x.dim() == 4 && is_floating(x.dtype()), "rotary: x must be float (B, NH, T, HS), got " << describe(x));
-  const int64_t B = x.size(0), T = x.size(2), HS = x.size(3);
+namespace {
+// The tables fit heads of batch B, length T, head size HS, in x's dtype and on x's device.
+void check_tables(const char* op, const RotaryTables& t, const Tensor& x, int64_t B, int64_t T, int64_t HS) {
   LM_CHECK(t.cos.defined() && t.cos.dim() == 3 && (t.cos.size(0) == 1 || t.cos.size(0) == B) && t.cos.size(1) == T &&
                t.cos.size(2) * 2 == HS && t.sin.shape() == t.cos.shape(),
-           "rotary: tables " << describe(t.cos) << " do not fit x " << describe(x) << " (need (1 or B, T, HS/2))");
+           op << ": tables " << describe(t.cos) << " do not fit x " << describe(x) << " (need (1 or " << B << ", " << T
+              << ", " << HS / 2 << "))");
   LM_CHECK(t.cos.dtype() == x.dtype() && t.cos.device() == x.device(),
-           "rotary: tables " << describe(t.cos) << " must match x " << describe(x) << " in dtype and device");
+           op << ": tables " << describe(t.cos) << " must match x " << describe(x) << " in dtype and device");
+}
+}  // namespace
+
+Tensor rotary(const Tensor& x, const RotaryTables& t, bool inverse) {
+  LM_CHECK(x.defined() && x.dim() == 4 && is_floating(x.dtype()), "rotary: x must be float (B, NH, T, HS), got " << describe(x));
+  check_tables("rotary", t, x, x.size(0), x.size(2), x.size(3));
   Tensor out(x.shape(), x.dtype(), x.device());
   if (x.numel() > 0) LM_KERNEL(x.device(), rotary, x.contiguous(), t.cos.contiguous(), t.sin.contiguous(), inverse, out);
   return out;
@@ -94,11 +101,7 @@ Var qkv_heads(const Var& qkv, int64_t NH, const RotaryTables& t) {
            "qkv_heads: qkv must be float (B, T, 3 NH HS) with NH = " << NH << " and HS even, got "
                                                                      << describe(qkv.value()));
   const int64_t B = qkv.size(0), T = qkv.size(1), C = qkv.size(2) / 3, HS = C / NH;
-  LM_CHECK(t.cos.defined() && t.cos.dim() == 3 && (t.cos.size(0) == 1 || t.cos.size(0) == B) && t.cos.size(1) == T &&
-               t.cos.size(2) * 2 == HS && t.sin.shape() == t.cos.shape() && t.cos.dtype() == qkv.dtype() &&
-               t.cos.device() == qkv.device(),
-           "qkv_heads: rotary tables " << describe(t.cos) << " do not fit qkv " << describe(qkv.value())
-                                       << " with " << NH << " heads (need (1 or B, T, HS/2), same dtype and device)");
+  check_tables("qkv_heads", t, qkv.value(), B, T, HS);
   const Tensor cos = t.cos.contiguous(), sin = t.sin.contiguous();
   Tensor packed({3, B, NH, T, HS}, qkv.dtype(), qkv.device());
   if (packed.numel() > 0) LM_KERNEL(qkv.device(), qkv_heads, qkv.value().contiguous(), cos, sin, NH, packed);

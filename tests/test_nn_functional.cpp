@@ -120,6 +120,9 @@ TEST_CASE("packed q/k/v heads and attention give the split path's bits, forward 
       }
   CHECK_THROWS_AS(qkv_heads(Var(zeros({2, 3, 10})), 3, rotary_tables(3, 2, 10000.0, DType::F32, Device::CPU)), Error);
   CHECK_THROWS_AS(causal_attention_packed(Var(zeros({2, 1, 1, 3, 4}))), Error);
+  // Tables for another length (4, not 3) are refused, naming the op.
+  CHECK_THROWS_WITH(qkv_heads(Var(zeros({2, 3, 12})), 2, rotary_tables(4, 2, 10000.0, DType::F32, Device::CPU)),
+                    Catch::Contains("qkv_heads: tables"));
 }
 
 TEST_CASE("packed q/k/v heads and attention pass gradcheck", "[nn][attention][gradcheck]") {

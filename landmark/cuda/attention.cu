@@ -249,6 +249,12 @@ __device__ void warp_row_backward(const RowLayout& L, int i, const Scalar* pp, c
 
 constexpr int kRowsPerBlock = kRowThreads / kWarp;  // one warp per row
 
+// A grid-stride loop over `rows` rows, a warp per row: every lane of a warp gets the same r, so
+// the warp-wide reductions inside see all 32 lanes.
+#define LM_WARP_ROWS(r, rows)                                                                              \
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp; r < (rows); \
+       r += static_cast<int64_t>(gridDim.x) * kRowsPerBlock)
+
 // Rows (h, i) for i in [i0, i0 + n) of every head h: row (h, i) of the tile scratch starts at
 // (h n + i - i0) T. On entry S holds the scores of keys [0, i0 + n); on exit P' there and the
 // weights in W, zero from i + 1 to the tile's width i0 + n. probs, when not null, receives the
@@ -258,8 +264,7 @@ __global__ void tile_forward_kernel(DeviceLayout lay, Scalar* S, Scalar* W, Scal
                                     int64_t BH) {
   const int lane = threadIdx.x % kWarp;
   const int64_t T = lay.T, rows = BH * n;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp; r < rows;
-       r += static_cast<int64_t>(gridDim.x) * kRowsPerBlock) {
+  LM_WARP_ROWS(r, rows) {
     const int64_t h = r / n, i = i0 + r % n;
     Scalar* s = S + r * T;
     warp_row_forward<Scalar>(lay.of_head(h), static_cast<int>(i), s, W + r * T, static_cast<int>(i0 + n), lane);
@@ -280,8 +285,7 @@ __global__ void tile_backward_kernel(DeviceLayout lay, Scalar* S, Scalar* W, Sca
                                      int64_t BH) {
   const int lane = threadIdx.x % kWarp;
   const int64_t T = lay.T, rows = BH * n;
-  for (int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp; r < rows;
-       r += static_cast<int64_t>(gridDim.x) * kRowsPerBlock) {
+  LM_WARP_ROWS(r, rows) {
     const int64_t h = r / n, i = i0 + r % n;
     const RowLayout L = lay.of_head(h);
     warp_row_forward<Scalar>(L, static_cast<int>(i), S + r * T, W + r * T, static_cast<int>(i0 + n), lane);
