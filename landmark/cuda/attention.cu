@@ -74,14 +74,19 @@ template <class Scalar> __device__ Scalar warp_sum(Scalar v) {
 // gsm::row_forward (grouped_softmax.h) spelled for a warp: the 32 lanes share each pass over a
 // group, so every load and store of a row is coalesced, and the group maxima and sums are warp
 // reductions (a tree, where the CPU sums in order: the results differ in the last bits). Same
-// groups, same exp (math::exp_softmax), same P' and weights. s is the row of scores (in) and of
-// P' (out, in place); w the weights. Each element is read and then written by one lane, except the
-// landmark and CMT entries, which one lane rewrites after a __syncwarp. Entries j in (i, ncols)
-// are set to 0 (the GEMM after this reads a tile's full width).
-template <class Scalar>
+// groups, same exp (math::exp_softmax), same P' and weights. s is the row of scores (in); w gets
+// the weights, zero in (i, ncols) (the GEMM after this reads a tile's full width). With kKeepP, s
+// gets P' in place, zero in (i, ncols), for the attention maps; without it, s is scratch (its
+// regular entries are left as exponentials: the forward needs only W, and one write of the row
+// less). Each element is read and then written by one lane, except the landmark and CMT entries,
+// which one lane rewrites after a __syncwarp.
+template <class Scalar, bool kKeepP>
 __device__ void warp_row_forward(const RowLayout& L, int i, Scalar* s, Scalar* w, int ncols, int lane) {
   if (L.kind[i] == kContextMiss) {
-    for (int j = lane; j < ncols; j += kWarp) s[j] = w[j] = Scalar(0);
+    for (int j = lane; j < ncols; j += kWarp) {
+      w[j] = Scalar(0);
+      if (kKeepP) s[j] = Scalar(0);
+    }
     return;
   }
   const int b = L.block_of[i];
@@ -122,8 +127,9 @@ __device__ void warp_row_forward(const RowLayout& L, int i, Scalar* s, Scalar* w
   zc = warp_sum(zc);
   const Scalar inv_top = Scalar(1) / z, inv_ctrl = zc > Scalar(0) ? Scalar(1) / zc : Scalar(0);
   for (int j = own_begin + lane; j < own_end; j += kWarp) {
-    s[j] *= inv_top;
-    w[j] = s[j];
+    const Scalar p = s[j] * inv_top;
+    w[j] = p;
+    if (kKeepP) s[j] = p;
   }
   if (own_end == i && lane == 0) s[i] = w[i] = Scalar(0);
   Scalar p_cmt = 0;
@@ -170,11 +176,11 @@ __device__ void warp_row_forward(const RowLayout& L, int i, Scalar* s, Scalar* w
       const Scalar inv = Scalar(1) / zg, gate_inv = gate * inv;
       if (has0) {
         w[j0] = x0 * gate_inv;
-        s[j0] = x0 * inv;
+        if (kKeepP) s[j0] = x0 * inv;
       }
       if (has1) {
         w[j1] = x1 * gate_inv;
-        s[j1] = x1 * inv;
+        if (kKeepP) s[j1] = x1 * inv;
       }
       continue;
     }
@@ -188,63 +194,169 @@ __device__ void warp_row_forward(const RowLayout& L, int i, Scalar* s, Scalar* w
     const Scalar inv = Scalar(1) / zg, gate_inv = gate * inv;
     for (int j = begin + lane; j < lmk; j += kWarp) {
       w[j] = s[j] * gate_inv;
-      s[j] *= inv;
+      if (kKeepP) s[j] *= inv;
     }
   }
-  for (int j = i + 1 + lane; j < ncols; j += kWarp) s[j] = w[j] = Scalar(0);
+  for (int j = i + 1 + lane; j < ncols; j += kWarp) {
+    w[j] = Scalar(0);
+    if (kKeepP) s[j] = Scalar(0);
+  }
 }
 
-// gsm::row_backward for a warp: pp (P') and w (weights) of row i, d holds G = dL/dW on entry and
-// dS on exit (in place: each G[j] is read before its lane writes dS[j]; the landmark entries are
-// written by lane 0 only, and read back by lane 0 only). Entries j in (i, ncols) are set to 0.
+// The backward's row step: gsm::row_forward and gsm::row_backward of row i in one pass over
+// the row. On entry s holds the scores and d holds G = dL/dW; on exit w holds the weights (for
+// dv = W^T dout) and d holds dS, both zero in (i, ncols); s is scratch. The forward's maxima and
+// normalisers of the top group come first (a read of the own block and the landmarks only).
+// Then each earlier block is done whole while its scores are in registers: its softmax p, its
+// weights w = gate p, a = sum p G, and dS = w (G - a) there; delta = sum_j w_j G_j gathers along
+// the way. What needs delta (the landmarks' and the CMT's dS, the own block's) is finished after
+// the last block, from a and P'(landmark) parked in d[lmk] and s[lmk]. Reads of a row: s and G
+// once each (plus the own block and landmarks again); writes: w and d once each. Run separately,
+// the forward and backward read and wrote the row about nine times. Same formulas as the two
+// gsm functions; the sums are warp trees, in a fixed order (delta gathers per lane, then the
+// tree), so a run repeats itself; against the CPU's in-order sums they differ in the last bits.
 template <class Scalar>
-__device__ void warp_row_backward(const RowLayout& L, int i, const Scalar* pp, const Scalar* w, Scalar* d, int ncols,
-                                  int lane) {
+__device__ void warp_row_forward_backward(const RowLayout& L, int i, Scalar* s, Scalar* w, Scalar* d, int ncols,
+                                          int lane) {
   if (L.kind[i] == kContextMiss) {
-    for (int j = lane; j < ncols; j += kWarp) d[j] = Scalar(0);
+    for (int j = lane; j < ncols; j += kWarp) w[j] = d[j] = Scalar(0);
     return;
   }
   const int b = L.block_of[i];
+  const int own_begin = L.block_start[b];
+  const int own_end = L.kind[i] == kRegular ? i + 1 : i;  // i's own landmark is excluded
+  // --- the forward's top-group statistics, as in warp_row_forward ---
+  Scalar m = gsm::neg_inf<Scalar>(), mc = gsm::neg_inf<Scalar>();
+  for (int j = own_begin + lane; j < own_end; j += kWarp) m = s[j] > m ? s[j] : m;
+  for (int g = lane; g < b; g += kWarp) {
+    const int lmk = L.block_start[g + 1] - 1;
+    if (L.kind[lmk] == kLandmark) m = s[lmk] > m ? s[lmk] : m;
+    else mc = s[lmk] > mc ? s[lmk] : mc;
+  }
+  if (L.cmt >= 0 && lane == 0) m = s[L.cmt] > m ? s[L.cmt] : m;
+  m = warp_max(m);
+  mc = warp_max(mc);
+  Scalar z = 0, zc = 0, e_cmt = 0;
+  for (int j = own_begin + lane; j < own_end; j += kWarp) {
+    s[j] = math::exp_softmax(s[j] - m);
+    z += s[j];
+  }
+  for (int g = lane; g < b; g += kWarp) {
+    const int lmk = L.block_start[g + 1] - 1;
+    if (L.kind[lmk] == kLandmark) {
+      s[lmk] = math::exp_softmax(s[lmk] - m);
+      z += s[lmk];
+    } else {
+      s[lmk] = math::exp_softmax(s[lmk] - mc);
+      zc += s[lmk];
+    }
+  }
+  if (L.cmt >= 0 && lane == 0) {
+    e_cmt = math::exp_softmax(s[L.cmt] - m);
+    z += e_cmt;
+  }
+  z = warp_sum(z);
+  zc = warp_sum(zc);
+  const Scalar inv_top = Scalar(1) / z, inv_ctrl = zc > Scalar(0) ? Scalar(1) / zc : Scalar(0);
+  // The own block: P' = w = e / z; G is read here for delta (dS needs delta: last step).
   Scalar delta = 0;
-  for (int j = lane; j <= i; j += kWarp) delta += w[j] * d[j];
-  delta = warp_sum(delta);
-  __syncwarp();  // every G[j] is read before any lane writes dS
+  for (int j = own_begin + lane; j < own_end; j += kWarp) {
+    const Scalar p = s[j] * inv_top;
+    s[j] = w[j] = p;
+    delta += p * d[j];
+  }
+  if (own_end == i && lane == 0) s[i] = w[i] = Scalar(0);
+  Scalar p_cmt = 0, gate_cmt = 0;  // P'(CMT), and the same after the evaluation cutoff
+  if (L.cmt >= 0) {
+    p_cmt = gate_cmt = __shfl_sync(kFullMask, e_cmt, 0) * inv_top;
+    if (lane == 0) w[L.cmt] = Scalar(0);
+    if (gsm::cmt_dropped(p_cmt, L.cmt_cutoff)) gate_cmt = Scalar(0);
+  }
+  __syncwarp();  // the landmarks' exponentials, written by their lanes, are read by all below
+  // --- each earlier block, forward and backward at once ---
   Scalar a_cmt = 0;
   for (int g = 0; g < b; ++g) {
     const int begin = L.block_start[g], lmk = L.block_start[g + 1] - 1;
+    const bool free_lmk = L.kind[lmk] == kLandmark;
+    const Scalar p_lmk = s[lmk] * (free_lmk ? inv_top : inv_ctrl);
+    const Scalar gate = free_lmk ? p_lmk : gate_cmt * p_lmk;
     Scalar a = 0;
-    if (lmk - begin <= 2 * kWarp) {  // in registers, as in warp_row_forward: the same bits
+    if (lmk - begin <= 2 * kWarp) {  // F = 50 in training: the block stays in two registers per lane
       const int j0 = begin + lane, j1 = begin + kWarp + lane;
       const bool has0 = j0 < lmk, has1 = j1 < lmk;
+      Scalar x0 = has0 ? s[j0] : Scalar(0), x1 = has1 ? s[j1] : Scalar(0);
       const Scalar g0 = has0 ? d[j0] : Scalar(0), g1 = has1 ? d[j1] : Scalar(0);
-      if (has0) a += pp[j0] * g0;
-      if (has1) a += pp[j1] * g1;
+      Scalar mg = gsm::neg_inf<Scalar>(), zg = 0;
+      if (has0) mg = x0 > mg ? x0 : mg;
+      if (has1) mg = x1 > mg ? x1 : mg;
+      mg = warp_max(mg);
+      if (has0) {
+        x0 = math::exp_softmax(x0 - mg);
+        zg += x0;
+      }
+      if (has1) {
+        x1 = math::exp_softmax(x1 - mg);
+        zg += x1;
+      }
+      zg = warp_sum(zg);
+      const Scalar inv = Scalar(1) / zg, gate_inv = gate * inv;
+      const Scalar w0 = x0 * gate_inv, w1 = x1 * gate_inv;
+      if (has0) {
+        a += x0 * inv * g0;
+        delta += w0 * g0;
+      }
+      if (has1) {
+        a += x1 * inv * g1;
+        delta += w1 * g1;
+      }
       a = warp_sum(a);
-      if (has0) d[j0] = w[j0] * (g0 - a);
-      if (has1) d[j1] = w[j1] * (g1 - a);
-    } else {
-      for (int j = begin + lane; j < lmk; j += kWarp) a += pp[j] * d[j];
+      if (has0) {
+        w[j0] = w0;
+        d[j0] = w0 * (g0 - a);
+      }
+      if (has1) {
+        w[j1] = w1;
+        d[j1] = w1 * (g1 - a);
+      }
+    } else {  // a longer block: the same steps in passes over memory
+      Scalar mg = gsm::neg_inf<Scalar>(), zg = 0;
+      for (int j = begin + lane; j < lmk; j += kWarp) mg = s[j] > mg ? s[j] : mg;
+      mg = warp_max(mg);
+      for (int j = begin + lane; j < lmk; j += kWarp) {
+        s[j] = math::exp_softmax(s[j] - mg);
+        zg += s[j];
+      }
+      zg = warp_sum(zg);
+      const Scalar inv = Scalar(1) / zg, gate_inv = gate * inv;
+      for (int j = begin + lane; j < lmk; j += kWarp) {
+        const Scalar gj = d[j], wj = s[j] * gate_inv;
+        a += s[j] * inv * gj;
+        delta += wj * gj;
+        w[j] = wj;
+      }
       a = warp_sum(a);
       for (int j = begin + lane; j < lmk; j += kWarp) d[j] = w[j] * (d[j] - a);
     }
-    if (L.kind[lmk] == kLandmark) {
-      if (lane == 0) d[lmk] = pp[lmk] * (a - delta);
-    } else {
-      a_cmt += pp[lmk] * a;  // every lane: the same a, in the same order
-      if (lane == 0) d[lmk] = a;  // finished below, once a_cmt is known
+    if (!free_lmk) a_cmt += p_lmk * a;  // every lane: the same values in the same order
+    __syncwarp();  // every lane has read s[lmk] before lane 0 rewrites it
+    if (lane == 0) {
+      s[lmk] = p_lmk;  // parked for the last step, with a
+      d[lmk] = a;
+      w[lmk] = Scalar(0);
     }
   }
-  const Scalar p_cmt = L.cmt >= 0 ? pp[L.cmt] : Scalar(0);
-  if (lane == 0) {
-    for (int g = 0; g < b; ++g) {
-      const int lmk = L.block_start[g + 1] - 1;
-      if (L.kind[lmk] == kControlledLandmark) d[lmk] = p_cmt * pp[lmk] * (d[lmk] - a_cmt);
-    }
-    if (L.cmt >= 0) d[L.cmt] = p_cmt * (a_cmt - delta);
+  delta = warp_sum(delta);
+  __syncwarp();  // the parked a and P'(landmark) are read by other lanes below
+  // --- what needs delta: the landmarks, the CMT, the own block ---
+  for (int g = lane; g < b; g += kWarp) {
+    const int lmk = L.block_start[g + 1] - 1;
+    const Scalar a = d[lmk], p_lmk = s[lmk];
+    d[lmk] = L.kind[lmk] == kLandmark ? p_lmk * (a - delta) : p_cmt * p_lmk * (a - a_cmt);
   }
-  for (int j = L.block_start[b] + lane; j <= i; j += kWarp)
-    d[j] = L.kind[j] == kRegular ? pp[j] * (d[j] - delta) : Scalar(0);
-  for (int j = i + 1 + lane; j < ncols; j += kWarp) d[j] = Scalar(0);
+  if (L.cmt >= 0 && lane == 0) d[L.cmt] = p_cmt * (a_cmt - delta);
+  __syncwarp();  // the CMT's entry, written by lane 0, may lie in the own block (rewritten below)
+  for (int j = own_begin + lane; j <= i; j += kWarp) d[j] = L.kind[j] == kRegular ? s[j] * (d[j] - delta) : Scalar(0);
+  for (int j = i + 1 + lane; j < ncols; j += kWarp) w[j] = d[j] = Scalar(0);
 }
 
 constexpr int kRowsPerBlock = kRowThreads / kWarp;  // one warp per row
@@ -256,9 +368,9 @@ constexpr int kRowsPerBlock = kRowThreads / kWarp;  // one warp per row
        r += static_cast<int64_t>(gridDim.x) * kRowsPerBlock)
 
 // Rows (h, i) for i in [i0, i0 + n) of every head h: row (h, i) of the tile scratch starts at
-// (h n + i - i0) T. On entry S holds the scores of keys [0, i0 + n); on exit P' there and the
-// weights in W, zero from i + 1 to the tile's width i0 + n. probs, when not null, receives the
-// whole row of P' (BH, T, T), zero above the diagonal.
+// (h n + i - i0) T. On entry S holds the scores of keys [0, i0 + n); on exit W holds the
+// weights, zero from i + 1 to the tile's width i0 + n, and S is scratch. probs, when not null,
+// receives the whole row of P' (BH, T, T), zero above the diagonal (then S holds P' first).
 template <class Scalar>
 __global__ void tile_forward_kernel(DeviceLayout lay, Scalar* S, Scalar* W, Scalar* probs, int64_t i0, int64_t n,
                                     int64_t BH) {
@@ -267,19 +379,20 @@ __global__ void tile_forward_kernel(DeviceLayout lay, Scalar* S, Scalar* W, Scal
   LM_WARP_ROWS(r, rows) {
     const int64_t h = r / n, i = i0 + r % n;
     Scalar* s = S + r * T;
-    warp_row_forward<Scalar>(lay.of_head(h), static_cast<int>(i), s, W + r * T, static_cast<int>(i0 + n), lane);
     if (probs != nullptr) {
+      warp_row_forward<Scalar, true>(lay.of_head(h), static_cast<int>(i), s, W + r * T, static_cast<int>(i0 + n), lane);
       __syncwarp();
       Scalar* p = probs + (h * T + i) * T;
       for (int64_t j = lane; j < T; j += kWarp) p[j] = j <= i ? s[j] : Scalar(0);
+    } else {
+      warp_row_forward<Scalar, false>(lay.of_head(h), static_cast<int>(i), s, W + r * T, static_cast<int>(i0 + n), lane);
     }
   }
 }
 
-// The backward's row step for the same tile rows, forward and backward in one pass over the
-// row: S (scores) -> P' in place and the weights into W, as tile_forward_kernel; then G -> dS in
-// place, zero from i + 1 to the tile's width. The warp reads back the P' and W it has just
-// written (from cache, mostly).
+// The backward's row step for the same tile rows (warp_row_forward_backward): S (scores) in,
+// the weights into W and G -> dS in place, both zero from i + 1 to the tile's width; S is
+// scratch.
 template <class Scalar>
 __global__ void tile_backward_kernel(DeviceLayout lay, Scalar* S, Scalar* W, Scalar* G, int64_t i0, int64_t n,
                                      int64_t BH) {
@@ -287,11 +400,8 @@ __global__ void tile_backward_kernel(DeviceLayout lay, Scalar* S, Scalar* W, Sca
   const int64_t T = lay.T, rows = BH * n;
   LM_WARP_ROWS(r, rows) {
     const int64_t h = r / n, i = i0 + r % n;
-    const RowLayout L = lay.of_head(h);
-    warp_row_forward<Scalar>(L, static_cast<int>(i), S + r * T, W + r * T, static_cast<int>(i0 + n), lane);
-    __syncwarp();  // P' and W, written lane by lane, are read across lanes below
-    warp_row_backward<Scalar>(L, static_cast<int>(i), S + r * T, W + r * T, G + r * T, static_cast<int>(i0 + n),
-                              lane);
+    warp_row_forward_backward<Scalar>(lay.of_head(h), static_cast<int>(i), S + r * T, W + r * T, G + r * T,
+                                      static_cast<int>(i0 + n), lane);
   }
 }
 
