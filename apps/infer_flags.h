@@ -20,9 +20,12 @@ struct InferFlags {
   CLI::Option* cutoff_opt = nullptr;
   // `all_granularities`: accept "all" (eval runs the three, as in the paper's Table 2).
   void add(CLI::App* sub, bool all_granularities = false) {
-    sub->add_option("--device", device, "cpu or cuda (block K/V stay in host memory either way)")
+    sub->add_option("--device", device, "cpu or cuda (block K/V stay in host memory unless --blocks-on-device)")
         ->check(CLI::IsMember({"cpu", "cuda"}))
         ->capture_default_str();
+    sub->add_flag("--blocks-on-device", cfg.blocks_on_device,
+                  "--device cuda: keep block K/V in GPU memory too (no offload: nothing crosses to the GPU per "
+                  "retrieval; the context is then bounded by GPU memory)");
     sub->add_option("--chunk", cfg.chunk_len, "Raw tokens per chunk (local context)")
         ->check(CLI::Range(int64_t(1), int64_t(1) << 30))
         ->capture_default_str();
@@ -63,7 +66,16 @@ struct InferFlags {
                      ->check(real_in(0.0, 1.0))
                      ->capture_default_str();
   }
-  Device dev() const { return parse_device(device); }
+  // The device to load the model on; first the flags that depend on it (before any model work).
+  Device dev() const {
+    LM_CHECK(!cfg.blocks_on_device || device == "cuda",
+             "--blocks-on-device: block K/V can be kept on the device only with --device cuda (on the CPU they are "
+             "in host memory already)");
+    LM_CHECK(!cfg.blocks_on_device || (cfg.block_dir.empty() && kv_dtype == "f32"),
+             "--blocks-on-device: block K/V kept in GPU memory are neither in files (--mmap-dir) nor f16 "
+             "(--kv-dtype f16)");
+    return parse_device(device);
+  }
   bool all() const { return granularity == "all"; }
   // The configuration for `m`; refuses a CMT cutoff for a model without a context-miss token.
   InferConfig get(const LoadedModel& m) {
@@ -72,6 +84,7 @@ struct InferFlags {
     cfg.granularity = parse_granularity(all() ? "token-head" : granularity);
     cfg.positions = parse_position_mode(positions);
     cfg.kv_f16 = kv_dtype == "f16";
+    (void)dev();  // the device flags' checks
     cfg.search = parse_key_search(search);
     return cfg;
   }

@@ -10,8 +10,8 @@
 // process's resident set while the cache is alive (freed heap memory trimmed before each
 // reading). With --device cuda the model, the landmark cache's fast memory and the full KV cache
 // live on the GPU (the full cache then takes its tensor-op step, infer/full_cache.h) while block
-// K/V stay in host memory and only retrieved blocks are copied over: the paper's offload; every
-// timed round ends with the device idle. Last line:
+// K/V stay in host memory and only retrieved blocks are copied over: the paper's offload (with
+// --blocks-on-device they stay in GPU memory instead); every timed round ends with the device idle. Last line:
 //   decode speedup_at_32k=<full-cache step time / landmark step time at 32k>
 #include <malloc.h>
 
@@ -59,6 +59,7 @@ std::vector<int32_t> tokens(int64_t n, int64_t vocab, uint64_t seed) {
 
 const char* kUsage =
     "usage: bench_decode [--quick] [--block-dir DIR] [--context N] [--steps N] [--landmark-only] [--device cpu|cuda]\n"
+    "                    [--blocks-on-device]\n"
     "  Decode-step time and memory: landmark retrieval (k 4) vs a full KV cache.\n"
     "  --context N      one context length instead of 2k, 8k, 32k and 128k\n"
     "  --steps N        generated tokens per timed round (default 128)\n"
@@ -66,7 +67,8 @@ const char* kUsage =
     "  --compare-paths  also time the landmark step with and without decode_step (infer/decode_step.h),\n"
     "                   alternated in one session\n"
     "  --device D       cpu (default) or cuda: the model, the landmark cache's fast memory and the full KV\n"
-    "                   cache on that device (block K/V stay in host memory: the paper's offload)\n";
+    "                   cache on that device (block K/V stay in host memory: the paper's offload)\n"
+    "  --blocks-on-device  with --device cuda: block K/V in GPU memory too (no offload)\n";
 
 int bench_main(int argc, char** argv) {
   std::vector<int64_t> lengths = {2048, 8192, 32768, 131072};
@@ -78,7 +80,7 @@ int bench_main(int argc, char** argv) {
   int steps = 128;
   constexpr int kRounds = 3;
   std::string block_dir;
-  bool landmark_only = false, compare_paths = false;
+  bool landmark_only = false, compare_paths = false, on_device = false;
   Device dev = Device::CPU;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -91,6 +93,8 @@ int bench_main(int argc, char** argv) {
       lengths = {bench::parse_int_flag("--context", argv[++i], 1, int64_t(1) << 24)};
     } else if (a == "--steps" && i + 1 < argc) {
       steps = static_cast<int>(bench::parse_int_flag("--steps", argv[++i], 1, 1000000));
+    } else if (a == "--blocks-on-device") {
+      on_device = true;
     } else if (a == "--landmark-only") {
       landmark_only = true;
     } else if (a == "--compare-paths") {
@@ -115,6 +119,8 @@ int bench_main(int argc, char** argv) {
   c.n_embd = 128;
   c.block_size = 512;
   c.attention = AttentionKind::Landmark;
+  if (on_device && (dev != Device::CUDA || !block_dir.empty()))
+    throw lm::bench::UsageError{"--blocks-on-device needs --device cuda and no --block-dir"};
   if (dev == Device::CUDA && cuda_device_count() == 0) {
     std::printf("bench_decode: skipped, no CUDA device: %s\n", cuda_unavailable_reason().c_str());
     return 77;
@@ -132,12 +138,13 @@ int bench_main(int argc, char** argv) {
   ic.chunk_len = 250;
   ic.k = 4;
   ic.block_dir = block_dir;
+  ic.blocks_on_device = on_device;
   const cpu::CacheSizes& caches = cpu::cache_sizes();
   bench::print_machine_line(cpu::num_threads(), caches.l1d, caches.l2, caches.l3_per_core, caches.source.c_str());
   std::printf("decode benchmark: the demo model (3 layers, d 128, 4 heads, vocab 514), f32, on %s, %d thread(s); landmark k %lld, "
               "chunk %lld, block K/V in %s\n", dev == Device::CUDA ? cuda_device_description().c_str() : "the CPU",
               cpu::num_threads(), (long long)ic.k, (long long)ic.chunk_len,
-              block_dir.empty() ? "RAM" : ("files in " + block_dir).c_str());
+              on_device ? "GPU memory" : block_dir.empty() ? "RAM" : ("files in " + block_dir).c_str());
   // How idle OpenMP threads wait decides which small loops run on both cores (tensor/cpu/parallel.h).
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   const char* spin = std::getenv("GOMP_SPINCOUNT");

@@ -47,8 +47,13 @@ void read_all(int fd, char* buf, int64_t n, int64_t at, const std::string& path)
 }
 }  // namespace
 
-BlockStore::BlockStore(int64_t block_elems, DType dtype, int64_t capacity, const std::string& dir, bool half)
-    : block_elems_(block_elems), block_bytes_(0), out_bytes_(0), half_(half), capacity_(capacity) {
+BlockStore::BlockStore(int64_t block_elems, DType dtype, int64_t capacity, const std::string& dir, bool half,
+                       Device device)
+    : block_elems_(block_elems), block_bytes_(0), out_bytes_(0), half_(half), capacity_(capacity), device_(device),
+      dtype_(dtype) {
+  LM_CHECK(device == Device::CPU || (dir.empty() && !half),
+           "block store: block K/V kept on " << device_name(device) << " are neither in files (--mmap-dir) nor f16 "
+                                              "(--kv-dtype f16); those are for block K/V in host memory");
   const int64_t elem = static_cast<int64_t>(dtype_size(dtype));
   LM_CHECK(block_elems > 0 && block_elems <= std::numeric_limits<int64_t>::max() / 4 / elem,
            "block store: bad block size of " << block_elems << " elements");
@@ -100,10 +105,36 @@ void BlockStore::reserve_disk(int64_t slots) {
 }
 
 char* BlockStore::ram_slot(int64_t slot) const {
+  if (device_ != Device::CPU)
+    return static_cast<char*>(dev_segments_[static_cast<size_t>(slot / kSegmentBlocks)].raw_data()) +
+           (slot % kSegmentBlocks) * 2 * block_bytes_;
   return segments_[static_cast<size_t>(slot / kSegmentBlocks)].get() + (slot % kSegmentBlocks) * 2 * block_bytes_;
 }
 
+void BlockStore::append(const Tensor& k, const Tensor& v) {
+  LM_CHECK(k.device() == device_ && v.device() == device_ && k.dtype() == dtype_ && v.dtype() == dtype_ &&
+               k.is_contiguous() && v.is_contiguous() && k.numel() == block_elems_ && v.numel() == block_elems_,
+           "block store: a block's K " << describe(k) << " and V " << describe(v) << " must be contiguous "
+                                       << dtype_name(dtype_) << " tensors of " << block_elems_ << " elements on "
+                                       << device_name(device_));
+  if (device_ == Device::CPU) return append(k.raw_data(), v.raw_data());
+  if (capacity_ > 0 && count_ == capacity_) {  // full ring: the oldest block's slot is reused
+    --count_;
+    ++evicted_;
+  }
+  const int64_t slot = slot_of(count_);
+  while (static_cast<int64_t>(dev_segments_.size()) * kSegmentBlocks <= slot)
+    dev_segments_.emplace_back(std::vector<int64_t>{kSegmentBlocks * 2 * block_elems_}, dtype_, device_);
+  const Tensor& seg = dev_segments_[static_cast<size_t>(slot / kSegmentBlocks)];
+  const int64_t at = (slot % kSegmentBlocks) * 2 * block_elems_;
+  seg.narrow(0, at, block_elems_).copy_(k.view({block_elems_}));
+  seg.narrow(0, at + block_elems_, block_elems_).copy_(v.view({block_elems_}));
+  ++count_;
+}
+
 void BlockStore::append(const void* k, const void* v) {
+  LM_CHECK(device_ == Device::CPU, "block store: blocks kept on " << device_name(device_)
+                                                                   << " are appended as tensors on that device");
   LM_CHECK(capacity_ > 0 || count_ < std::numeric_limits<int64_t>::max() / (2 * block_bytes_),
            "block store: more blocks than a 64-bit offset can address");
   if (capacity_ > 0 && count_ == capacity_) {  // full ring: the oldest block's slot is reused

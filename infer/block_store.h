@@ -10,7 +10,11 @@
 //         SIGBUS later. Blocks are written with pwrite and read back with pread only when a step
 //         retrieves them (fetch), so resident memory holds the blocks one step uses, not the
 //         whole context: the context length is bounded by disk, not RAM.
-// Either backing can store K/V as f32 (as computed) or as f16 (half the bytes to hold, write and
+//   device: segments as in RAM, but in the memory of a CUDA device (Tensor segments), filled by
+//         append(Tensor, Tensor) from device tensors; k() and v() are device pointers. For a
+//         session on the GPU that keeps block K/V there instead of offloading them to the host
+//         (InferConfig::blocks_on_device); infer/cuda/chunk_attention.cu gathers from it.
+// The host backings can store K/V as f32 (as computed) or as f16 (half the bytes to hold, write and
 // read; tensor/half.h): an f16 store converts on append and converts the fetched blocks back to
 // f32 in the staging buffer, so every reader sees f32 either way.
 // Landmark keys never live here (they stay in fast memory, layer_cache.h).
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "tensor/dtype.h"
+#include "tensor/tensor.h"
 
 namespace lm {
 
@@ -31,12 +36,16 @@ class BlockStore {
   // block_elems: elements of K (and of V) per block, i.e. NH * (F + 1) * HS. capacity 0 grows
   // without bound. dir empty: RAM; else a directory that must exist and be writable. half: store
   // f16 (dtype must be F32, the dtype blocks are given and read back in).
-  BlockStore(int64_t block_elems, DType dtype, int64_t capacity = 0, const std::string& dir = "", bool half = false);
+  // device CUDA: the device backing (dir must be empty, half false).
+  BlockStore(int64_t block_elems, DType dtype, int64_t capacity = 0, const std::string& dir = "", bool half = false,
+             Device device = Device::CPU);
   ~BlockStore();
   BlockStore(const BlockStore&) = delete;
   BlockStore& operator=(const BlockStore&) = delete;
 
-  void append(const void* k, const void* v);  // copies one block; evicts the oldest when full
+  void append(const void* k, const void* v);  // copies one block; evicts the oldest when full (host)
+  // The same from contiguous tensors of block_elems elements on the store's device (any backing).
+  void append(const Tensor& k, const Tensor& v);
   int64_t size() const { return count_; }      // blocks held
   int64_t evicted() const { return evicted_; } // blocks dropped from the front so far
 
@@ -54,6 +63,7 @@ class BlockStore {
   const void* v(int64_t i) const;
 
   bool on_disk() const { return fd_ >= 0; }
+  Device device() const { return device_; }  // where k() and v() point
   bool half() const { return half_; }
   int64_t bytes_per_block() const { return 2 * block_bytes_; }  // as stored (f16: half of f32's)
   int64_t reserved_bytes() const { return reserved_slots_ * 2 * block_bytes_; }  // disk: file size
@@ -73,6 +83,9 @@ class BlockStore {
   int64_t capacity_;
   int64_t count_ = 0, evicted_ = 0;  // held block i sits in slot slot_of(i)
   std::vector<std::unique_ptr<char[]>> segments_;  // RAM
+  Device device_ = Device::CPU;
+  DType dtype_;
+  std::vector<Tensor> dev_segments_;  // device: kSegmentBlocks slots of K then V each
   int fd_ = -1;                                    // disk
   std::string path_;                               // disk: the file's name while it existed (errors)
   int64_t reserved_slots_ = 0;

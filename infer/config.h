@@ -37,6 +37,7 @@ struct InferConfig {
   PositionMode positions = PositionMode::Stingy;
   std::string block_dir;         // non-empty: block K/V in files in this directory (slow memory, block_store.h)
   bool kv_f16 = false;           // store block K/V as f16 (half the bytes; read back as f32)
+  bool blocks_on_device = false; // a CUDA session: block K/V stay in GPU memory (no offload to the host)
   double cmt_cutoff = 0;         // models with a context-miss token: S(CMT) below this is set to 0
                                  // for the gating of retrieved blocks (Appendix D); in [0, 1]
   KeySearch search = KeySearch::Scan;  // how the top k is found (Scan and Bounded exact)

@@ -10,8 +10,9 @@
 namespace lm {
 
 LayerCache::LayerCache(int64_t nh, int64_t f, int64_t hs, DType dt, int64_t capacity, const std::string& block_dir,
-                       Device dev, bool kv_f16, bool idx)
-    : store(std::make_unique<BlockStore>(nh * (f + 1) * hs, dt, capacity, block_dir, kv_f16)),
+                       Device dev, bool kv_f16, bool idx, bool blocks_on_device)
+    : store(std::make_unique<BlockStore>(nh * (f + 1) * hs, dt, capacity, block_dir, kv_f16,
+                                         blocks_on_device ? dev : Device::CPU)),
       indexed(idx),
       NH(nh),
       F(f),
@@ -59,9 +60,10 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
   int64_t end = 0;  // the completed blocks are [0, end): everything up to the last landmark
   for (int64_t j = 0; j < L; ++j)
     if (kinds[j] == kLandmark) end = j + 1;
-  // The store is host memory: from a device, the completed blocks cross in one copy each for K
-  // and V (on the CPU these are views, no copy).
-  const Tensor k_host = k_loc.narrow(1, 0, end).to(Device::CPU), v_host = v_loc.narrow(1, 0, end).to(Device::CPU);
+  // A host store from a device: the completed blocks cross in one copy each for K and V (on the
+  // CPU, or into a store on the same device, these are views, no copy).
+  const Device sd = store->device();
+  const Tensor k_host = k_loc.narrow(1, 0, end).to(sd), v_host = v_loc.narrow(1, 0, end).to(sd);
   // Room for the new keys first (at most one per landmark in the chunk): when the buffers are
   // full, new ones of twice the size take the keys held, moved to the front.
   int64_t landmarks = 0;
@@ -83,7 +85,7 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
     // K transposed per head, (NH, HS, F+1): a query then scores a block by streaming along its
     // tokens (cpu::rotated_vec_times_rows); V as it is, (NH, F+1, HS).
     Tensor kb = k_host.narrow(1, begin, F + 1).transpose(1, 2).contiguous(), vb = v_host.narrow(1, begin, F + 1).contiguous();
-    store->append(kb.raw_data(), vb.raw_data());
+    store->append(kb, vb);
     const int64_t gid = first_gid + completed;
     const int32_t p = static_cast<int32_t>(positions == PositionMode::Exact ? gid * (F + 1) + F : F);
     const Tensor key = k_loc.narrow(1, j, 1), key_rot = rotary(key.unsqueeze(0), rope.range(p, 1)).squeeze(0);  // (NH, 1, HS)

@@ -1,5 +1,6 @@
 // layer_cache.h: what one layer keeps between the chunks of cached inference (Section 3.2): the
-// K/V of finished blocks in slow memory (a BlockStore, always on the host), their landmark keys
+// K/V of finished blocks in slow memory (a BlockStore, on the host unless the session keeps them
+// on its GPU: InferConfig::blocks_on_device), their landmark keys
 // and the unfinished tail in fast memory (on the model's device), and, for a model trained with
 // a context-miss token, that token's key. Not here: choosing blocks (retrieval_plan.h) and
 // attending to them (chunk_attention.h).
@@ -18,14 +19,15 @@
 namespace lm {
 
 // One layer's cache: block K/V (un-rotated; K as (NH, HS, F+1), transposed per head, V as
-// (NH, F+1, HS)) in slow memory, landmark keys (un-rotated) and the unfinished tail in fast
+// (NH, F+1, HS)) in slow memory (host, or the device with blocks_on_device), landmark keys (un-rotated) and the unfinished tail in fast
 // memory, i.e. on `device`, the model's device.
 struct LayerCache {
   // kv_f16: the store keeps block K/V in f16 (block_store.h); everything here stays in `dtype`.
   // indexed: keep the landmark keys in one LandmarkKeyIndex per head (CPU only) for the bounded
   // search, instead of the two tensors below (which then stay empty).
+  // blocks_on_device: the store keeps block K/V on `device` too (no offload; a CUDA session).
   LayerCache(int64_t NH, int64_t F, int64_t HS, DType dtype, int64_t capacity, const std::string& block_dir,
-             Device device = Device::CPU, bool kv_f16 = false, bool indexed = false);
+             Device device = Device::CPU, bool kv_f16 = false, bool indexed = false, bool blocks_on_device = false);
   std::unique_ptr<BlockStore> store;
   // With `indexed`: per head, the landmark keys rotated at their scoring place and as they were
   // (landmark/key_index.h); the dtype's vector only (F32 or F64).

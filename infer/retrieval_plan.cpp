@@ -5,6 +5,9 @@
 #include <cmath>
 
 #include "infer/cpu_rows.h"
+#ifdef LANDMARK_WITH_CUDA
+#include "infer/cuda/chunk_attention.h"
+#endif
 #include "infer/session.h"
 #include "landmark/retrieval.h"
 #include "nn/nn_math.h"
@@ -246,8 +249,9 @@ RetrievalPlan finish_plan(RetrievalPlan& plan, const ChunkContext& ctx, int64_t 
 
 // Every query scores every cached landmark key and keeps its top k; then each chosen block gets
 // its place. On the CPU at token-head granularity the two happen in pieces (score_and_select);
-// otherwise the scores are computed on q_rot's device and only the (NH, n, nb) score matrix
-// comes to the host, where the selection runs.
+// otherwise the scores are computed on q_rot's device; on CUDA at token-head granularity (k up to
+// cuda::kMaxDeviceTopK) the top k are taken there too and only the chosen indices come to the
+// host; else the (NH, n, nb) score matrix comes to the host, where the selection runs.
 template <class Scalar> RetrievalPlan plan_for(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot) {
   const int64_t NH = q_rot.size(0), n = q_rot.size(1);
   const int64_t nb = cache.store->size();
@@ -290,6 +294,16 @@ template <class Scalar> RetrievalPlan plan_for(const LayerCache& cache, const Ch
     if (keep_scores) keep_chosen_scores(scores.data());
   } else if (nb > 0 && ctx.k > 0) {
     plan.keys_scored = NH * n * nb;
+#ifdef LANDMARK_WITH_CUDA
+    // Token-head on the device: the top k are taken there and only they cross to the host.
+    const int64_t kk = std::min(ctx.k, nb);
+    if (ctx.granularity == Granularity::TokenHead && !keep_scores && kk <= cuda::kMaxDeviceTopK) {
+      const Tensor scores = retrieval_scores(cache, ctx, q_rot).contiguous();  // (NH, n, nb) on the device
+      const std::vector<int32_t> top = cuda::top_k_rows(scores.view({NH * n, nb}), kk).to_vector<int32_t>();
+      for (int64_t r = 0; r < NH * n; ++r) plan.sel[r].assign(top.begin() + r * kk, top.begin() + (r + 1) * kk);
+      return finish_plan(plan, ctx, nb);
+    }
+#endif
     const Tensor scores = retrieval_scores(cache, ctx, q_rot).to(Device::CPU);  // (NH, n, nb)
     plan.sel = select_blocks<Scalar>(scores.data<Scalar>(), NH, n, nb, ctx.k, ctx.granularity);
     if (keep_scores) keep_chosen_scores(scores.data<Scalar>());

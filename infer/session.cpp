@@ -42,6 +42,8 @@ void InferConfig::validate() const {
   LM_CHECK(cmt_cutoff >= 0 && cmt_cutoff <= 1, "inference: the CMT cutoff must be in [0, 1], got " << cmt_cutoff);
   LM_CHECK(search_tiles >= 1 && search_tiles <= (int64_t{1} << 30),
            "inference: the approximate search's tile budget must be in [1, 2^30], got " << search_tiles);
+  LM_CHECK(!blocks_on_device || (block_dir.empty() && !kv_f16),
+           "inference: block K/V kept on the device are neither in files (block_dir) nor f16 (kv_f16)");
 }
 
 struct InferenceSession::Impl {
@@ -49,7 +51,8 @@ struct InferenceSession::Impl {
   InferConfig cfg;
   int64_t F, NH, HS, C;
   DType dtype;
-  Device device;  // the model's: activations, landmark keys and tails live here; block K/V on the host
+  Device device;  // the model's: activations, landmark keys and tails live here; block K/V on the
+                  // host unless cfg.blocks_on_device
   LandmarkInserter inserter;
   RotaryCache rope;  // cos/sin rows of the positions used so far
   int64_t raw_fed = 0, aug_fed = 0, blocks_done = 0, chunks = 0, decode_steps = 0;
@@ -92,7 +95,8 @@ struct InferenceSession::Impl {
     for (int64_t l = 0; l < m.config().n_layer; ++l) {
       layers.emplace_back(NH, F, HS, dtype, cfg.capacity, cfg.block_dir, device, cfg.kv_f16,
                           cfg.search != KeySearch::Scan && device == Device::CPU &&
-                              cfg.granularity == Granularity::TokenHead);
+                              cfg.granularity == Granularity::TokenHead,
+                          cfg.blocks_on_device);
     }
     if (m.config().context_miss) {
       LM_CHECK(cmt_id >= 0 && cmt_id < m.config().vocab_size,

@@ -14,7 +14,8 @@
 #   passkey   pass-key prompts at 4k..32k on both devices: every answer side by side
 #   bench     bench_gpu and bench/pytorch_gpu.py on this GPU, and their ratios
 #   decode    bench_decode --device cuda: one generated token with retrieval against a full KV
-#             cache on the GPU, at DECODE_LENGTHS tokens of context
+#             cache on the GPU, at DECODE_LENGTHS tokens of context, block K/V offloaded to the
+#             host and kept on the GPU
 #   memcheck  compute-sanitizer (memcheck) over lm_gpu_tests
 # Each step has a time limit, and all of them a deadline (--deadline seconds, default 570), so
 # the whole check ends inside 10 minutes; a step cut short says so in the log.
@@ -145,7 +146,10 @@ done
 if [ $have_e2e = 0 ]; then
   for s in train eval passkey; do want $s && SKIPPED="$SKIPPED $s"; done
 fi
-MODEL_FLAGS=(--layers 3 --embd 128 --heads 4 --block-size 512 --batch 8 --lr 1e-3 --doc-starts --attention landmark --landmark-every 50)
+# lr 1e-4, a tenth of the demo's: at lr 1e-3 training amplifies the devices' different f32
+# rounding until the runs are only alike (by step 50 for some models and data: docs/cuda.md
+# section 12), which would test the optimisation's chaos, not the devices.
+MODEL_FLAGS=(--layers 3 --embd 128 --heads 4 --block-size 512 --batch 8 --lr 1e-4 --doc-starts --attention landmark --landmark-every 50)
 if want train && [ $have_e2e = 1 ]; then
   for dev in cuda cpu; do
     rm -rf "$OUT/train_$dev"
@@ -168,12 +172,10 @@ print(f"train: {len(steps)} steps on both devices; loss cuda vs cpu: max relativ
 for lim in (10, 50, 100, 200):
     sub = [r for s, r in zip(steps, rel) if s <= lim]
     if sub: print(f"  steps 1..{lim}: max relative difference {max(sub):.3e}")
-# The stated tolerance: 1e-4 relative over the first 50 steps. Later, training at the demo's
-# learning rate amplifies the devices' different f32 rounding until the runs are only alike
-# (docs/cuda.md section 12), so later steps are reported, not judged.
-first = max(r for s, r in zip(steps, rel) if s <= 50)
-print(f"train: steps 1..50 {'within' if first <= 1e-4 else 'OVER'} 1e-4 relative")
-sys.exit(0 if first <= 1e-4 else 1)
+# The stated tolerance: 1e-4 relative at every step (measured: 4.4e-5 and 7.5e-5 over 200 steps,
+# docs/cuda.md section 12).
+print(f"train: steps 1..{steps[-1]} {'within' if max(rel) <= 1e-4 else 'OVER'} 1e-4 relative")
+sys.exit(0 if max(rel) <= 1e-4 else 1)
 EOF
   then :; else STATUS=1; fi
   fi
@@ -233,14 +235,16 @@ fi
 
 # Decoding on the GPU (issue 19, 4c): bench_decode --device cuda at each length of DECODE_LENGTHS
 # (default 32768 and 131072), each within DECODE_LIMIT seconds (default 240): the landmark step
-# (block K/V in host memory, retrieved blocks copied over) against a full KV cache on the GPU.
-# The prefill grows faster than the context: 4.8 s at 32k and 30 s at 128k on an H200, and a
-# 1048576-token run did not finish in 240 s (docs/cuda.md section 12).
+# against a full KV cache on the GPU, twice: block K/V in host memory with the retrieved blocks
+# copied over (the paper's offload), then block K/V kept in GPU memory (--blocks-on-device).
+# Timings per length: docs/cuda.md section 12.
 if want decode; then
   if [ -x "$BUILD/bench/bench_decode" ]; then
     for n in ${DECODE_LENGTHS:-32768 131072}; do
       run_step "decode_$n" "$DECODE_LIMIT" "$BUILD/bench/bench_decode" --device cuda --context "$n" --steps 64 ||
         STATUS=1
+      run_step "decode_${n}_on_device" "$DECODE_LIMIT" "$BUILD/bench/bench_decode" --device cuda --context "$n" \
+        --steps 64 --blocks-on-device || STATUS=1
     done
   else
     say "gpu-check: $BUILD/bench/bench_decode is missing (built by default; with --no-build, build it first)"

@@ -1,8 +1,10 @@
 // infer/cuda/chunk_attention.cu: the CUDA rows of attend_plan (infer/chunk_attention.h), given
-// the host's retrieval plan. Block K/V stay in the host BlockStore; the distinct retrieved blocks
-// of a chunk cross to the device in one staging copy, their keys are rotated at each place they
-// take, and one thread per (head, query) runs its virtual row through gsm::row_forward, the very
-// row function of the CPU twin (chunk_attention.cpp) and of training. Not flash attention.
+// the host's retrieval plan. Block K/V stay in the host BlockStore, and the distinct retrieved
+// blocks of a chunk cross to the device in one staging copy, or, kept on the device
+// (InferConfig::blocks_on_device), one kernel gathers them; their keys are rotated at each place they
+// take, and a warp per (head, query) runs its virtual row: scores and output a lane per key and
+// per feature, the row itself through gsm::row_forward, the very row function of the CPU twin
+// (chunk_attention.cpp) and of training. Not flash attention.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -23,7 +25,7 @@ namespace cuda {
 
 namespace {
 
-// Everything one thread needs for its row r = h * n + i, passed by value. The scratch rows
+// Everything the warp of row r = h * n + i needs, passed by value. The scratch rows
 // (max_row entries each, max_row = (CMT) + kmax (F+1) + L) are in global memory: a row is too long for
 // registers and the rows of a block too many for shared memory.
 template <class Scalar> struct VirtualRows {
@@ -55,38 +57,56 @@ template <class Scalar> __device__ Scalar dot_in_order(const Scalar* a, const Sc
   return s;
 }
 
-// One thread per row, so that a row is gsm::row_forward itself, the shared definition (the
-// training kernels in landmark/cuda/attention.cu give a warp to each row and spell it again). A row is the CMT (with one), its kb
-// retrieved blocks (F regular keys and a landmark each), then the local keys 0..tl+i (the layout:
-// virtual_row_layout, as on the CPU); y = sum_j w_j v_j in the CPU's order (ascending j, zero
-// weights skipped).
+constexpr int kWarp = 32;
+
+// A warp per row r = h * n + i; each value is computed by one lane in the CPU twin's order, so the
+// row is what the CPU computes (up to exp and the GEMMs outside it), whichever lane does what. A
+// row is the CMT (with one), its kb retrieved blocks (F regular keys and a landmark each), then the
+// local keys 0..tl+i (the layout: virtual_row_layout, as on the CPU). Three steps:
+//   1. the scores: a lane per key (keys lane, lane + 32, ...), each a dot_in_order;
+//   2. lane 0 builds the layout and runs gsm::row_forward, the shared definition (the training
+//      kernels in landmark/cuda/attention.cu give a warp to each row and spell it again), S -> P'
+//      in place and the weights;
+//   3. y = sum_j w_j v_j: a lane per feature d, in the CPU's order (ascending j, zero weights
+//      skipped).
+// The first version gave one thread to a row: a decoded token has NH rows, so 4 threads did all
+// of a layer's work, which was most of a decode step's time on the GPU (docs/cuda.md section 12).
 template <class Scalar> __global__ void virtual_rows_kernel(VirtualRows<Scalar> a, int64_t rows) {
   const int64_t B1 = a.F + 1, HS = a.HS, tl = a.L - a.n;
   const bool cmt = a.cmt_key != nullptr;
   const int64_t first = cmt ? 1 : 0;
-  LM_CUDA_FOR(r, rows) {
+  const int lane = threadIdx.x % kWarp;
+  const int64_t warps_per_block = blockDim.x / kWarp;
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * warps_per_block + threadIdx.x / kWarp; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * warps_per_block) {
     const int64_t h = r / a.n, i = r % a.n;
     const Scalar* q = a.q + r * HS;  // (h, i) of (NH, n, HS)
     Scalar* s = a.s + r * a.max_row;
     Scalar* w = a.w + r * a.max_row;
-    int32_t* kind = a.layout + r * (3 * a.max_row + 1);
-    int32_t* block_of = kind + a.max_row;
-    int32_t* block_start = block_of + a.max_row;
     const int32_t* key_of = a.key_of + r * a.kmax;
     const int32_t* val_of = a.val_of + r * a.kmax;
     const int64_t kb = a.count[r], nloc = tl + i + 1, len = first + kb * B1 + nloc;
-    if (cmt) s[0] = dot_in_order(q, a.cmt_key + h * HS, HS) * a.scale;
-    for (int64_t c = 0; c < kb; ++c) {
-      const Scalar* keys = a.keys + (key_of[c] * a.NH + h) * B1 * HS;
-      for (int64_t t = 0; t < B1; ++t) s[first + c * B1 + t] = dot_in_order(q, keys + t * HS, HS) * a.scale;
+    for (int64_t j = lane; j < len; j += kWarp) {
+      const Scalar* key;
+      const int64_t x = j - first;  // position after the CMT
+      if (x < 0) key = a.cmt_key + h * HS;
+      else if (x < kb * B1) key = a.keys + ((key_of[x / B1] * a.NH + h) * B1 + x % B1) * HS;
+      else key = a.k_loc + (h * a.L + (x - kb * B1)) * HS;
+      s[j] = dot_in_order(q, key, HS) * a.scale;
     }
-    for (int64_t j = 0; j < nloc; ++j)
-      s[first + kb * B1 + j] = dot_in_order(q, a.k_loc + (h * a.L + j) * HS, HS) * a.scale;
-    const RowLayout layout = virtual_row_layout(cmt, a.cmt_cutoff, kb, a.F, a.local_kind, nloc, kind, block_of, block_start);
-    gsm::row_forward<Scalar>(layout, static_cast<int>(len - 1), s, s, w);  // S -> P' in place (allowed)
-    if (cmt) a.dropped[r] = gsm::cmt_dropped(s[0], a.cmt_cutoff);     // s[0] = P'(CMT), before the cutoff
+    __syncwarp();  // every score is in place before lane 0 reads the row
+    if (lane == 0) {
+      int32_t* kind = a.layout + r * (3 * a.max_row + 1);
+      int32_t* block_of = kind + a.max_row;
+      int32_t* block_start = block_of + a.max_row;
+      const RowLayout layout =
+          virtual_row_layout(cmt, a.cmt_cutoff, kb, a.F, a.local_kind, nloc, kind, block_of, block_start);
+      gsm::row_forward<Scalar>(layout, static_cast<int>(len - 1), s, s, w);  // S -> P' in place (allowed)
+      if (cmt) a.dropped[r] = gsm::cmt_dropped(s[0], a.cmt_cutoff);     // s[0] = P'(CMT), before the cutoff
+    }
+    __syncwarp();  // the weights are in place before the lanes read them
     Scalar* y = a.out + r * HS;
-    for (int64_t d = 0; d < HS; ++d) {
+    for (int64_t d = lane; d < HS; d += kWarp) {
       Scalar acc = 0;
       for (int64_t c = 0; c < kb; ++c) {
         const Scalar* vals = a.vals + (val_of[c] * a.NH + h) * B1 * HS + d;
@@ -100,6 +120,25 @@ template <class Scalar> __global__ void virtual_rows_kernel(VirtualRows<Scalar> 
         if (wj != Scalar(0)) acc += wj * a.v_loc[(h * a.L + j) * HS + d];
       }
       y[d] = acc;
+    }
+  }
+}
+
+// Stages blocks kept on the device (BlockStore's device backing) the way the host path stages
+// them: out (2, U, E), K of block u at [0][u] transposed back to (NH, F+1, HS) from the store's
+// (NH, HS, F+1), V at [1][u] as stored. kv: 2U device addresses, K then V of each block.
+template <class Scalar>
+__global__ void gather_blocks_kernel(const unsigned long long* kv, Scalar* out, int64_t U, int64_t NH, int64_t B1,
+                                     int64_t HS) {
+  const int64_t E = NH * B1 * HS, total = 2 * U * E;
+  LM_CUDA_FOR(x, total) {
+    const int64_t which = x / (U * E), u = (x / E) % U, e = x % E;
+    const Scalar* src = reinterpret_cast<const Scalar*>(kv[2 * u + which]);
+    if (which == 1) {
+      out[x] = src[e];
+    } else {
+      const int64_t h = e / (B1 * HS), t = (e / HS) % B1, d = e % HS;
+      out[x] = src[(h * HS + d) * B1 + t];
     }
   }
 }
@@ -162,25 +201,46 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
   const Tensor meta_d = from_vector(meta, {static_cast<int64_t>(meta.size())}).to(Device::CUDA);
   const int32_t* meta_p = meta_d.data<int32_t>();
 
-  // --- stage K then V of the U blocks in one host buffer, one copy to the device; rotate keys ---
+  // --- stage K then V of the U blocks: from a host store in one host buffer and one copy to the
+  // device; from a device store by one gather kernel. Then rotate the keys ---
   Tensor keys, vals;  // (P, NH, F+1, HS) rotated, (U, E)
   if (U > 0) {
-    Tensor host({2, U, E}, dt);
-    const size_t bytes = static_cast<size_t>(E) * dtype_size(dt);
-    char* dst = static_cast<char*>(host.raw_data());
-    LM_DISPATCH_FLOAT(dt, "chunk_attention staging", {
+    Tensor staged_d;  // (2, U, E): K (transposed back) then V of each staged block
+    if (cache.store->device() == Device::CUDA) {
+      // The blocks' addresses cross as raw bytes in an i32 tensor (the library has no 64-bit
+      // integer dtype): two words per address, K then V of each staged block.
+      std::vector<unsigned long long> addr(static_cast<size_t>(2 * U));
       for (const auto& [block, u] : staged) {
-        // The store keeps K transposed per head, (NH, HS, F+1) (the CPU scores along tokens);
-        // the kernels here read (NH, F+1, HS), so K is transposed back while it is staged.
-        const scalar_t* ksrc = static_cast<const scalar_t*>(cache.store->k(block));
-        scalar_t* kdst = reinterpret_cast<scalar_t*>(dst + static_cast<size_t>(u) * bytes);
-        for (int64_t h = 0; h < NH; ++h)
-          for (int64_t d = 0; d < HS; ++d)
-            for (int64_t t = 0; t < B1; ++t) kdst[(h * B1 + t) * HS + d] = ksrc[(h * HS + d) * B1 + t];
-        std::memcpy(dst + static_cast<size_t>(U + u) * bytes, cache.store->v(block), bytes);
+        addr[static_cast<size_t>(2 * u)] = reinterpret_cast<unsigned long long>(cache.store->k(block));
+        addr[static_cast<size_t>(2 * u + 1)] = reinterpret_cast<unsigned long long>(cache.store->v(block));
       }
-    });
-    const Tensor staged_d = host.to(Device::CUDA);
+      Tensor words({4 * U}, DType::I32);
+      std::memcpy(words.raw_data(), addr.data(), addr.size() * sizeof(unsigned long long));
+      const Tensor words_d = words.to(Device::CUDA);
+      staged_d = Tensor({2, U, E}, dt, Device::CUDA);
+      LM_DISPATCH_FLOAT(dt, "chunk_attention gather", {
+        gather_blocks_kernel<scalar_t><<<blocks_for(2 * U * E), kThreads>>>(
+            static_cast<const unsigned long long*>(words_d.raw_data()), staged_d.data<scalar_t>(), U, NH, B1, HS);
+        LM_CUDA_CHECK_LAUNCH("gather_blocks_kernel");
+      });
+    } else {
+      Tensor host({2, U, E}, dt);
+      const size_t bytes = static_cast<size_t>(E) * dtype_size(dt);
+      char* dst = static_cast<char*>(host.raw_data());
+      LM_DISPATCH_FLOAT(dt, "chunk_attention staging", {
+        for (const auto& [block, u] : staged) {
+          // The store keeps K transposed per head, (NH, HS, F+1) (the CPU scores along tokens);
+          // the kernels here read (NH, F+1, HS), so K is transposed back while it is staged.
+          const scalar_t* ksrc = static_cast<const scalar_t*>(cache.store->k(block));
+          scalar_t* kdst = reinterpret_cast<scalar_t*>(dst + static_cast<size_t>(u) * bytes);
+          for (int64_t h = 0; h < NH; ++h)
+            for (int64_t d = 0; d < HS; ++d)
+              for (int64_t t = 0; t < B1; ++t) kdst[(h * B1 + t) * HS + d] = ksrc[(h * HS + d) * B1 + t];
+          std::memcpy(dst + static_cast<size_t>(U + u) * bytes, cache.store->v(block), bytes);
+        }
+      });
+      staged_d = host.to(Device::CUDA);
+    }
     const Tensor k_staged = staged_d.select(0, 0);  // (U, E)
     vals = staged_d.select(0, 1);                   // (U, E)
     // A block placed at several slots (stingy mode) needs its keys once per place: gather rows
@@ -191,7 +251,7 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
     keys = rotary(k_sets.reshape({P, NH, B1, HS}), rt);
   }
 
-  // --- one thread per (head, query) ---
+  // --- a warp per (head, query) ---
   const bool cmt = cache.cmt_key_rot.defined();
   LM_CHECK(!cmt || (cache.cmt_key_rot.device() == Device::CUDA && cache.cmt_key_rot.is_contiguous()),
            "chunk_attention on cuda: the CMT key " << describe(cache.cmt_key_rot) << " must be a contiguous cuda tensor");
@@ -225,7 +285,7 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
     a.kmax = kmax;
     a.max_row = max_row;
     a.scale = static_cast<scalar_t>(1.0 / std::sqrt(static_cast<double>(HS)));
-    virtual_rows_kernel<scalar_t><<<blocks_for(rows), kThreads>>>(a, rows);
+    virtual_rows_kernel<scalar_t><<<blocks_for(rows * kWarp), kThreads>>>(a, rows);
     LM_CUDA_CHECK_LAUNCH("virtual_rows_kernel");
   });
   if (head_weights) *head_weights = sw.select(0, 1).narrow(0, ctx.capture->head * n, n).to(Device::CPU);

@@ -20,5 +20,11 @@ namespace cuda {
 Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
                    const Tensor& k_rot, const Tensor& v_loc, Tensor* head_weights, CmtCount* cmt_count);
 
+// The top k of each row of `scores` (rows, nb), a contiguous cuda tensor, as select_blocks picks
+// them at token-head granularity (ties to the smaller index), ascending: (rows, k) i32 on the
+// device, k in [1, min(nb, kMaxDeviceTopK)] (infer/cuda/top_k.cu). Larger k: select on the host.
+constexpr int kMaxDeviceTopK = 16;
+Tensor top_k_rows(const Tensor& scores, int64_t k);
+
 }  // namespace cuda
 }  // namespace lm

@@ -32,6 +32,18 @@ if "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --
 fi
 expect "$WORK/out2" "trained without a context-miss token"
 
+# --blocks-on-device is for a CUDA session only, and never with files or f16 (checked before any
+# model work, so also in a build without CUDA).
+if "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --blocks-on-device > "$WORK/out4" 2>&1; then
+  fail "eval --blocks-on-device on the CPU succeeded"
+fi
+expect "$WORK/out4" "--blocks-on-device: block K/V can be kept on the device only with --device cuda"
+if "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --blocks-on-device --device cuda \
+  --kv-dtype f16 > "$WORK/out5" 2>&1; then
+  fail "eval --blocks-on-device --kv-dtype f16 succeeded"
+fi
+expect "$WORK/out5" "are neither in files (--mmap-dir) nor f16"
+
 "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --granularity all > "$WORK/out3" 2> /dev/null
 expect "$WORK/out3" "Per Head"
 [ "$(grep -cE '^(yes|no) ' "$WORK/out3")" -eq 3 ] || { cat "$WORK/out3" >&2; fail "expected three granularity rows"; }

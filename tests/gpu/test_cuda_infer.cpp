@@ -14,11 +14,14 @@
 #include <vector>
 
 #include "gpu_compare.h"
+#include "infer/cuda/chunk_attention.h"
 #include "infer/eval.h"
 #include "infer/full_cache.h"
 #include "infer/session.h"
 #include "tests/infer_fixtures.h"
 #include "nn/gpt.h"
+#include "landmark/retrieval.h"
+#include "tensor/create.h"
 #include "tensor/rng.h"
 
 using namespace lm;
@@ -184,6 +187,78 @@ TEST_CASE("cuda inference: block K/V in a file on disk give the same logits as i
   require_equal(in_ram.logits.to(Device::CPU), on_disk.logits, "cuda: disk vs RAM");  // same bytes staged
   const Run cpu = run_session(*cpu_model, c, raw);
   require_same_run(cpu, on_disk, logit_atol(DType::F64, cpu.logits), 0.0, "cuda disk vs cpu disk");
+}
+
+TEST_CASE("cuda inference: block K/V kept on the device give the same logits as offloaded to the host",
+          "[cuda][infer]") {
+  // The same blocks reach the same kernel either way (a gather kernel instead of a host staging
+  // copy), so every logit and captured weight must be equal, not close. The capacity runs make the
+  // device ring evict and reuse slots.
+  for (DType dt : {DType::F64, DType::F32}) {
+    INFO(dtype_name(dt));
+    auto gpu_model = make_model(dt, kGpu);
+    const std::vector<int32_t> raw = random_raw(200, 12);
+    for (int64_t capacity : {0, 6}) {
+      for (PositionMode pm : {PositionMode::Stingy, PositionMode::Exact}) {
+        INFO("capacity " << capacity << ", " << (pm == PositionMode::Stingy ? "stingy" : "exact"));
+        InferConfig c;
+        c.chunk_len = 25;
+        c.k = 2;
+        c.capacity = capacity;
+        c.positions = pm;
+        const Run host = run_session(*gpu_model, c, raw, 1, 0);
+        c.blocks_on_device = true;
+        const Run device = run_session(*gpu_model, c, raw, 1, 0);
+        require_same_run(host, device, 0.0, 0.0, "blocks on the device vs offloaded");
+        CHECK(device.cached == (capacity > 0 ? capacity : 200 / 5));
+      }
+    }
+  }
+  // Decoding token by token (one-token chunks, the generate path).
+  auto gpu_model = make_model(DType::F64, kGpu);
+  const std::vector<int32_t> raw = random_raw(60, 13);
+  InferConfig c;
+  c.chunk_len = 1;
+  c.k = 3;
+  const Run host = run_session(*gpu_model, c, raw);
+  c.blocks_on_device = true;
+  require_same_run(host, run_session(*gpu_model, c, raw), 0.0, 0.0, "one-token chunks, blocks on the device");
+  // Refused combinations name the problem.
+  c.block_dir = std::filesystem::temp_directory_path().string();
+  REQUIRE_THROWS_WITH(InferenceSession(*gpu_model, c, kLandmarkId), Catch::Contains("neither in files"));
+}
+
+TEST_CASE("cuda top_k_rows: the top k of each row equal select_blocks', ties and short rows included",
+          "[cuda][infer][retrieval]") {
+  // The independent answer: select_blocks on the host (landmark/retrieval.h; itself tested against
+  // a full stable sort in tests/test_retrieval.cpp). Scores drawn from a few values, so that many
+  // rows have ties across lanes and inside one lane's columns; widths below, at and far above the
+  // 32 lanes; k from 1 to the device limit.
+  manual_seed(21);
+  for (int64_t nb : {1, 3, 31, 32, 33, 100, 2049}) {
+    for (int64_t k : {int64_t(1), int64_t(2), int64_t(4), int64_t(16)}) {
+      const int64_t kk = std::min(k, nb), rows = 37;
+      INFO("nb " << nb << ", k " << kk);
+      for (DType dt : {DType::F32, DType::F64}) {
+        // values 0..6 (ties), plus below 1e-3 on wide rows (near-ties)
+        const std::vector<double> u = rand({rows * nb}, DType::F64, Device::CPU, 0.0, 1.0).to_vector<double>();
+        const std::vector<double> e = rand({rows * nb}, DType::F64, Device::CPU, 0.0, 1e-3).to_vector<double>();
+        std::vector<double> v(u.size());
+        for (size_t x = 0; x < v.size(); ++x) v[x] = std::floor(7 * u[x]) + (nb > 40 ? e[x] : 0.0);
+        const Tensor scores = from_vector(v, {rows, nb}).to(dt);
+        std::vector<std::vector<int32_t>> want;
+        if (dt == DType::F32) want = select_blocks<float>(scores.data<float>(), 1, rows, nb, kk, Granularity::TokenHead);
+        else want = select_blocks<double>(scores.data<double>(), 1, rows, nb, kk, Granularity::TokenHead);
+        const std::vector<int32_t> got = cuda::top_k_rows(scores.to(kGpu), kk).to_vector<int32_t>();
+        for (int64_t r = 0; r < rows; ++r) {
+          INFO("row " << r);
+          REQUIRE(std::vector<int32_t>(got.begin() + r * kk, got.begin() + (r + 1) * kk) == want[r]);
+        }
+      }
+    }
+  }
+  REQUIRE_THROWS_WITH(cuda::top_k_rows(zeros({2, 40}, DType::F32, kGpu), cuda::kMaxDeviceTopK + 1),
+                      Catch::Contains("top_k_rows"));
 }
 
 TEST_CASE("cuda inference: a model with a context-miss token equals the CPU (exact and stingy, with a cutoff)",
