@@ -118,6 +118,8 @@ void BlockStore::append(const Tensor& k, const Tensor& v) {
                                        << dtype_name(dtype_) << " tensors of " << block_elems_ << " elements on "
                                        << device_name(device_));
   if (device_ == Device::CPU) return append(k.raw_data(), v.raw_data());
+  LM_CHECK(capacity_ > 0 || count_ < std::numeric_limits<int64_t>::max() / (2 * block_bytes_),
+           "block store: more blocks than a 64-bit offset can address");
   if (capacity_ > 0 && count_ == capacity_) {  // full ring: the oldest block's slot is reused
     --count_;
     ++evicted_;

@@ -228,6 +228,7 @@ TEST_CASE("cuda inference: block K/V kept on the device give the same logits as 
   REQUIRE_THROWS_WITH(InferenceSession(*gpu_model, c, kLandmarkId), Catch::Contains("neither in files"));
 }
 
+#ifdef LANDMARK_WITH_CUDA  // top_k_rows exists only in a CUDA build (the other tests here use the public API)
 TEST_CASE("cuda top_k_rows: the top k of each row equal select_blocks', ties and short rows included",
           "[cuda][infer][retrieval]") {
   // The independent answer: select_blocks on the host (landmark/retrieval.h; itself tested against
@@ -260,6 +261,7 @@ TEST_CASE("cuda top_k_rows: the top k of each row equal select_blocks', ties and
   REQUIRE_THROWS_WITH(cuda::top_k_rows(zeros({2, 40}, DType::F32, kGpu), cuda::kMaxDeviceTopK + 1),
                       Catch::Contains("top_k_rows"));
 }
+#endif
 
 TEST_CASE("cuda inference: a model with a context-miss token equals the CPU (exact and stingy, with a cutoff)",
           "[cuda][infer][cmt]") {
