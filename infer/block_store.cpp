@@ -111,6 +111,16 @@ char* BlockStore::ram_slot(int64_t slot) const {
   return segments_[static_cast<size_t>(slot / kSegmentBlocks)].get() + (slot % kSegmentBlocks) * 2 * block_bytes_;
 }
 
+int64_t BlockStore::claim_slot() {
+  LM_CHECK(capacity_ > 0 || count_ < std::numeric_limits<int64_t>::max() / (2 * block_bytes_),
+           "block store: more blocks than a 64-bit offset can address");
+  if (capacity_ > 0 && count_ == capacity_) {  // full ring: the oldest block's slot is reused
+    --count_;
+    ++evicted_;
+  }
+  return slot_of(count_);
+}
+
 void BlockStore::append(const Tensor& k, const Tensor& v) {
   LM_CHECK(k.device() == device_ && v.device() == device_ && k.dtype() == dtype_ && v.dtype() == dtype_ &&
                k.is_contiguous() && v.is_contiguous() && k.numel() == block_elems_ && v.numel() == block_elems_,
@@ -118,13 +128,7 @@ void BlockStore::append(const Tensor& k, const Tensor& v) {
                                        << dtype_name(dtype_) << " tensors of " << block_elems_ << " elements on "
                                        << device_name(device_));
   if (device_ == Device::CPU) return append(k.raw_data(), v.raw_data());
-  LM_CHECK(capacity_ > 0 || count_ < std::numeric_limits<int64_t>::max() / (2 * block_bytes_),
-           "block store: more blocks than a 64-bit offset can address");
-  if (capacity_ > 0 && count_ == capacity_) {  // full ring: the oldest block's slot is reused
-    --count_;
-    ++evicted_;
-  }
-  const int64_t slot = slot_of(count_);
+  const int64_t slot = claim_slot();
   while (static_cast<int64_t>(dev_segments_.size()) * kSegmentBlocks <= slot)
     dev_segments_.emplace_back(std::vector<int64_t>{kSegmentBlocks * 2 * block_elems_}, dtype_, device_);
   const Tensor& seg = dev_segments_[static_cast<size_t>(slot / kSegmentBlocks)];
@@ -137,13 +141,7 @@ void BlockStore::append(const Tensor& k, const Tensor& v) {
 void BlockStore::append(const void* k, const void* v) {
   LM_CHECK(device_ == Device::CPU, "block store: blocks kept on " << device_name(device_)
                                                                    << " are appended as tensors on that device");
-  LM_CHECK(capacity_ > 0 || count_ < std::numeric_limits<int64_t>::max() / (2 * block_bytes_),
-           "block store: more blocks than a 64-bit offset can address");
-  if (capacity_ > 0 && count_ == capacity_) {  // full ring: the oldest block's slot is reused
-    --count_;
-    ++evicted_;
-  }
-  const int64_t slot = slot_of(count_);
+  const int64_t slot = claim_slot();
   if (half_) {  // convert K then V into half_buf_ and store that instead
     const float* kf = static_cast<const float*>(k);
     const float* vf = static_cast<const float*>(v);

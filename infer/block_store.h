@@ -70,6 +70,9 @@ class BlockStore {
 
  private:
   int64_t slot_of(int64_t i) const { return capacity_ > 0 ? (evicted_ + i) % capacity_ : i; }
+  // The slot the next appended block goes to: checks that its offset fits 64 bits and, when the
+  // ring is full, evicts the oldest block (count_ is incremented by the caller once it is written).
+  int64_t claim_slot();
   void reserve_disk(int64_t slots);  // the file holds at least `slots` slots
   char* ram_slot(int64_t slot) const;
   const char* ram_slot_or_null(int64_t slot) const;  // null on disk
