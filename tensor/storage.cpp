@@ -66,15 +66,17 @@ int size_class(size_t nbytes) {
 }
 
 void* host_alloc(size_t nbytes) {
-  const int c = kCacheHostBuffers ? size_class(nbytes) : -1;
-  if (c >= 0) {
-    std::vector<void*>& list = host_cache().free_list[c];
-    if (!list.empty()) {
-      void* p = list.back();
-      list.pop_back();
-      return p;
+  if constexpr (kCacheHostBuffers) {  // (not `c = cache ? class : -1`: GCC warned of a shift by -1)
+    const int c = size_class(nbytes);
+    if (c >= 0) {
+      std::vector<void*>& list = host_cache().free_list[c];
+      if (!list.empty()) {
+        void* p = list.back();
+        list.pop_back();
+        return p;
+      }
+      return std::aligned_alloc(64, size_t{1} << c);
     }
-    return std::aligned_alloc(64, size_t{1} << c);
   }
   if (nbytes > physical_memory_bytes()) return nullptr;  // see physical_memory_bytes
   const size_t rounded = (nbytes + 63) / 64 * 64;
