@@ -84,12 +84,14 @@ void* host_alloc(size_t nbytes) {
 }
 
 void host_free(void* p, size_t nbytes) {
-  const int c = kCacheHostBuffers ? size_class(nbytes) : -1;
-  if (c >= 0 && t_cache_alive) {
-    std::vector<void*>& list = host_cache().free_list[c];
-    if (list.size() < kCachedPerClass) {
-      list.push_back(p);
-      return;
+  if constexpr (kCacheHostBuffers) {  // as in host_alloc
+    const int c = size_class(nbytes);
+    if (c >= 0 && t_cache_alive) {
+      std::vector<void*>& list = host_cache().free_list[c];
+      if (list.size() < kCachedPerClass) {
+        list.push_back(p);
+        return;
+      }
     }
   }
   std::free(p);
