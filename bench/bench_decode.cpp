@@ -11,7 +11,9 @@
 // reading). With --device cuda the model, the landmark cache's fast memory and the full KV cache
 // live on the GPU (the full cache then takes its tensor-op step, infer/full_cache.h) while block
 // K/V stay in host memory and only retrieved blocks are copied over: the paper's offload (with
-// --blocks-on-device they stay in GPU memory instead); every timed round ends with the device idle. Last line:
+// --blocks-on-device they stay in GPU memory instead; with --prefill-on-device they stay there while
+// the context is read and move to host memory before the timed steps); every timed round ends
+// with the device idle. Last line:
 //   decode speedup_at_32k=<full-cache step time / landmark step time at 32k>
 #include <malloc.h>
 
@@ -59,7 +61,7 @@ std::vector<int32_t> tokens(int64_t n, int64_t vocab, uint64_t seed) {
 
 const char* kUsage =
     "usage: bench_decode [--quick] [--block-dir DIR] [--context N] [--steps N] [--landmark-only] [--device cpu|cuda]\n"
-    "                    [--blocks-on-device]\n"
+    "                    [--blocks-on-device | --prefill-on-device]\n"
     "  Decode-step time and memory: landmark retrieval (k 4) vs a full KV cache.\n"
     "  --context N      one context length instead of 2k, 8k, 32k and 128k\n"
     "  --steps N        generated tokens per timed round (default 128)\n"
@@ -68,7 +70,10 @@ const char* kUsage =
     "                   alternated in one session\n"
     "  --device D       cpu (default) or cuda: the model, the landmark cache's fast memory and the full KV\n"
     "                   cache on that device (block K/V stay in host memory: the paper's offload)\n"
-    "  --blocks-on-device  with --device cuda: block K/V in GPU memory too (no offload)\n";
+    "  --blocks-on-device  with --device cuda: block K/V in GPU memory too (no offload)\n"
+    "  --prefill-on-device  with --device cuda: the context is read with block K/V in GPU memory, which\n"
+    "                   then move to host memory (InferenceSession::move_blocks_to_host) before the timed\n"
+    "                   steps: the offloaded step at lengths whose offloaded prefill would take too long\n";
 
 int bench_main(int argc, char** argv) {
   std::vector<int64_t> lengths = {2048, 8192, 32768, 131072};
@@ -80,7 +85,7 @@ int bench_main(int argc, char** argv) {
   int steps = 128;
   constexpr int kRounds = 3;
   std::string block_dir;
-  bool landmark_only = false, compare_paths = false, on_device = false;
+  bool landmark_only = false, compare_paths = false, on_device = false, prefill_on_device = false;
   Device dev = Device::CPU;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -95,6 +100,8 @@ int bench_main(int argc, char** argv) {
       steps = static_cast<int>(bench::parse_int_flag("--steps", argv[++i], 1, 1000000));
     } else if (a == "--blocks-on-device") {
       on_device = true;
+    } else if (a == "--prefill-on-device") {
+      prefill_on_device = true;
     } else if (a == "--landmark-only") {
       landmark_only = true;
     } else if (a == "--compare-paths") {
@@ -121,6 +128,8 @@ int bench_main(int argc, char** argv) {
   c.attention = AttentionKind::Landmark;
   if (on_device && (dev != Device::CUDA || !block_dir.empty()))
     throw lm::bench::UsageError{"--blocks-on-device needs --device cuda and no --block-dir"};
+  if (prefill_on_device && (dev != Device::CUDA || !block_dir.empty() || on_device))
+    throw lm::bench::UsageError{"--prefill-on-device needs --device cuda, no --block-dir and no --blocks-on-device"};
   if (dev == Device::CUDA && cuda_device_count() == 0) {
     std::printf("bench_decode: skipped, no CUDA device: %s\n", cuda_unavailable_reason().c_str());
     return 77;
@@ -138,13 +147,16 @@ int bench_main(int argc, char** argv) {
   ic.chunk_len = 250;
   ic.k = 4;
   ic.block_dir = block_dir;
-  ic.blocks_on_device = on_device;
+  ic.blocks_on_device = on_device || prefill_on_device;
   const cpu::CacheSizes& caches = cpu::cache_sizes();
   bench::print_machine_line(cpu::num_threads(), caches.l1d, caches.l2, caches.l3_per_core, caches.source.c_str());
   std::printf("decode benchmark: the demo model (3 layers, d 128, 4 heads, vocab 514), f32, on %s, %d thread(s); landmark k %lld, "
               "chunk %lld, block K/V in %s\n", dev == Device::CUDA ? cuda_device_description().c_str() : "the CPU",
               cpu::num_threads(), (long long)ic.k, (long long)ic.chunk_len,
-              on_device ? "GPU memory" : block_dir.empty() ? "RAM" : ("files in " + block_dir).c_str());
+              on_device           ? "GPU memory"
+              : prefill_on_device ? "GPU memory while the context is read, then host memory (offloaded) for the steps"
+              : block_dir.empty() ? "RAM"
+                                  : ("files in " + block_dir).c_str());
   // How idle OpenMP threads wait decides which small loops run on both cores (tensor/cpu/parallel.h).
   const char* policy = std::getenv("OMP_WAIT_POLICY");
   const char* spin = std::getenv("GOMP_SPINCOUNT");
@@ -163,6 +175,13 @@ int bench_main(int argc, char** argv) {
       s.feed(ctx);
       wait();
       lm_prefill = now() - t0;
+      if (prefill_on_device) {
+        const double t1 = now();
+        s.move_blocks_to_host();
+        std::printf("  at %lld tokens: %lld blocks per layer read with block K/V on the GPU in %.1f s, moved to host "
+                    "memory in %.2f s\n", (long long)n, (long long)s.cached_blocks(), lm_prefill, now() - t1);
+        lm_prefill = now() - t0;
+      }
       lm_step = 1e30;
       if (compare_paths) {  // decode_step against the chunk path, alternated in this session
         std::vector<double> t[2];

@@ -169,6 +169,21 @@ void BlockStore::append(const void* k, const void* v) {
   drop_staging();  // held indices have moved on (or a slot was overwritten): the last fetch is void
 }
 
+void BlockStore::move_to_host() {
+  if (device_ == Device::CPU) return;
+  // Host segments of the same size, so a slot keeps its number and slot_of() its meaning.
+  std::vector<std::unique_ptr<char[]>> host;
+  const size_t seg_bytes = static_cast<size_t>(kSegmentBlocks * 2 * block_bytes_);
+  for (const Tensor& seg : dev_segments_) {
+    const Tensor h = seg.to(Device::CPU);
+    host.emplace_back(new char[seg_bytes]);
+    std::memcpy(host.back().get(), h.raw_data(), seg_bytes);
+  }
+  segments_ = std::move(host);
+  dev_segments_.clear();
+  device_ = Device::CPU;
+}
+
 void BlockStore::drop_staging() {
   for (int32_t id : staged_ids_) staged_at_[static_cast<size_t>(id)] = -1;
   staged_ids_.clear();

@@ -62,6 +62,12 @@ class BlockStore {
   const void* k(int64_t i) const;
   const void* v(int64_t i) const;
 
+  // A device store becomes a host store in RAM: every slot is copied to host memory (one copy per
+  // segment), the device memory is freed, and the held blocks keep their indices and bytes (the
+  // ring too). For a session that reads its prompt with block K/V on the GPU and then generates
+  // with them offloaded (InferenceSession::move_blocks_to_host). A host store: nothing to do.
+  void move_to_host();
+
   bool on_disk() const { return fd_ >= 0; }
   Device device() const { return device_; }  // where k() and v() point
   bool half() const { return half_; }

@@ -255,6 +255,10 @@ void InferenceSession::set_trace(RetrievalTrace* t) { impl_->trace = t; }
 const InferConfig& InferenceSession::config() const { return impl_->cfg; }
 void InferenceSession::set_decode_step(bool on) { impl_->cfg.decode_step = on; }
 int64_t InferenceSession::decode_steps() const { return impl_->decode_steps; }
+void InferenceSession::move_blocks_to_host() {
+  for (LayerCache& layer : impl_->layers) layer.store->move_to_host();
+  impl_->cfg.blocks_on_device = false;
+}
 
 Tensor one_shot_logits(const GPT& model, const std::vector<int32_t>& raw, int32_t landmark_id, int64_t phase,
                        const OneShotCmt& cmt) {

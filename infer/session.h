@@ -100,6 +100,12 @@ class InferenceSession {
   // the two paths against each other in one session).
   void set_decode_step(bool on);
   int64_t decode_steps() const;  // tokens that went through decode_step so far
+  // A session with InferConfig::blocks_on_device: moves every layer's block K/V from GPU memory to
+  // host memory, so the tokens fed from now on retrieve blocks the offloaded way (only the
+  // retrieved ones are copied to the GPU). The usual use: read a long prompt with the blocks on
+  // the GPU (fast), then generate with the GPU's memory free of them. The same bits as a session
+  // that offloaded from the start. Without blocks_on_device: nothing to do.
+  void move_blocks_to_host();
 
  private:
   struct Impl;

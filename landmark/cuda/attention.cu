@@ -71,28 +71,17 @@ template <class Scalar> __device__ Scalar warp_sum(Scalar v) {
   return v;
 }
 
-// gsm::row_forward (grouped_softmax.h) spelled for a warp: the 32 lanes share each pass over a
-// group, so every load and store of a row is coalesced, and the group maxima and sums are warp
-// reductions (a tree, where the CPU sums in order: the results differ in the last bits). Same
-// groups, same exp (math::exp_softmax), same P' and weights. s is the row of scores (in); w gets
-// the weights, zero in (i, ncols) (the GEMM after this reads a tile's full width). With kKeepP, s
-// gets P' in place, zero in (i, ncols), for the attention maps; without it, s is scratch (its
-// regular entries are left as exponentials: the forward needs only W, and one write of the row
-// less). Each element is read and then written by one lane, except the landmark and CMT entries,
-// which one lane rewrites after a __syncwarp.
-template <class Scalar, bool kKeepP>
-__device__ void warp_row_forward(const RowLayout& L, int i, Scalar* s, Scalar* w, int ncols, int lane) {
-  if (L.kind[i] == kContextMiss) {
-    for (int j = lane; j < ncols; j += kWarp) {
-      w[j] = Scalar(0);
-      if (kKeepP) s[j] = Scalar(0);
-    }
-    return;
-  }
-  const int b = L.block_of[i];
-  const int own_begin = L.block_start[b];
-  const int own_end = L.kind[i] == kRegular ? i + 1 : i;  // i's own landmark is excluded
-  // Maxima of the top group (own tokens, free landmarks, CMT) and the controlled group.
+// The top group's statistics, shared by both row kernels: the maxima of the top group (own
+// tokens, free landmarks, CMT) and of the controlled group (landmarks under the CMT), the
+// exponentials of the own block [own_begin, own_end) and of every earlier block's landmark,
+// written over their scores in s by the lane that reads them, and the two normalisers as
+// reciprocals. e_cmt, the CMT's exponential, is held by lane 0 (0 in other lanes). Every lane
+// ends with the same m, z and zc (warp reductions), so with the same inv_top and inv_ctrl.
+template <class Scalar> struct TopGroup {
+  Scalar e_cmt, inv_top, inv_ctrl;
+};
+template <class Scalar>
+__device__ TopGroup<Scalar> top_group(const RowLayout& L, int b, int own_begin, int own_end, Scalar* s, int lane) {
   Scalar m = gsm::neg_inf<Scalar>(), mc = gsm::neg_inf<Scalar>();
   for (int j = own_begin + lane; j < own_end; j += kWarp) m = s[j] > m ? s[j] : m;
   for (int g = lane; g < b; g += kWarp) {
@@ -103,7 +92,6 @@ __device__ void warp_row_forward(const RowLayout& L, int i, Scalar* s, Scalar* w
   if (L.cmt >= 0 && lane == 0) m = s[L.cmt] > m ? s[L.cmt] : m;
   m = warp_max(m);
   mc = warp_max(mc);
-  // Exponentials (unnormalised) and the two normalisers.
   Scalar z = 0, zc = 0, e_cmt = 0;
   for (int j = own_begin + lane; j < own_end; j += kWarp) {
     s[j] = math::exp_softmax(s[j] - m);
@@ -125,7 +113,33 @@ __device__ void warp_row_forward(const RowLayout& L, int i, Scalar* s, Scalar* w
   }
   z = warp_sum(z);
   zc = warp_sum(zc);
-  const Scalar inv_top = Scalar(1) / z, inv_ctrl = zc > Scalar(0) ? Scalar(1) / zc : Scalar(0);
+  return TopGroup<Scalar>{e_cmt, Scalar(1) / z, zc > Scalar(0) ? Scalar(1) / zc : Scalar(0)};
+}
+
+// gsm::row_forward (grouped_softmax.h) spelled for a warp: the 32 lanes share each pass over a
+// group, so every load and store of a row is coalesced, and the group maxima and sums are warp
+// reductions (a tree, where the CPU sums in order: the results differ in the last bits). Same
+// groups, same exp (math::exp_softmax), same P' and weights. s is the row of scores (in); w gets
+// the weights, zero in (i, ncols) (the GEMM after this reads a tile's full width). With kKeepP, s
+// gets P' in place, zero in (i, ncols), for the attention maps; without it, s is scratch (its
+// regular entries are left as exponentials: the forward needs only W, and one write of the row
+// less). Each element is read and then written by one lane, except the landmark and CMT entries,
+// which one lane rewrites after a __syncwarp.
+template <class Scalar, bool kKeepP>
+__device__ void warp_row_forward(const RowLayout& L, int i, Scalar* s, Scalar* w, int ncols, int lane) {
+  if (L.kind[i] == kContextMiss) {
+    for (int j = lane; j < ncols; j += kWarp) {
+      w[j] = Scalar(0);
+      if (kKeepP) s[j] = Scalar(0);
+    }
+    return;
+  }
+  const int b = L.block_of[i];
+  const int own_begin = L.block_start[b];
+  const int own_end = L.kind[i] == kRegular ? i + 1 : i;  // i's own landmark is excluded
+  // The top group's maxima, exponentials and normalisers (top_group).
+  const TopGroup<Scalar> top = top_group(L, b, own_begin, own_end, s, lane);
+  const Scalar e_cmt = top.e_cmt, inv_top = top.inv_top, inv_ctrl = top.inv_ctrl;
   for (int j = own_begin + lane; j < own_end; j += kWarp) {
     const Scalar p = s[j] * inv_top;
     w[j] = p;
@@ -225,39 +239,9 @@ __device__ void warp_row_forward_backward(const RowLayout& L, int i, Scalar* s, 
   const int b = L.block_of[i];
   const int own_begin = L.block_start[b];
   const int own_end = L.kind[i] == kRegular ? i + 1 : i;  // i's own landmark is excluded
-  // --- the forward's top-group statistics, as in warp_row_forward ---
-  Scalar m = gsm::neg_inf<Scalar>(), mc = gsm::neg_inf<Scalar>();
-  for (int j = own_begin + lane; j < own_end; j += kWarp) m = s[j] > m ? s[j] : m;
-  for (int g = lane; g < b; g += kWarp) {
-    const int lmk = L.block_start[g + 1] - 1;
-    if (L.kind[lmk] == kLandmark) m = s[lmk] > m ? s[lmk] : m;
-    else mc = s[lmk] > mc ? s[lmk] : mc;
-  }
-  if (L.cmt >= 0 && lane == 0) m = s[L.cmt] > m ? s[L.cmt] : m;
-  m = warp_max(m);
-  mc = warp_max(mc);
-  Scalar z = 0, zc = 0, e_cmt = 0;
-  for (int j = own_begin + lane; j < own_end; j += kWarp) {
-    s[j] = math::exp_softmax(s[j] - m);
-    z += s[j];
-  }
-  for (int g = lane; g < b; g += kWarp) {
-    const int lmk = L.block_start[g + 1] - 1;
-    if (L.kind[lmk] == kLandmark) {
-      s[lmk] = math::exp_softmax(s[lmk] - m);
-      z += s[lmk];
-    } else {
-      s[lmk] = math::exp_softmax(s[lmk] - mc);
-      zc += s[lmk];
-    }
-  }
-  if (L.cmt >= 0 && lane == 0) {
-    e_cmt = math::exp_softmax(s[L.cmt] - m);
-    z += e_cmt;
-  }
-  z = warp_sum(z);
-  zc = warp_sum(zc);
-  const Scalar inv_top = Scalar(1) / z, inv_ctrl = zc > Scalar(0) ? Scalar(1) / zc : Scalar(0);
+  // --- the forward's top-group statistics (top_group, as in warp_row_forward) ---
+  const TopGroup<Scalar> top = top_group(L, b, own_begin, own_end, s, lane);
+  const Scalar e_cmt = top.e_cmt, inv_top = top.inv_top, inv_ctrl = top.inv_ctrl;
   // The own block: P' = w = e / z; G is read here for delta (dS needs delta: last step).
   Scalar delta = 0;
   for (int j = own_begin + lane; j < own_end; j += kWarp) {

@@ -9,7 +9,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -40,9 +42,17 @@ inline void report_comparison(const std::vector<double>& a, const std::vector<do
     if (std::fabs(a[i]) > atol && std::fabs(a[i]) > 0) max_rel = std::max(max_rel, d / std::fabs(a[i]));
     use = std::max(use, d == 0 ? 0.0 : allowed == 0 ? HUGE_VAL : d / allowed);
   }
-  std::printf("compare\t%s\t%s %s\tn=%zu\trtol=%g\tatol=%g\tmax_abs=%.3e\tmax_rel=%.3e\tuse=%.3g\t%s\n",
+  // gpu_bits: FNV-1a over the bytes of the GPU's values (as doubles: exact for f32 too), so two
+  // builds or two runs can be shown to give the same bits, not only the same rounded errors.
+  uint64_t bits = 14695981039346656037ull;
+  for (double v : b) {
+    unsigned char bytes[sizeof v];
+    std::memcpy(bytes, &v, sizeof v);
+    for (unsigned char c : bytes) bits = (bits ^ c) * 1099511628211ull;
+  }
+  std::printf("compare\t%s\t%s %s\tn=%zu\trtol=%g\tatol=%g\tmax_abs=%.3e\tmax_rel=%.3e\tuse=%.3g\t%s\tgpu_bits=%016llx\n",
               Catch::getResultCapture().getCurrentTestName().c_str(), dtype, what.c_str(), a.size(), rtol, atol, max_abs,
-              max_rel, use, bad_count == 0 ? "ok" : "FAIL");
+              max_rel, use, bad_count == 0 ? "ok" : "FAIL", static_cast<unsigned long long>(bits));
   std::fflush(stdout);
 }
 

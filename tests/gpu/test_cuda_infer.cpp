@@ -228,6 +228,39 @@ TEST_CASE("cuda inference: block K/V kept on the device give the same logits as 
   REQUIRE_THROWS_WITH(InferenceSession(*gpu_model, c, kLandmarkId), Catch::Contains("neither in files"));
 }
 
+TEST_CASE("cuda inference: block K/V moved from the device to the host mid-stream give the same logits as offloaded "
+          "from the start", "[cuda][infer]") {
+  // move_blocks_to_host copies every slot's bytes; the blocks then reach the kernel through the
+  // host staging path, as in a session that offloaded from the start. So every logit is equal,
+  // not close. The capacity run moves a ring that has already evicted (its slots reused out of
+  // order), and the store keeps growing and evicting on the host afterwards.
+  for (DType dt : {DType::F64, DType::F32}) {
+    for (int64_t capacity : {0, 6}) {
+      INFO(dtype_name(dt) << ", capacity " << capacity);
+      auto gpu_model = make_model(dt, kGpu);
+      const std::vector<int32_t> raw = random_raw(260, 14);
+      const std::vector<int32_t> prompt(raw.begin(), raw.begin() + 180), rest(raw.begin() + 180, raw.end());
+      InferConfig c;
+      c.chunk_len = 25;
+      c.k = 2;
+      c.capacity = capacity;
+      InferenceSession host(*gpu_model, c, kLandmarkId);
+      c.blocks_on_device = true;
+      InferenceSession moved(*gpu_model, c, kLandmarkId);
+      require_equal(host.feed(prompt).to(Device::CPU), moved.feed(prompt), "the prompt, before the move");
+      REQUIRE(moved.cached_blocks() == host.cached_blocks());
+      moved.move_blocks_to_host();
+      CHECK_FALSE(moved.config().blocks_on_device);
+      moved.move_blocks_to_host();  // a second call: nothing left to move
+      require_equal(host.feed(rest).to(Device::CPU), moved.feed(rest), "after the move, in chunks");
+      for (int32_t t : {3, 1, 4, 1, 5, 9, 2, 6})  // one-token chunks, the generate path
+        require_equal(host.feed_chunk({t}).to(Device::CPU), moved.feed_chunk({t}), "after the move, one token");
+      CHECK(moved.cached_blocks() == (capacity > 0 ? capacity : host.cached_blocks()));
+      CHECK(moved.cached_blocks() == host.cached_blocks());
+    }
+  }
+}
+
 #ifdef LANDMARK_WITH_CUDA  // top_k_rows exists only in a CUDA build (the other tests here use the public API)
 TEST_CASE("cuda top_k_rows: the top k of each row equal select_blocks', ties and short rows included",
           "[cuda][infer][retrieval]") {
