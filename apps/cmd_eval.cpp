@@ -480,6 +480,9 @@ Command eval_command(CLI::App& app) {
       mean /= static_cast<double>(r.unique_blocks.size());
       std::printf("unique blocks retrieved in the penultimate chunk: mean %.2f of %lld cached (%s granularity)\n", mean,
                   (long long)r.cached_at_penultimate, granularity_name(cfg.granularity));
+      const std::vector<double> by_layer = r.unique_by_layer();
+      std::printf("  by layer:");
+      for (size_t l = 0; l < by_layer.size(); ++l) std::printf(" layer %zu %.2f%s", l, by_layer[l], l + 1 < by_layer.size() ? "," : "\n");
       if (!hist->empty()) {
         plot::HistogramOptions o;
         o.title = "unique retrieved blocks, penultimate chunk (" + std::string(granularity_name(cfg.granularity)) + ")";

@@ -25,6 +25,22 @@ double PerplexityResult::fetched_per_step() const {
 double PerplexityResult::unique_per_token() const {
   return queries == 0 ? 0.0 : static_cast<double>(unique) / static_cast<double>(queries);
 }
+std::vector<double> PerplexityResult::unique_by_layer() const {
+  LM_CHECK(unique_blocks_layer.size() == unique_blocks.size(),
+           "unique_by_layer: " << unique_blocks.size() << " counts but " << unique_blocks_layer.size() << " layers");
+  int64_t layers = 0;
+  for (int64_t l : unique_blocks_layer) {
+    LM_CHECK(l >= 0, "unique_by_layer: layer " << l);
+    layers = std::max(layers, l + 1);
+  }
+  std::vector<double> sum(static_cast<size_t>(layers), 0.0), count(static_cast<size_t>(layers), 0.0);
+  for (size_t e = 0; e < unique_blocks.size(); ++e) {
+    sum[static_cast<size_t>(unique_blocks_layer[e])] += static_cast<double>(unique_blocks[e]);
+    count[static_cast<size_t>(unique_blocks_layer[e])] += 1;
+  }
+  for (size_t l = 0; l < sum.size(); ++l) sum[l] = count[l] > 0 ? sum[l] / count[l] : 0.0;
+  return sum;
+}
 double PerplexityResult::drop_rate() const {
   return cmt_rows == 0 ? 0.0 : static_cast<double>(cmt_dropped) / static_cast<double>(cmt_rows);
 }
@@ -70,6 +86,7 @@ PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t
       for (const RetrievalRecord& rec : s.retrieval_log()) {
         if (chunks >= 2 && rec.chunk == chunks - 2) {
           r.unique_blocks.push_back(rec.unique);
+          r.unique_blocks_layer.push_back(rec.layer);
           r.cached_at_penultimate = rec.cached;
         }
         if (rec.cached > 0) {

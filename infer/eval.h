@@ -24,6 +24,10 @@ struct PerplexityResult {
   std::vector<int64_t> window_tokens;  // per window: the tokens it scored
   double perplexity() const;
   std::vector<int64_t> unique_blocks;  // per window and layer: penultimate chunk's unique blocks
+  std::vector<int64_t> unique_blocks_layer;  // the layer of each entry of unique_blocks
+  // The mean of unique_blocks per layer (entry l: layer l; 0 for a layer with no entry): which
+  // layers retrieve few distinct blocks (Appendix F's low mode).
+  std::vector<double> unique_by_layer() const;
   int64_t cached_at_penultimate = 0;   // blocks in the cache then (the histogram's upper end)
   // Over every (chunk, layer) that had at least one cached block:
   int64_t retrieval_steps = 0;     // such (chunk, layer) pairs

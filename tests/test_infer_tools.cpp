@@ -148,6 +148,10 @@ TEST_CASE("perplexity through the cache equals the one-shot loss per window, eve
   CHECK(std::fabs(r.nll - total / 80) < 1e-12);
   CHECK(std::fabs(r.perplexity() - std::exp(total / 80)) < 1e-9);
   CHECK(!r.unique_blocks.empty());  // 4 chunks per window: the penultimate one retrieved something
+  // Every query retrieves every cached block (k 100), and 5 are cached before the penultimate
+  // chunk (below): 5 unique blocks in each layer of each window.
+  REQUIRE(r.unique_blocks_layer.size() == r.unique_blocks.size());
+  CHECK(r.unique_by_layer() == std::vector<double>{5.0, 5.0});
   // Every block retrieved by every (head, query) (k 100, token-head), worked out by hand. Chunks of
   // 11 raw tokens, blocks of 4: before chunks 2, 3, 4 the cache holds 2, 5, 8 blocks; the chunks
   // have 11 + 3, 11 + 3 and 7 + 2 queries (raw tokens + landmarks). Per window and layer, with 2
@@ -162,6 +166,19 @@ TEST_CASE("perplexity through the cache equals the one-shot loss per window, eve
                     Catch::Contains("plus the token after it"));
   auto s = model("standard", DType::F64);
   CHECK_THROWS_WITH(evaluate_perplexity(*s, t, c, 32, -1, 200), Catch::Contains("block size"));
+}
+
+TEST_CASE("unique blocks by layer: a mean per layer, worked by hand", "[infer][eval]") {
+  PerplexityResult r;
+  r.unique_blocks = {1, 2, 3, 4, 5, 6, 10};
+  r.unique_blocks_layer = {0, 1, 2, 0, 1, 2, 0};
+  // layer 0: (1 + 4 + 10) / 3 = 5; layer 1: (2 + 5) / 2 = 3.5; layer 2: (3 + 6) / 2 = 4.5
+  CHECK(r.unique_by_layer() == std::vector<double>{5.0, 3.5, 4.5});
+  r.unique_blocks_layer = {0, 0, 0, 0, 0, 0, 3};  // layers 1 and 2 without an entry read 0
+  CHECK(r.unique_by_layer() == std::vector<double>{21.0 / 6.0, 0.0, 0.0, 10.0});
+  r.unique_blocks_layer.pop_back();
+  CHECK_THROWS_WITH(r.unique_by_layer(), Catch::Contains("7 counts but 6 layers"));
+  CHECK(PerplexityResult().unique_by_layer().empty());
 }
 
 TEST_CASE("XL perplexity: M = 0 is windowed perplexity, and a cache equals a per-token loop over the XL mask", "[infer][xl]") {
