@@ -36,6 +36,9 @@ for section in "## Table 1" "## Table 2" "## Table 3" "## Appendix E" "## Append
   expect "$MD" "$section"
 done
 [ -s "$WORK/out/docs/results/appendix_f_hist.png" ] || fail "no Appendix F histogram"
+# Appendix F's mean per layer, one entry for each of the quick model's two layers.
+grep -qE '^The mean of those counts for each layer: layer 0 [0-9.]+, layer 1 [0-9.]+\.$' "$MD" ||
+  fail "Appendix F has no mean per layer"
 # Table 2: nine rows, three per granularity.
 [ "$(grep -cE '^\| (yes|no) \| (yes|no) \| (2048|4096) \|' "$MD")" -eq 9 ] || fail "Table 2 should have 9 rows"
 
