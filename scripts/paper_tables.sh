@@ -385,7 +385,7 @@ stage_tables() {
     echo "$(grep -m1 '^unique blocks retrieved' "$e/f_hist.txt" || echo 'no histogram line') (landmark model, eval length 4096,"
     echo "k 4, l_local 250; one count per window and layer)."
     local by_layer
-    by_layer=$(grep -m1 '^  by layer:' "$e/f_hist.txt" | sed 's/^  by layer: *//')
+    by_layer=$(grep -m1 '^  by layer:' "$e/f_hist.txt" | sed 's/^  by layer: *//' || true)  # older outputs have none
     [ -z "$by_layer" ] || { echo; echo "The mean of those counts for each layer: $by_layer."; }
     echo
     echo "![unique retrieved blocks](results/appendix_f_hist.png)"
