@@ -6,6 +6,8 @@
 #   make demo-finetune  after make demo: its standard model fine-tuned with landmarks (scripts/demo_finetune.sh)
 #   make demo-long  after make demo: its landmark model on pass-key prompts of a million tokens (scripts/demo_long.sh)
 #   make demo-corpus  build the program + language modelling on Austen + KJV (scripts/demo_corpus.sh)
+#   make paper-tables  the paper's Tables 1-3 and Appendices E-F on that corpus (scripts/paper_tables.sh)
+#   make paper-side  after paper-tables' data: issue 11's side experiments, about 3 h (scripts/paper_side.sh)
 #   make bench    build + run the benchmarks (prints ratios measured in one run; log in build/bench.log)
 #   make bench-readme  put the last make bench's summary into README.md's speed section
 #   make fuzz     the libFuzzer harnesses of fuzz/, 60 s each (scripts/fuzz.sh; FUZZ_SECONDS=N for longer)
@@ -15,7 +17,7 @@ BUILD      ?= build
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps configure build test bench bench-readme fuzz demo demo-finetune demo-long demo-corpus paper-tables clean
+.PHONY: all deps configure build test bench bench-readme fuzz demo demo-finetune demo-long demo-corpus paper-tables paper-side clean
 
 all: build
 
@@ -57,6 +59,10 @@ demo-long: configure
 paper-tables: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark
 	@bash scripts/paper_tables.sh
+
+paper-side: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target landmark
+	@bash scripts/paper_side.sh
 
 demo-corpus: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark
