@@ -68,7 +68,7 @@ train_one() {
   "$LANDMARK" train "${MODEL[@]}" --block-size 512 --batch "$BATCH" $(run_flags "$name") --data "$DATA" \
     --steps "$STEPS" --lr 2e-3 --seed 1 --eval-every "$EVAL_EVERY" --eval-batches 8 --ckpt-every 50 --log-every 30 \
     --out "$dir" "${resume[@]}"
-  grep -q "\"step\":$STEPS[,}]" "$dir/metrics.jsonl" || die "train $name stopped before step $STEPS; run the script again to resume"
+  grep -q "\"step\":${STEPS}[,}]" "$dir/metrics.jsonl" || die "train $name stopped before step $STEPS; run the script again to resume"
   date -u +%FT%TZ > "$dir/DONE"
 }
 for run in standard landmark landmark25; do train_one "$run"; done
