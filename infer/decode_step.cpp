@@ -133,8 +133,9 @@ Tensor decode_step_impl(const GPT& model, std::vector<LayerCache>& layers, const
   // microsecond; sleeping ones (OMP_WAIT_POLICY=PASSIVE) take tens of microseconds to wake, which
   // made the step 2.2 times slower than the chunk path (0.78 against 0.35 ms at 32k). The
   // parallel grain says which (tensor/cpu/parallel.h): threads only when the smallest product
-  // between two barriers, C x C, is worth a parallel loop.
-  const int T = C * C >= cpu::parallel_grain() ? std::max(1, static_cast<int>(std::min<int64_t>(cpu::num_threads(), NH))) : 1;
+  // between two barriers, C x C, is worth a parallel loop. (Read only by the pragma: unused in a
+  // build without OpenMP, such as the fuzzing build.)
+  [[maybe_unused]] const int T = C * C >= cpu::parallel_grain() ? std::max(1, static_cast<int>(std::min<int64_t>(cpu::num_threads(), NH))) : 1;
 #pragma omp parallel num_threads(T) if (T > 1)
   {
 #ifdef _OPENMP
