@@ -14,21 +14,10 @@ export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 
 [ -x "$LANDMARK" ] || { echo "demo: $LANDMARK is missing; run 'make' first" >&2; exit 1; }
 
-if [ ! -s data/corpus/train.txt ] || [ ! -s data/corpus/val.txt ]; then
-  echo "=== 1/3 corpus: Austen + KJV from Debian packages ==="
-  LANDMARK="$LANDMARK" bash scripts/get-corpus.sh
-else
-  echo "=== 1/3 corpus: data/corpus already there ==="
-fi
+echo "=== 1/2 corpus and tokens (scripts/get-tokens.sh: Austen + KJV from Debian packages, a BPE of 4096 tokens) ==="
+LANDMARK="$LANDMARK" bash scripts/get-tokens.sh data/tokens
 
-if [ ! -s data/tokens/train.tokens ]; then
-  echo "=== 2/3 tokenizer + token files (BPE, 4096 tokens) ==="
-  "$LANDMARK" prepare --train data/corpus/train.txt --val data/corpus/val.txt --out data/tokens --tokenizer bpe --vocab 4096
-else
-  echo "=== 2/3 tokens: data/tokens already there ==="
-fi
-
-echo "=== 3/3 training the tiny GPT (${STEPS} steps, at most ${MINUTES} minutes) ==="
+echo "=== 2/2 training the tiny GPT (${STEPS} steps, at most ${MINUTES} minutes) ==="
 "$LANDMARK" train --preset tiny --data data/tokens --out runs/demo_corpus --steps "$STEPS" --lr 2e-3 \
   --eval-every 50 --eval-batches 8 --ckpt-every 100 --time-limit "$MINUTES"
 echo "demo done: loss curve in runs/demo_corpus/loss.png, metrics in runs/demo_corpus/metrics.jsonl"

@@ -18,9 +18,8 @@
 #                  the script, whose numbers mean nothing (tests/cli/test_paper_side.sh)
 #   SIDE_OUT       where runs and rows go (default runs/side, or runs/side_quick)
 #   SIDE_STEPS     training steps (default 1800; quick: 24)
-#   PAPER_DATA     a token directory made by `landmark prepare` (default data/tokens, the one
-#                  paper-tables and demo-corpus build; when missing, the error says how to build
-#                  it alone)
+#   PAPER_DATA     a token directory made by `landmark prepare` (default data/tokens, built by
+#                  scripts/get-tokens.sh when missing, as paper-tables and demo-corpus build it)
 #   LANDMARK       the program (default build/apps/landmark)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -40,8 +39,11 @@ else
 fi
 case "$STEPS" in ''|*[!0-9]*|0) die "SIDE_STEPS must be a positive whole number, got '$STEPS'" ;; esac
 DATA="${PAPER_DATA:-data/tokens}"
-[ -s "$DATA/train.tokens" ] && [ -s "$DATA/val.tokens" ] ||
-  die "$DATA has no train.tokens and val.tokens: build them (as paper-tables does) with 'bash scripts/get-corpus.sh && $LANDMARK prepare --train data/corpus/train.txt --val data/corpus/val.txt --out $DATA --tokenizer bpe --vocab 4096', or set PAPER_DATA"
+if [ -n "${PAPER_DATA:-}" ]; then
+  if [ ! -s "$DATA/train.tokens" ] || [ ! -s "$DATA/val.tokens" ]; then die "PAPER_DATA=$DATA has no train.tokens and val.tokens"; fi
+else
+  LANDMARK="$LANDMARK" bash scripts/get-tokens.sh "$DATA"  # the corpus and tokens paper-tables trains on
+fi
 
 # ---- the three trainings ----------------------------------------------------------------------
 run_flags() {

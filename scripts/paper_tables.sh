@@ -80,12 +80,7 @@ run_flags() {  # the model and data flags of run $1 (the same number of training
 data() {
   if [ -s "$DATA/train.tokens" ] && [ -s "$DATA/val.tokens" ]; then return; fi
   [ -z "${PAPER_DATA:-}" ] || die "PAPER_DATA=$DATA has no train.tokens and val.tokens"
-  if [ ! -s data/corpus/train.txt ] || [ ! -s data/corpus/val.txt ]; then
-    echo "=== corpus: Austen + KJV from Debian packages (scripts/get-corpus.sh) ==="
-    LANDMARK="$LANDMARK" bash scripts/get-corpus.sh
-  fi
-  echo "=== tokens: BPE of 4096 tokens (landmark prepare) ==="
-  "$LANDMARK" prepare --train data/corpus/train.txt --val data/corpus/val.txt --out "$DATA" --tokenizer bpe --vocab 4096
+  LANDMARK="$LANDMARK" bash scripts/get-tokens.sh "$DATA"
 }
 
 # ---- stage 1: the five trainings ------------------------------------------------------------------

@@ -7,10 +7,7 @@
 source "$(dirname "$0")/lib.sh"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 SCRIPT="$ROOT/scripts/paper_side.sh"
-TEXT="$ROOT/tests/data/persuasion_opening.txt"
-head -c 30000 "$TEXT" > "$WORK/train.txt"
-tail -c 10000 "$TEXT" > "$WORK/val.txt"
-"$LANDMARK" prepare --train "$WORK/train.txt" --val "$WORK/val.txt" --out "$WORK/tok" --tokenizer bytes > /dev/null
+small_tokens "$WORK/tok"
 export SIDE_QUICK=1 PAPER_DATA="$WORK/tok" SIDE_OUT="$WORK/out" LANDMARK
 bash "$SCRIPT" > "$WORK/log1" 2>&1 || { cat "$WORK/log1" >&2; fail "the quick run failed"; }
 expect "$WORK/log1" "wrote $WORK/out/summary.md"

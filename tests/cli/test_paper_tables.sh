@@ -8,12 +8,9 @@
 source "$(dirname "$0")/lib.sh"
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 SCRIPT="$ROOT/scripts/paper_tables.sh"
-TEXT="$ROOT/tests/data/persuasion_opening.txt"
 
 # 30 kB to train on, the last 10 kB to evaluate: two windows of 4096 bytes (plus one token).
-head -c 30000 "$TEXT" > "$WORK/train.txt"
-tail -c 10000 "$TEXT" > "$WORK/val.txt"
-"$LANDMARK" prepare --train "$WORK/train.txt" --val "$WORK/val.txt" --out "$WORK/tok" --tokenizer bytes > /dev/null
+small_tokens "$WORK/tok"
 export PAPER_QUICK=1 PAPER_DATA="$WORK/tok" PAPER_OUT="$WORK/out" LANDMARK
 bash "$SCRIPT" > "$WORK/log1" 2>&1 || { cat "$WORK/log1" >&2; fail "the quick run failed"; }
 expect "$WORK/log1" "wrote $WORK/out/docs/results.md"
