@@ -7,8 +7,9 @@
 # the long campaign of docs/reliability.md section 4 was run. With --workers W each harness runs
 # as W processes at once that share its corpus (libFuzzer rereads the corpus directory, so each
 # worker fuzzes from what the others found), each for SECONDS or for N/W executions (rounded up);
-# the line printed sums their executions. W x J processes run at once. Exits non-zero on any finding: a crash, a sanitizer
-# report, an exception other than lm::Error, an input slower than 10 s or a process above 2 GB.
+# the line printed sums their executions. W x J processes run at once. Exits non-zero on any
+# finding: a crash, a sanitizer report, an exception other than lm::Error, an input slower than
+# 10 s or a process above 2 GB.
 # The input that did it is left in build-fuzz/findings/ and its log named. The harnesses write
 # each input to a scratch file; it goes in /dev/shm when that is a writable tmpfs (3.5 times the
 # executions per second of a disk-backed /tmp for the token-file reader). Needs the packages

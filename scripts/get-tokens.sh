@@ -2,9 +2,9 @@
 # get-tokens.sh: the token directory that make demo-corpus, make paper-tables and make paper-side
 # train on: the real corpus (scripts/get-corpus.sh, into CORPUS, default data/corpus/) tokenized
 # with a BPE of 4096 tokens by `landmark prepare` into OUT (default data/tokens: tokenizer.json,
-# train.tokens, val.tokens). Each step is skipped when its output is already there, so calling it again costs
-# nothing; an interrupted prepare leaves no half-written token file (prepare writes each through a
-# temp name), so the next call redoes it.
+# train.tokens, val.tokens). Each step is skipped when its output is already there, so calling it
+# again costs nothing; an interrupted prepare leaves no half-written token file (prepare writes
+# each through a temp name), so the next call redoes it.
 #
 # Usage: scripts/get-tokens.sh [OUT]      (env: LANDMARK=path/to/landmark, CORPUS=data/corpus)
 set -euo pipefail

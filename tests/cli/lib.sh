@@ -3,7 +3,8 @@
 # (the program, the script's first argument) and WORK (a fresh directory removed at exit), and
 # defines fail MESSAGE, expect FILE STRING (FILE must contain STRING, else it is shown and the
 # test fails) and small_tokens DIR (a byte-level token directory of tests/data's Persuasion
-# opening: its first 30 kB to train on, its last 10 kB to evaluate). One OpenMP thread that sleeps when idle: the tests run beside each other.
+# opening: its first 30 kB to train on, its last 10 kB to evaluate). One OpenMP thread that
+# sleeps when idle: the tests run beside each other.
 set -euo pipefail
 LANDMARK="$1"
 WORK="$(mktemp -d)"
