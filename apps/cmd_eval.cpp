@@ -202,6 +202,12 @@ Command passkey_command(CLI::App& app) {
       }
       table += "\n";
       std::printf("   [%.1f s]\n", r.seconds);
+      if (!standard && cfg.search == KeySearch::Approx)
+        std::printf("approx search (%lld tiles): %lld of %lld (query, layer, head) rows ran out of tiles before their "
+                    "top k was proven (%.2f%%); the rest chose exactly the scan's blocks\n",
+                    static_cast<long long>(cfg.search_tiles), static_cast<long long>(r.budget_cut),
+                    static_cast<long long>(r.search_rows),
+                    r.search_rows ? 100.0 * static_cast<double>(r.budget_cut) / static_cast<double>(r.search_rows) : 0.0);
       if (o.recall) {
         print_recall(r, mc.n_layer, mc.n_head, "length " + std::to_string(len));
         for (size_t i = 0; i < pooled.recall_hits.size(); ++i) {

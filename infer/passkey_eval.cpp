@@ -109,6 +109,10 @@ PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const Inf
       };
       out = generate_from(s, s.read(ids, reading), max_new, greedy, stop);
       if (o.recall) count_recall(trace, passkey_key_blocks(tok, ids, passkey_key_spans(p), F), F, NH, r);
+      for (const RetrievalRecord& rec : s.retrieval_log()) {  // as evaluate_perplexity counts them
+        if (rec.cached > 0 && cfg.k > 0) r.search_rows += rec.queries * NH;
+        r.budget_cut += rec.budget_cut;
+      }
     }
     const std::string answer = tok.decode(out);
     const bool hit = (paper ? passkey_first_integer(answer) : passkey_answer_digits(answer)) == std::to_string(p.key);

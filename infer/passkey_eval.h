@@ -50,6 +50,10 @@ struct PasskeyResult {
   // the key was in the cache, how many retrieved such a block among their top k.
   std::vector<int64_t> recall_hits, recall_queries;
   double recall(int64_t layer, int64_t head, int64_t n_head) const;  // -1 when no query counted
+  // --search approx: of the (query, layer, head) rows that searched a cache, how many ran out of
+  // tiles before their top k was proven (RetrievalRecord::budget_cut), over every prompt's
+  // prefill and answer; the others chose exactly the scan's blocks.
+  int64_t search_rows = 0, budget_cut = 0;
 };
 
 // Where a pass-key evaluation is: called after each chunk of a prompt's prefill and after each

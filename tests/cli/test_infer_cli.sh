@@ -9,7 +9,8 @@
 # refuses a missing directory (that its logits equal RAM's bit for bit: tests/test_infer.cpp), and
 # `eval --search approx` reports the rows it could not prove exact, and `eval --windows-tsv` /
 # `--paired-with` compare two evaluations window for window, and `passkey --answers` writes one
-# row per prompt whose `correct` column adds up to the printed count (RAM and disk: the same rows).
+# row per prompt whose `correct` column adds up to the printed count (RAM and disk: the same rows),
+# and `passkey --search approx` reports its unproven rows as eval does.
 # Usage: test_infer_cli.sh path/to/landmark
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect
 
@@ -94,6 +95,15 @@ PK=(passkey --checkpoint "$WORK/plain/checkpoint.safetensors" --lengths 400 --tr
 printed=$(sed -n 's/^ *400 .*(\( *[0-9]*\)\/ *3).*/\1/p' "$WORK/ram.txt" | tr -d ' ')
 [ -n "$printed" ] && [ "$(awk -F'\t' 'NR > 1 { s += $4 } END { print s + 0 }' "$WORK/ram_answers.tsv")" = "$printed" ] ||
   fail "passkey --answers: the correct column does not add up to the printed count ($printed)"
+# --search approx: passkey too says how many rows it could not prove exact. 400 tokens at F 10 are
+# 40 blocks, one tile of 64, so a budget of one tile proves every row (0 of N, N > 0 counted over
+# the prefill and the answer) and the answers are the scan's; the scan prints no such line.
+"$LANDMARK" "${PK[@]}" --search approx --search-tiles 1 --answers "$WORK/approx_answers.tsv" > "$WORK/pk_approx.txt" 2> /dev/null
+rows=$(sed -n 's/^approx search (1 tiles): 0 of \([0-9]*\) (query, layer, head) rows.*/\1/p' "$WORK/pk_approx.txt")
+[ -n "$rows" ] && [ "$rows" -gt 0 ] || { cat "$WORK/pk_approx.txt" >&2; fail "passkey --search approx: no '0 of N' line with N > 0"; }
+cmp -s "$WORK/ram_answers.tsv" "$WORK/approx_answers.tsv" ||
+  { paste "$WORK/ram_answers.tsv" "$WORK/approx_answers.tsv" >&2; fail "passkey --search approx over one tile answered differently"; }
+grep -q '^approx search' "$WORK/ram.txt" && fail "passkey with the scan printed an approx search line"
 # An output whose directory is missing is refused before any prompt is read.
 if "$LANDMARK" "${PK[@]}" --answers "$WORK/missing/a.tsv" > "$WORK/bad_answers" 2>&1; then
   fail "passkey --answers into a missing directory succeeded"
