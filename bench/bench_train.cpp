@@ -1,7 +1,8 @@
 // bench_train.cpp: time of one training step of the GPT presets, split into forward (incl. the
 // loss), backward and the AdamW update, plus tokens/s; and the fused causal attention against the
 // composed reference (matmul + where + softmax + matmul through autograd), forward + backward.
-// Then one profiled tiny step: the ops that take its time (autograd/var.h, set_op_profiling).
+// Then a GPT-2 124M-shaped step against the FMA peak, and one profiled step of it and of the tiny
+// preset: the ops that take their time (autograd/var.h, set_op_profiling).
 // Everything is measured in this one run with the printed thread count. Last line:
 //   train tiny_step_s=<seconds> attention fused_speedup_vs_reference=<ratio>
 #include <chrono>
@@ -105,6 +106,7 @@ int bench_main(int argc, char** argv) {
                 "%.3f s\n  %.1f GFLOP/s of model FLOPs (%.1f GFLOP per step) against an FMA peak of %.1f GFLOP/s\n",
                 t.fwd, t.bwd, t.opt, t.total(), gflops, per_token * static_cast<double>(B2 * c.block_size) * 1e-9,
                 peak);
+    bench::print_step_profile(c, B2, Device::CPU, 10, "where the gpt2-124m step's forward + backward go");
   }
   bench::print_step_profile(presets[0].config(vocab), presets[0].B, Device::CPU, quick ? 8 : 14,
                             "where the tiny step's forward + backward go");
