@@ -77,6 +77,14 @@ void print_recall(const PasskeyResult& r, int64_t n_layer, int64_t n_head, const
     std::printf("   (%lld queries per head)\n", static_cast<long long>(r.recall_queries[static_cast<size_t>(l * n_head)]));
   }
 }
+
+// --search approx: how many (query, layer, head) rows could not prove their top k (eval, passkey).
+void print_approx_search(const InferConfig& cfg, int64_t budget_cut, int64_t rows) {
+  std::printf("approx search (%lld tiles): %lld of %lld (query, layer, head) rows ran out of tiles before their top k "
+              "was proven (%.2f%%); the rest chose exactly the scan's blocks\n",
+              static_cast<long long>(cfg.search_tiles), static_cast<long long>(budget_cut), static_cast<long long>(rows),
+              rows ? 100.0 * static_cast<double>(budget_cut) / static_cast<double>(rows) : 0.0);
+}
 }  // namespace
 
 Command passkey_command(CLI::App& app) {
@@ -202,12 +210,7 @@ Command passkey_command(CLI::App& app) {
       }
       table += "\n";
       std::printf("   [%.1f s]\n", r.seconds);
-      if (!standard && cfg.search == KeySearch::Approx)
-        std::printf("approx search (%lld tiles): %lld of %lld (query, layer, head) rows ran out of tiles before their "
-                    "top k was proven (%.2f%%); the rest chose exactly the scan's blocks\n",
-                    static_cast<long long>(cfg.search_tiles), static_cast<long long>(r.budget_cut),
-                    static_cast<long long>(r.search_rows),
-                    r.search_rows ? 100.0 * static_cast<double>(r.budget_cut) / static_cast<double>(r.search_rows) : 0.0);
+      if (!standard && cfg.search == KeySearch::Approx) print_approx_search(cfg, r.budget_cut, r.search_rows);
       if (o.recall) {
         print_recall(r, mc.n_layer, mc.n_head, "length " + std::to_string(len));
         for (size_t i = 0; i < pooled.recall_hits.size(); ++i) {
@@ -472,11 +475,7 @@ Command eval_command(CLI::App& app) {
                   "%.3f unique blocks per token, over %lld (chunk, layer) pairs with a cache\n",
                   granularity_name(cfg.granularity), (long long)r.fetched, r.fetched_per_step(), r.unique_per_token(),
                   (long long)r.retrieval_steps);
-    if (landmark && cfg.search == KeySearch::Approx)
-      std::printf("approx search (%lld tiles): %lld of %lld (query, layer, head) rows ran out of tiles before their top k "
-                  "was proven (%.2f%%); the rest chose exactly the scan's blocks\n",
-                  (long long)cfg.search_tiles, (long long)r.budget_cut, (long long)r.search_rows,
-                  r.search_rows ? 100.0 * static_cast<double>(r.budget_cut) / static_cast<double>(r.search_rows) : 0.0);
+    if (landmark && cfg.search == KeySearch::Approx) print_approx_search(cfg, r.budget_cut, r.search_rows);
     if (mc.context_miss)
       std::printf("perplexity=%.4f drop_rate=%.4g (CMT cutoff %g: share of the %lld (query, layer, head) CMT scores below it)\n",
                   r.perplexity(), r.drop_rate(), cfg.cmt_cutoff, (long long)r.cmt_rows);
