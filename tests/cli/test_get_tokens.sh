@@ -6,10 +6,7 @@
 # Usage: test_get_tokens.sh path/to/landmark
 source "$(dirname "$0")/lib.sh"
 SCRIPT="$(cd "$(dirname "$0")/../.." && pwd)/scripts/get-tokens.sh"
-TEXT="$(dirname "$0")/../data/persuasion_opening.txt"
-mkdir -p "$WORK/corpus"
-head -c 30000 "$TEXT" > "$WORK/corpus/train.txt"
-tail -c 10000 "$TEXT" > "$WORK/corpus/val.txt"
+small_text "$WORK/corpus"
 export LANDMARK CORPUS="$WORK/corpus"
 
 bash "$SCRIPT" "$WORK/tok" > "$WORK/log1" 2>&1 || { cat "$WORK/log1" >&2; fail "the first call failed"; }
