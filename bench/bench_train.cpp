@@ -2,10 +2,12 @@
 // loss), backward and the AdamW update, plus tokens/s; and the fused causal attention against the
 // composed reference (matmul + where + softmax + matmul through autograd), forward + backward.
 // Then a GPT-2 124M-shaped step against the FMA peak, and one profiled step of it and of the tiny
-// preset: the ops that take their time (autograd/var.h, set_op_profiling).
+// preset: the ops that take their time (autograd/var.h, set_op_profiling). And GELU forward +
+// backward in f32 (math::normal_cdf, vectorised) against the same loops through libm's erff.
 // Everything is measured in this one run with the printed thread count. Last line:
 //   train tiny_step_s=<seconds> attention fused_speedup_vs_reference=<ratio>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -19,6 +21,8 @@
 #include "tensor/cpu/cache_info.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/create.h"
+#include "tensor/elementwise_math.h"
+#include "tensor/ops.h"
 #include "tensor/rng.h"
 
 using namespace lm;
@@ -35,6 +39,42 @@ double time_attention(bool fused, int64_t B, int64_t NH, int64_t T, int64_t HS, 
     y.backward(g);
     double t1 = bench::now_s();
     if (r > 0) best = std::min(best, t1 - t0);
+  }
+  return best;
+}
+
+// GELU forward + backward over n f32 values, through the ops (math::gelu / gelu_grad in f32:
+// normal_cdf, plain arithmetic the compiler vectorises) and through loops of the same shape that
+// call libm's erff and expf per value (what the f32 ops did before normal_cdf). Best of reps,
+// seconds; both use parallel_for, so both get the same threads.
+struct GeluTimes { double ours, libm; };
+GeluTimes time_gelu(int64_t n, int reps) {
+  manual_seed(3);
+  Tensor x = randn({n}), g = randn({n});
+  Tensor y = empty({n}), dx = empty({n});
+  const float* px = x.data<float>();
+  const float* pg = g.data<float>();
+  float* py = y.data<float>();
+  float* pd = dx.data<float>();
+  auto libm_pass = [&] {
+    cpu::parallel_for(n, 8, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) py[i] = 0.5f * px[i] * (1.0f + erff(px[i] * 0.70710678f));
+    });
+    cpu::parallel_for(n, 8, [&](int64_t b, int64_t e) {
+      for (int64_t i = b; i < e; ++i) {
+        const float cdf = 0.5f * (1.0f + erff(px[i] * 0.70710678f));
+        pd[i] = pg[i] * (cdf + px[i] * 0.39894228f * expf(-0.5f * px[i] * px[i]));
+      }
+    });
+  };
+  GeluTimes best{1e30, 1e30};
+  for (int r = 0; r < reps + 1; ++r) {
+    double t0 = bench::now_s();
+    Tensor a = gelu(x), b = gelu_backward(x, g);
+    double t1 = bench::now_s();
+    libm_pass();
+    double t2 = bench::now_s();
+    if (r > 0) best = {std::min(best.ours, t1 - t0), std::min(best.libm, t2 - t1)};
   }
   return best;
 }
@@ -114,6 +154,12 @@ int bench_main(int argc, char** argv) {
   double tf = time_attention(true, B, NH, T, HS, quick ? 1 : 3), tr = time_attention(false, B, NH, T, HS, quick ? 1 : 3);
   std::printf("\ncausal attention fwd+bwd at B %lld NH %lld T %lld HS %lld: fused %.4f s, composed reference %.4f s\n",
               (long long)B, (long long)NH, (long long)T, (long long)HS, tf, tr);
+  // The gpt2-124m step's MLP activations: B 4 x T 64 x 4C 3072 values per layer.
+  const int64_t n_gelu = 4 * 64 * 3072;
+  const GeluTimes gt = time_gelu(n_gelu, quick ? 2 : 20);
+  std::printf("gelu f32 forward + backward over %lld values: ours %.3f ms, libm erff/expf loops %.3f ms\n",
+              (long long)n_gelu, gt.ours * 1e3, gt.libm * 1e3);
+  std::printf("train gelu_speedup_vs_libm=%.2f\n", gt.libm / gt.ours);
   if (!quick) std::printf("train gpt2_124m_peak_share=%.3f\n", gpt2_share);
   std::printf("train tiny_step_s=%.3f attention fused_speedup_vs_reference=%.2f\n", tiny_step, tr / tf);
   return 0;

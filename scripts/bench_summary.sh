@@ -23,6 +23,7 @@ line peak_share "our GEMM's GFLOP/s over the FMA peak measured by the probe, geo
 line tiny_speedup_vs_pytorch "PyTorch's tiny training step time over ours, alternated runs, best of each (${torch:-PyTorch})"
 line tiny_step_s "our tiny training step (4 layers, d 256, T 512, batch 8), seconds (bench_train)"
 line gpt2_124m_peak_share "model GFLOP/s of a GPT-2 124M-shaped training step over the FMA peak (bench_train)"
+line gelu_speedup_vs_libm "GELU forward + backward in f32 (math::normal_cdf) over the same loops through libm's erff/expf (bench_train)"
 line fused_speedup_vs_reference "fused causal attention over the composed reference, forward + backward (bench_train)"
 line overhead_vs_causal "fused landmark attention's time over fused causal attention's (bench_landmark)"
 line speedup_at_32k "full-KV-cache decode step time over the landmark step (k 4) at 32k tokens (bench_decode)"

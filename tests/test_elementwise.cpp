@@ -86,6 +86,55 @@ TEST_CASE("exp_softmax (the attention kernels' f32 exp) tracks libm's exp", "[el
   CHECK(math::exp_softmax(-0.5) == std::exp(-0.5));  // f64 is std::exp itself
 }
 
+TEST_CASE("f32 gelu's normal_cdf tracks Phi, left tail included, and its edges", "[elementwise]") {
+  // Independent answer: Phi(x) = 0.5 erfc(-x / sqrt 2) in double (libm's erfc keeps relative
+  // accuracy in the tail, where 1 + erf would cancel). Every 1/1024 over [-13, 7].
+  double worst_abs = 0, worst_rel = 0, worst_gelu = 0, worst_grad = 0;
+  for (int i = -13 * 1024; i <= 7 * 1024; ++i) {
+    const float x = static_cast<float>(i) / 1024.0f;  // exact in f32
+    const double xd = x;
+    const double phi = 0.5 * std::erfc(-xd / std::sqrt(2.0));
+    const double pdf = std::exp(-0.5 * xd * xd) / std::sqrt(2.0 * M_PI);
+    const double got = math::normal_cdf(x);
+    worst_abs = std::max(worst_abs, std::fabs(got - phi));
+    if (phi > 1e-37) worst_rel = std::max(worst_rel, std::fabs(got - phi) / phi);  // normal floats
+    worst_gelu = std::max(worst_gelu, std::fabs(static_cast<double>(math::gelu(x)) - xd * phi));
+    worst_grad = std::max(worst_grad, std::fabs(static_cast<double>(math::gelu_grad(x)) - (phi + xd * pdf)));
+  }
+  INFO("abs " << worst_abs << " rel " << worst_rel << " gelu " << worst_gelu << " grad " << worst_grad);
+  // Tolerances: the fit is 5e-8 in the exponent; f32 rounding of t, the polynomial, exp_softmax
+  // (~2 ulp) and 1 - tail put the measured worst at 1.9e-7 absolute (3 ulp of Phi in [0.5, 1)):
+  // 2.5e-7. On the left tail the rounding of z^2 (up to ~84, ulp 7.6e-6) in the exponent makes
+  // up to 1.6e-5 relative: 3e-5. gelu = x Phi for |x| <= 13: 13 x 2e-7 plus the product's
+  // rounding (measured 3.7e-7). gelu' adds x phi(x) (at most 0.25, through exp_softmax): 5e-7
+  // (measured 1.8e-7). (libm's 0.5 (1 + erff) is within 6e-8 absolute but has no tail.)
+  CHECK(worst_abs < 2.5e-7);
+  CHECK(worst_rel < 3e-5);
+  CHECK(worst_gelu < 3e-6);
+  CHECK(worst_grad < 5e-7);
+  // Hand-checked point: Phi(-6) = 9.8658765e-10. The libm form 0.5 (1 + erff(x / sqrt 2)) gives 0
+  // there (erff rounds to -1); normal_cdf keeps it.
+  CHECK(0.5f * (1.0f + erff(-6.0f * 0.70710678f)) == 0.0f);
+  CHECK(std::fabs(math::normal_cdf(-6.0f) / 9.8658765e-10 - 1.0) < 3e-5);
+  CHECK(math::normal_cdf(0.0f) == 0.5f);  // P(1) = log(0.5) to 5e-8, which rounds to 0.5 exactly
+  // Edges: +-inf, huge values, NaN.
+  const float inf = std::numeric_limits<float>::infinity(), big = 3e38f;
+  CHECK(math::gelu(inf) == inf);
+  CHECK(math::normal_cdf(-inf) == 0.0f);
+  CHECK(math::gelu(-big) == 0.0f);
+  CHECK(math::gelu(big) == big);
+  CHECK(math::gelu(-20.0f) == 0.0f);  // Phi(-20) = 2.8e-89, below every f32
+  // gelu'(x) -> 0 and 1 at the ends; x phi(x) must not become x times exp_softmax's floor
+  // (1.2e-38): at -3e38 that would be -1.4.
+  CHECK(math::gelu_grad(-big) == 0.0f);
+  CHECK(math::gelu_grad(big) == 1.0f);
+  CHECK(math::gelu_grad(-14.0f) == 0.0f);
+  CHECK(std::isnan(math::gelu(std::numeric_limits<float>::quiet_NaN())));
+  CHECK(std::isnan(math::gelu_grad(std::numeric_limits<float>::quiet_NaN())));
+  // f64 stays libm's erf (the gradient checker's reference path).
+  CHECK(math::gelu(-1.0) == 0.5 * -1.0 * (1.0 + std::erf(-1.0 * 0.70710678118654752440)));
+}
+
 TEST_CASE("binary ops broadcast like numpy, against a naive loop", "[elementwise]") {
   manual_seed(2);
   const std::vector<std::pair<Shape, Shape>> shapes = {
