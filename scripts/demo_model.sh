@@ -1,7 +1,8 @@
 # demo_model.sh: what `make demo` (scripts/demo.sh), `make demo-finetune` (scripts/demo_finetune.sh)
 # and `make demo-long` (scripts/demo_long.sh) share, sourced by each: the program, the model, the
-# data and the pass-key settings. Not a program of its own.
-LANDMARK=build/apps/landmark
+# data and the pass-key settings. Not a program of its own. LANDMARK (the program) may be given in
+# the environment, as the tests do.
+LANDMARK="${LANDMARK:-build/apps/landmark}"
 # The model: 3 layers, d 128, 4 heads of 32 (the width and depth stay the same in every stage).
 MODEL=(--layers 3 --embd 128 --heads 4)
 # Stage 1, pretraining (one run, shared by both models): a standard model on 128-token windows of
