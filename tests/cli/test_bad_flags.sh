@@ -9,8 +9,7 @@ source "$(dirname "$0")/lib.sh"
 LANDMARK=$(readlink -f "$LANDMARK")  # the trials run inside $WORK
 
 # ---- tiny valid inputs ----
-"$LANDMARK" passkey-data --out "$WORK/text" --docs 20 --max-fillers 2 > /dev/null
-"$LANDMARK" prepare --train "$WORK/text/train.txt" --val "$WORK/text/val.txt" --out "$WORK/data" --tokenizer bytes > /dev/null
+passkey_tokens "$WORK/text" "$WORK/data" --docs 20 --max-fillers 2
 "$LANDMARK" train --data "$WORK/data" --out "$WORK/lm" --layers 1 --embd 16 --heads 2 --block-size 32 --batch 2 \
   --steps 2 --attention landmark --landmark-every 7 --quiet > /dev/null
 "$LANDMARK" train --data "$WORK/data" --out "$WORK/std" --layers 1 --embd 16 --heads 2 --block-size 32 --batch 2 \

@@ -6,64 +6,55 @@
 # line, bench_gpu.sh and bench_gpu_ratios.sh, bench_summary.sh and bench_readme.sh) are checked
 # on hand-written inputs.
 # Usage: test_bench_cli.sh bench_train bench_decode bench_gemm bench_landmark bench_topk bench_gpu
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"  # LANDMARK (unused here), WORK, fail, expect
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"  # LANDMARK (unused here), WORK, fail, expect, exits_with
 TRAIN="$1" DECODE="$2" GEMM="$3" LANDMARK_BENCH="$4" TOPK="$5" GPU_BENCH="$6"
 
-run() {  # expected status, output file, command...
-  local want=$1 out=$2
-  shift 2
-  set +e
-  "$@" > "$out" 2>&1
-  local got=$?
-  set -e
-  [ "$got" -eq "$want" ] || { cat "$out" >&2; fail "'$*' exited with $got, expected $want"; }
-}
-run 2 "$WORK/1" "$TRAIN" --vocab abc
+exits_with 2 "$WORK/1" "$TRAIN" --vocab abc
 expect "$WORK/1" "--vocab needs an integer"
-run 2 "$WORK/2" "$TRAIN" --vocab 99999999999999999999
+exits_with 2 "$WORK/2" "$TRAIN" --vocab 99999999999999999999
 expect "$WORK/2" "got '99999999999999999999'"
-run 2 "$WORK/3" "$GEMM" --bogus
+exits_with 2 "$WORK/3" "$GEMM" --bogus
 expect "$WORK/3" "unknown flag '--bogus'"
-run 2 "$WORK/4" "$LANDMARK_BENCH" --slow
+exits_with 2 "$WORK/4" "$LANDMARK_BENCH" --slow
 expect "$WORK/4" "usage: bench_landmark"
-run 1 "$WORK/5" "$DECODE" --quick --block-dir "$WORK/missing"
+exits_with 1 "$WORK/5" "$DECODE" --quick --block-dir "$WORK/missing"
 expect "$WORK/5" "bench_decode: error: block store: $WORK/missing is not a directory"
-run 0 "$WORK/6" "$DECODE" --help
+exits_with 0 "$WORK/6" "$DECODE" --help
 expect "$WORK/6" "usage: bench_decode"
-run 2 "$WORK/6b" "$DECODE" --device tpu
+exits_with 2 "$WORK/6b" "$DECODE" --device tpu
 expect "$WORK/6b" "--device must be cpu or cuda, got 'tpu'"
-run 2 "$WORK/7" "$TOPK" --max-blocks 10
+exits_with 2 "$WORK/7" "$TOPK" --max-blocks 10
 expect "$WORK/7" "--max-blocks needs an integer in [1000, 10000000], got '10'"
-run 2 "$WORK/8" "$TOPK" --out
+exits_with 2 "$WORK/8" "$TOPK" --out
 expect "$WORK/8" "unknown or incomplete flag '--out'"
-run 2 "$WORK/9" "$GEMM" --blocks 64,7
+exits_with 2 "$WORK/9" "$GEMM" --blocks 64,7
 expect "$WORK/9" "--blocks needs KC,MC,NC (three integers), got '64,7'"
-run 2 "$WORK/10" "$GEMM" --blocks 64,13,32
+exits_with 2 "$WORK/10" "$GEMM" --blocks 64,13,32
 expect "$WORK/10" "--blocks: set_gemm_blocks: need kc >= 1, mc a positive multiple of"
 SCRIPTS0="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts" && pwd)"
-run 2 "$WORK/13" "$GPU_BENCH" --bogus
+exits_with 2 "$WORK/13" "$GPU_BENCH" --bogus
 expect "$WORK/13" "usage: bench_gpu"
 if ! command -v nvidia-smi > /dev/null; then  # no GPU here: it says so and exits 77 (the skip code)
-  run 77 "$WORK/14" "$GPU_BENCH" --quick
+  exits_with 77 "$WORK/14" "$GPU_BENCH" --quick
   expect "$WORK/14" "bench_gpu: skipped, no CUDA device"
-  run 77 "$WORK/14c" "$DECODE" --quick --device cuda
+  exits_with 77 "$WORK/14c" "$DECODE" --quick --device cuda
   expect "$WORK/14c" "bench_decode: skipped, no CUDA device"
   # and make bench's GPU part says it skipped, successfully
-  run 0 "$WORK/14b" bash "$SCRIPTS0/bench_gpu.sh" "$(dirname "$(dirname "$GPU_BENCH")")" "$WORK/gpu"
+  exits_with 0 "$WORK/14b" bash "$SCRIPTS0/bench_gpu.sh" "$(dirname "$(dirname "$GPU_BENCH")")" "$WORK/gpu"
   expect "$WORK/14b" "bench_gpu: skipped"
 fi
 
 # scripts/gpu-check.sh refuses a bad command line before touching anything, and says what it needs.
-run 2 "$WORK/17" bash "$SCRIPTS0/gpu-check.sh" --steps tests,bogus
+exits_with 2 "$WORK/17" bash "$SCRIPTS0/gpu-check.sh" --steps tests,bogus
 expect "$WORK/17" "unknown step 'bogus' in --steps"
-run 2 "$WORK/18" bash "$SCRIPTS0/gpu-check.sh" --deadline soon
+exits_with 2 "$WORK/18" bash "$SCRIPTS0/gpu-check.sh" --deadline soon
 expect "$WORK/18" "--deadline must be whole seconds, got 'soon'"
-run 2 "$WORK/18b" bash "$SCRIPTS0/gpu-check.sh" --jobs 0
+exits_with 2 "$WORK/18b" bash "$SCRIPTS0/gpu-check.sh" --jobs 0
 expect "$WORK/18b" "--jobs must be a number of jobs from 1 to 9999, got '0'"
-run 2 "$WORK/18c" env DECODE_LIMIT=4min bash "$SCRIPTS0/gpu-check.sh"
+exits_with 2 "$WORK/18c" env DECODE_LIMIT=4min bash "$SCRIPTS0/gpu-check.sh"
 expect "$WORK/18c" "DECODE_LIMIT must be a number of seconds in [1, 3600], got '4min'"
 if ! command -v nvidia-smi > /dev/null; then
-  run 1 "$WORK/19" bash "$SCRIPTS0/gpu-check.sh" --out "$WORK/gpucheck"
+  exits_with 1 "$WORK/19" bash "$SCRIPTS0/gpu-check.sh" --out "$WORK/gpucheck"
   expect "$WORK/19" "nvidia-smi not found"
 fi
 
@@ -73,7 +64,7 @@ printf 'torch train preset=tiny math=f32 step=0.020\ntorch train preset=tiny mat
 bash "$SCRIPTS0/bench_gpu_ratios.sh" "$WORK/ours.txt" "$WORK/torch.txt" > "$WORK/15"
 expect "$WORK/15" "gpu train_124m_speedup_vs_torch=0.500 landmark_4096_vs_sdpa=5.00"
 grep -Eq '^tiny +0\.0100 +0\.0200 +0\.0050 +2\.00$' "$WORK/15" || { cat "$WORK/15" >&2; fail "bench_gpu_ratios: wrong tiny row"; }
-run 2 "$WORK/16" bash "$SCRIPTS0/bench_gpu_ratios.sh" "$WORK/ours.txt"
+exits_with 2 "$WORK/16" bash "$SCRIPTS0/bench_gpu_ratios.sh" "$WORK/ours.txt"
 expect "$WORK/16" "usage: scripts/bench_gpu_ratios.sh"
 
 # The README's speed section comes from a bench log (scripts/bench_summary.sh, bench_readme.sh):
@@ -105,7 +96,7 @@ expect "$WORK/gpu_summary.md" "- \`landmark_4096_vs_sdpa=8.00\`"
 bash "$SCRIPTS/bench_summary.sh" "$WORK/nogpu.log" > "$WORK/nogpu_summary.md"
 expect "$WORK/nogpu_summary.md" "- GPU: skipped (no CUDA device: no driver)"
 printf 'not a log\n' > "$WORK/other.log"
-run 1 "$WORK/11" bash "$SCRIPTS/bench_summary.sh" "$WORK/other.log"
+exits_with 1 "$WORK/11" bash "$SCRIPTS/bench_summary.sh" "$WORK/other.log"
 expect "$WORK/11" "does not start like a bench.sh log"
 printf '# T\n\n## Speed\n\nintro\n\n<!-- bench:begin (generated from a make bench log by scripts/bench_readme.sh; do not edit by hand) -->\nold figures\n<!-- bench:end -->\n\n## Next\n' > "$WORK/README.md"
 bash "$SCRIPTS/bench_readme.sh" "$WORK/summary.md" "$WORK/README.md" > /dev/null
@@ -116,6 +107,6 @@ expect "$WORK/README.md" "intro"
 bash "$SCRIPTS/bench_readme.sh" "$WORK/summary.md" "$WORK/README.md" > /dev/null  # twice: the same file
 [ "$(grep -c 'ratio_vs_openblas=1.234' "$WORK/README.md")" -eq 1 ] || fail "a second bench_readme run doubled the section"
 printf '# no markers\n' > "$WORK/plain.md"
-run 1 "$WORK/12" bash "$SCRIPTS/bench_readme.sh" "$WORK/summary.md" "$WORK/plain.md"
+exits_with 1 "$WORK/12" bash "$SCRIPTS/bench_readme.sh" "$WORK/summary.md" "$WORK/plain.md"
 expect "$WORK/12" "needs exactly one line each of"
 echo "bench CLI: all checks passed"

@@ -6,11 +6,10 @@
 # DEMO_LONG_SEARCH or from a --search in DEMO_LONG_FLAGS (not both), and refuses bad settings and
 # a missing model with a message. Whether the tiny model finds the key does not matter here.
 # Usage: test_demo_long.sh path/to/landmark
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect, exits_with, passkey_tokens
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 export LANDMARK DEMO_OUT="$WORK/demo" DEMO_LONG_TOKENS=1500
-"$LANDMARK" passkey-data --out "$WORK/data" --docs 100 --max-fillers 3 --seed 5 > /dev/null
-"$LANDMARK" prepare --train "$WORK/data/train.txt" --val "$WORK/data/val.txt" --out "$WORK/tok" --tokenizer bytes > /dev/null
+passkey_tokens "$WORK/data" "$WORK/tok" --docs 100 --max-fillers 3 --seed 5
 "$LANDMARK" train --data "$WORK/tok" --layers 1 --embd 32 --heads 2 --block-size 128 --batch 2 --steps 2 --eval-every 0 \
   --attention landmark --landmark-every 10 --quiet --out "$DEMO_OUT/landmark" > /dev/null
 
@@ -40,11 +39,7 @@ if grep -q "approx" "$WORK/flags.log"; then cat "$WORK/flags.log" >&2; fail "--s
 refused() {  # status, message, then the environment settings
   local want=$1 msg=$2
   shift 2
-  set +e
-  env "$@" bash "$ROOT/scripts/demo_long.sh" > "$WORK/bad.log" 2>&1
-  local got=$?
-  set -e
-  [ "$got" -eq "$want" ] || { cat "$WORK/bad.log" >&2; fail "'$*' exited with $got, expected $want"; }
+  exits_with "$want" "$WORK/bad.log" env "$@" bash "$ROOT/scripts/demo_long.sh"
   expect "$WORK/bad.log" "$msg"
 }
 refused 2 "DEMO_LONG_SEARCH must be scan, bounded or approx, got 'fast'" DEMO_LONG_SEARCH=fast

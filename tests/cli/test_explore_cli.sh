@@ -10,11 +10,10 @@
 # a file in the temporary directory) for a reader to look at. Without chromium the test prints why
 # and exits 77 (CTest: skipped) after the checks that need no browser.
 # Usage: test_explore_cli.sh path/to/landmark [screenshot.png]
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect, passkey_tokens
 SHOT="${2:-$WORK/explore.png}"
 
-"$LANDMARK" passkey-data --out "$WORK/data" --docs 100 --max-fillers 3 --seed 5 > /dev/null
-"$LANDMARK" prepare --train "$WORK/data/train.txt" --val "$WORK/data/val.txt" --out "$WORK/tok" --tokenizer bytes > /dev/null
+passkey_tokens "$WORK/data" "$WORK/tok" --docs 100 --max-fillers 3 --seed 5
 TINY=(--data "$WORK/tok" --layers 2 --embd 32 --heads 2 --block-size 128 --batch 2 --steps 3 --eval-every 0 --quiet)
 "$LANDMARK" train "${TINY[@]}" --attention landmark --landmark-every 10 --out "$WORK/lm" > /dev/null
 "$LANDMARK" train "${TINY[@]}" --out "$WORK/std" > /dev/null

@@ -12,10 +12,9 @@
 # row per prompt whose `correct` column adds up to the printed count (RAM and disk: the same rows),
 # and `passkey --search approx` reports its unproven rows as eval does.
 # Usage: test_infer_cli.sh path/to/landmark
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect, passkey_tokens
 
-"$LANDMARK" passkey-data --out "$WORK/data" --docs 200 --max-fillers 3 --seed 3 > /dev/null
-"$LANDMARK" prepare --train "$WORK/data/train.txt" --val "$WORK/data/val.txt" --out "$WORK/tok" --tokenizer bytes > /dev/null
+passkey_tokens "$WORK/data" "$WORK/tok" --docs 200 --max-fillers 3 --seed 3
 TINY=(--data "$WORK/tok" --layers 1 --embd 32 --heads 2 --block-size 128 --batch 2 --steps 3 --eval-every 0
       --attention landmark --landmark-every 10 --quiet)
 "$LANDMARK" train "${TINY[@]}" --out "$WORK/cmt" --cmt > /dev/null

@@ -16,8 +16,7 @@ command -v mpirun > /dev/null || { echo "SKIP: no mpirun (Debian: openmpi-bin li
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
 MPI=(mpirun -np 2 --oversubscribe -x OMP_NUM_THREADS=1 -x OMP_WAIT_POLICY=PASSIVE)
 
-"$LANDMARK" passkey-data --out "$WORK/text" --docs 300 --max-fillers 4 > /dev/null
-"$LANDMARK" prepare --train "$WORK/text/train.txt" --val "$WORK/text/val.txt" --out "$WORK/data" --tokenizer bytes > /dev/null
+passkey_tokens "$WORK/text" "$WORK/data" --docs 300 --max-fillers 4
 F=(--data "$WORK/data" --layers 2 --embd 32 --heads 2 --log-every 0)
 
 # A build without MPI refuses a world of 2 ranks: skip.

@@ -18,10 +18,9 @@
 #     tokens per step; `eval` of that model prints Table 1's XL row at lengths past the window; the
 #     bad combinations are errors naming the flags.
 # Usage: test_train_cli.sh path/to/landmark
-source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect
+source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect, passkey_tokens
 
-"$LANDMARK" passkey-data --out "$WORK/data" --docs 300 --max-fillers 4 --uniform-distance --seed 3 > /dev/null
-"$LANDMARK" prepare --train "$WORK/data/train.txt" --val "$WORK/data/val.txt" --out "$WORK/tok" --tokenizer bytes > /dev/null
+passkey_tokens "$WORK/data" "$WORK/tok" --docs 300 --max-fillers 4 --uniform-distance --seed 3
 TINY=(--data "$WORK/tok" --layers 1 --embd 32 --heads 2 --block-size 128 --batch 2 --eval-every 0)
 
 "$LANDMARK" train "${TINY[@]}" --steps 3 --out "$WORK/std" --doc-starts > "$WORK/std.log"
