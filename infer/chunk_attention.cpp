@@ -139,6 +139,28 @@ bool share_rotated_keys(int64_t distinct, int64_t pairs, int64_t copy_bytes) {
 
 namespace {
 
+// The block keys a chunk's rows share, rotated (attend_cpu), in the thread that reads the chunks.
+// Kept from one chunk to the next, so the chunks of a prompt reuse its pages (up to 32 MiB,
+// share_rotated_keys); release_chunk_scratch hands them back.
+template <class Scalar> std::vector<Scalar>& rotated_scratch() {
+  static thread_local std::vector<Scalar> rotated;
+  return rotated;
+}
+
+}  // namespace
+
+void release_chunk_scratch() {
+  std::vector<float>().swap(rotated_scratch<float>());
+  std::vector<double>().swap(rotated_scratch<double>());
+}
+
+int64_t chunk_scratch_bytes() {
+  return static_cast<int64_t>(rotated_scratch<float>().capacity() * sizeof(float) +
+                              rotated_scratch<double>().capacity() * sizeof(double));
+}
+
+namespace {
+
 // Step 3 on the CPU: per (head, query) the virtual row, its grouped softmax and the weighted
 // values. Each chosen block's keys are rotated at its place while they are scored.
 template <class Scalar>
@@ -197,7 +219,7 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
         rot_at[off[r] + c] = it->second;
       }
   }
-  static thread_local std::vector<Scalar> rotated;  // kept between calls: no fresh pages per chunk
+  std::vector<Scalar>& rotated = rotated_scratch<Scalar>();
   const int64_t block_keys = HS * B1, nu = static_cast<int64_t>(uniq.size());
   const bool share = ctx.share_rotated && share_rotated_keys(nu, static_cast<int64_t>(rot_at.size()),
                                                              block_keys * static_cast<int64_t>(sizeof(Scalar)));

@@ -45,6 +45,14 @@ Tensor attend_plan_reference(const LayerCache& cache, const ChunkContext& ctx, c
                              const Tensor& q_rot, const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt = nullptr,
                              RowMass* mass = nullptr);
 
+// attend_plan's rows share rotated copies of the block keys they chose alike (up to 32 MiB a
+// chunk), in a buffer that the calling thread keeps from one chunk to the next.
+// release_chunk_scratch gives it back; InferenceSession::feed and read call it when they finish,
+// so that between readings a session holds its caches and nothing in proportion to its chunks.
+// chunk_scratch_bytes: what the calling thread holds now.
+void release_chunk_scratch();
+int64_t chunk_scratch_bytes();
+
 // All three steps; fills `record` with what retrieval did, and records the plan in ctx.trace when
 // set (with each chosen block's score and each row's mass when the trace asks for detail).
 Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, const Tensor& k_rot,

@@ -81,6 +81,9 @@ class InferenceSession {
 
   // Feeds raw tokens (split into chunks of chunk_len) and returns their logits (n, V), row r
   // predicting the raw token after raw[r]. progress(done, total), when given, after each chunk.
+  // feed and read end by handing back the chunk path's scratch (release_chunk_scratch,
+  // chunk_attention.h) and the calling thread's idle small buffers (host_release_cached,
+  // tensor/storage.h); feed_chunk keeps both for the next chunk.
   Tensor feed(const std::vector<int32_t>& raw, const std::function<void(int64_t, int64_t)>& progress = nullptr);
   // The same reading, keeping only the last token's logits (1, V): what a prompt before
   // generation needs. Memory stays flat in the prompt's length (feed keeps n * V logits: 2 GB
@@ -108,6 +111,7 @@ class InferenceSession {
   void move_blocks_to_host();
 
  private:
+  void release_scratch();  // the end of feed and read
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -46,5 +46,9 @@ std::string cuda_device_description();
 // (0 and nothing to do without CUDA).
 size_t cuda_cached_bytes();
 void cuda_release_cached();
+// The same for small host buffers (64 B to 256 KiB), which the calling thread keeps for reuse in
+// a cache of its own (tensor/storage.cpp): the bytes it holds idle, and a call that frees them.
+size_t host_cached_bytes();
+void host_release_cached();
 
 }  // namespace lm

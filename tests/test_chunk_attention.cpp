@@ -176,7 +176,12 @@ TEST_CASE("chunk attention: rows sharing rotated block keys give the bits of rot
         CmtCount shared_count, own_count;
         RowMass shared_mass, own_mass;
         ctx.share_rotated = true;
+        release_chunk_scratch();
         const Tensor shared = attend_plan(cache, ctx, plan, q, k, v, &shared_count, &shared_mass);
+        // The shared copies stay with this thread for the next chunk until handed back.
+        CHECK(chunk_scratch_bytes() >= static_cast<int64_t>(distinct.size()) * HS * B1 * static_cast<int64_t>(dtype_size(dt)));
+        release_chunk_scratch();
+        CHECK(chunk_scratch_bytes() == 0);
         ctx.share_rotated = false;
         const Tensor own = attend_plan(cache, ctx, plan, q, k, v, &own_count, &own_mass);
         INFO((stingy ? "stingy" : "exact") << " places");

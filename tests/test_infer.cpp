@@ -24,6 +24,7 @@
 #include "nn/gpt.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/rng.h"
+#include "tensor/storage.h"
 
 using namespace lm;
 using namespace lm::test;
@@ -149,6 +150,34 @@ TEST_CASE("inference: stingy positions change the result but keep it finite, cap
   for (const auto& row : cap.rows)
     if (row.query >= (200 - 25) + (200 - 25) / 5)
       for (int64_t g : row.retrieved) CHECK(g >= blocks_before_last - 6);
+}
+
+TEST_CASE("inference: feed and read hand back the chunk path's shared rotated keys when they finish", "[infer]") {
+  // Every row of a chunk retrieves every block at its true position (k 1000, exact), so the
+  // rows share rotated block keys (attend_cpu) and the reading thread keeps them from chunk to
+  // chunk. feed_chunk leaves them for the next chunk, and the thread's cache of small buffers
+  // (tensor/storage.h) fills; a whole reading gives both back, so that between readings a
+  // session holds only its caches (issue 14's memory point).
+  auto model = make_model(DType::F32);
+  const std::vector<int32_t> raw = random_raw(120, 11);
+  InferenceSession s(*model, exact_all(20), kLandmarkId);
+  release_chunk_scratch();
+  REQUIRE(chunk_scratch_bytes() == 0);
+  for (int64_t at = 0; at < 60; at += 20) s.feed_chunk(std::vector<int32_t>(raw.begin() + at, raw.begin() + at + 20));
+  CHECK(chunk_scratch_bytes() > 0);  // the path under test ran, and kept its buffer
+#if !defined(__SANITIZE_ADDRESS__)  // (the small-buffer cache is off under AddressSanitizer)
+  CHECK(host_cached_bytes() > 0);  // and the chunks' small tensors wait in this thread's cache
+#endif
+  {
+    const Tensor logits = s.feed(std::vector<int32_t>(raw.begin() + 60, raw.begin() + 90));
+    CHECK(chunk_scratch_bytes() == 0);
+    CHECK(host_cached_bytes() == 0);
+  }
+  s.feed_chunk(std::vector<int32_t>(raw.begin() + 90, raw.begin() + 110));
+  CHECK(chunk_scratch_bytes() > 0);
+  const Tensor last = s.read(std::vector<int32_t>(raw.begin() + 110, raw.end()));
+  CHECK(chunk_scratch_bytes() == 0);
+  CHECK(host_cached_bytes() == 0);
 }
 
 TEST_CASE("block store: ring order under a capacity, in RAM and on disk", "[infer]") {
