@@ -115,7 +115,7 @@ void select_head(const LayerCache& cache, const ChunkContext& ctx, const Scalar*
   if (piece.size() < static_cast<size_t>(n * kScanPiece)) piece.resize(static_cast<size_t>(n * kScanPiece));
   if (rotated.size() < static_cast<size_t>(HS)) rotated.resize(static_cast<size_t>(HS));
   Scalar* rk = rotated.data();  // one landmark key rotated at its stingy slot
-  std::vector<TopKStream<Scalar>> best(static_cast<size_t>(n), TopKStream<Scalar>(std::min(ctx.k, nb)));
+  std::vector<TopKStream<Scalar>> best = top_k_streams<Scalar>(n, std::min(ctx.k, nb));
   for (int64_t b0 = 0; b0 < nb; b0 += kScanPiece) {
     const int64_t len = std::min(kScanPiece, nb - b0);
     cpu::gemm_single<Scalar>(false, false, n, len, HS, static_cast<double>(sc), q, HS, rot_t + h * HS * cap + b0, cap,

@@ -216,7 +216,7 @@ void LandmarkKeyIndex<Scalar>::approx_top_k(const Scalar* Q, int64_t n, Scalar s
   // At least enough tiles to hold k keys (the two at the ends of the range may be partly outside).
   constexpr int64_t kPiece = 512;
   const int64_t budget = std::max(tiles, (k + S_ - 1) / S_ + 2), keep = std::min(budget + 1, T);
-  std::vector<TopKStream<Scalar>> bestt(static_cast<size_t>(n), TopKStream<Scalar>(keep));
+  std::vector<TopKStream<Scalar>> bestt = top_k_streams<Scalar>(n, keep);
   std::vector<Scalar> piece(static_cast<size_t>(n * std::min(kPiece, std::max<int64_t>(T, 1))));
   for (int64_t p0 = 0; p0 < T; p0 += kPiece) {
     const int64_t len = std::min(kPiece, T - p0), ld = std::min(kPiece, T);

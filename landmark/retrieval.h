@@ -51,6 +51,16 @@ template <class Scalar> class TopKStream {
   Scalar worst_ = Scalar(0);  // best_.back().value once k are held
 };
 
+// `count` empty streams keeping k each, every one built (and its room for k + 1 reserved) in
+// place: a vector filled with copies of one stream would copy its size but not that room, and each
+// copy would then grow one entry at a time (1.5 million reallocations in a 32k-token prompt).
+template <class Scalar> std::vector<TopKStream<Scalar>> top_k_streams(int64_t count, int64_t k) {
+  std::vector<TopKStream<Scalar>> streams;
+  streams.reserve(static_cast<size_t>(count));
+  for (int64_t i = 0; i < count; ++i) streams.emplace_back(k);
+  return streams;
+}
+
 // Stingy position mapping (Section 3.2.1, Fig. 2) with k retrieved blocks out of n cached ones
 // (chronological 0..n-1). The k + 1 block slots s = 0..k before the current context each span
 // F + 1 positions.
