@@ -152,7 +152,7 @@ TEST_CASE("inference: stingy positions change the result but keep it finite, cap
       for (int64_t g : row.retrieved) CHECK(g >= blocks_before_last - 6);
 }
 
-TEST_CASE("inference: feed and read hand back the chunk path's shared rotated keys when they finish", "[infer]") {
+TEST_CASE("inference: feed and read hand back the shared rotated keys and idle small buffers when they finish", "[infer]") {
   // Every row of a chunk retrieves every block at its true position (k 1000, exact), so the
   // rows share rotated block keys (attend_cpu) and the reading thread keeps them from chunk to
   // chunk. feed_chunk leaves them for the next chunk, and the thread's cache of small buffers
