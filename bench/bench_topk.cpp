@@ -89,7 +89,7 @@ Row measure(const std::string& kind, int64_t nb, int64_t k, std::mt19937_64& gen
                                   : base[d] + static_cast<float>(1e-3 * nd(gen));
   }
   LandmarkKeyIndex<float> index(HS);
-  for (int64_t b = 0; b < nb; ++b) index.append(keys.data() + b * HS, keys.data() + b * HS);
+  for (int64_t b = 0; b < nb; ++b) index.append(keys.data() + b * HS);
   Tensor q = zeros({n, HS}, DType::F32), kt = zeros({HS, nb}, DType::F32);
   for (int64_t i = 0; i < n; ++i)
     for (int64_t d = 0; d < HS; ++d)

@@ -2,6 +2,7 @@
 #include "infer/block_store.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -153,10 +154,7 @@ void BlockStore::append(const void* k, const void* v) {
     v = half_buf_.data() + block_elems_;
   }
   if (fd_ < 0) {
-    while (static_cast<int64_t>(segments_.size()) * kSegmentBlocks <= slot) {
-      // Uninitialised (new char[], not a vector): pages not written yet are not resident.
-      segments_.emplace_back(new char[static_cast<size_t>(kSegmentBlocks * 2 * block_bytes_)]);
-    }
+    while (static_cast<int64_t>(segments_.size()) * kSegmentBlocks <= slot) segments_.push_back(new_segment());
     char* dst = ram_slot(slot);
     std::memcpy(dst, k, static_cast<size_t>(block_bytes_));
     std::memcpy(dst + block_bytes_, v, static_cast<size_t>(block_bytes_));
@@ -172,16 +170,29 @@ void BlockStore::append(const void* k, const void* v) {
 void BlockStore::move_to_host() {
   if (device_ == Device::CPU) return;
   // Host segments of the same size, so a slot keeps its number and slot_of() its meaning.
-  std::vector<std::unique_ptr<char[]>> host;
+  std::vector<Segment> host;
   const size_t seg_bytes = static_cast<size_t>(kSegmentBlocks * 2 * block_bytes_);
   for (const Tensor& seg : dev_segments_) {
     const Tensor h = seg.to(Device::CPU);
-    host.emplace_back(new char[seg_bytes]);
+    host.push_back(new_segment());
     std::memcpy(host.back().get(), h.raw_data(), seg_bytes);
   }
   segments_ = std::move(host);
   dev_segments_.clear();
   device_ = Device::CPU;
+}
+
+void BlockStore::Unmap::operator()(char* p) const {
+  if (p) ::munmap(p, bytes);
+}
+
+BlockStore::Segment BlockStore::new_segment() const {
+  const size_t bytes = static_cast<size_t>(kSegmentBlocks * 2 * block_bytes_);
+  void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  LM_CHECK(p != MAP_FAILED, "block store: cannot map " << bytes << " bytes for " << kSegmentBlocks
+                                                        << " more blocks in RAM: " << std::strerror(errno)
+                                                        << " (out of memory? --block-dir keeps blocks on disk)");
+  return Segment(static_cast<char*>(p), Unmap{bytes});
 }
 
 void BlockStore::drop_staging() {

@@ -2,7 +2,8 @@
 // in order and read back by index; when a capacity is set the store is a ring that overwrites
 // the oldest block. Two backings with one interface:
 //   RAM:  blocks in segments of kSegmentBlocks, added as the store grows (never copied, so growing
-//         costs no second copy; a segment not written yet is not resident).
+//         costs no second copy; mapped from the kernel, so the part of a segment not written yet
+//         is not resident).
 //   disk: one file per store in a directory the user names. The file gets a fresh name (created
 //         exclusively, so two runs sharing the directory never meet) and is unlinked at once, so
 //         nothing is left behind, even after a crash, and no file of the user's is touched. Space
@@ -91,7 +92,16 @@ class BlockStore {
   bool half_;
   int64_t capacity_;
   int64_t count_ = 0, evicted_ = 0;  // held block i sits in slot slot_of(i)
-  std::vector<std::unique_ptr<char[]>> segments_;  // RAM
+  // RAM: each segment mapped from the kernel (anonymous mmap), not taken from the heap: its pages
+  // become resident only as blocks are written into them, even where the heap held freed memory
+  // that was still resident, and they go back to the system with the segment.
+  struct Unmap {
+    size_t bytes = 0;
+    void operator()(char* p) const;
+  };
+  using Segment = std::unique_ptr<char, Unmap>;
+  Segment new_segment() const;
+  std::vector<Segment> segments_;
   Device device_ = Device::CPU;
   DType dtype_;
   std::vector<Tensor> dev_segments_;  // device: kSegmentBlocks slots of K then V each

@@ -85,17 +85,29 @@ int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowIn
     s[0] = cpu::dot_vectors(in.q, cache.cmt_key_rot.data<Scalar>() + h * HS, HS);
     vrows[0] = in.values;
   }
+  // A retrieved block: its F regular keys from the store, rotated at place .. place + F - 1, then
+  // its gate, the landmark key from fast memory rotated on to place + F (rotate_key_on). The
+  // gate's value is never read (its weight is 0, and zero weights are skipped): it points at a
+  // row of zeros.
+  if (static_cast<int64_t>(scratch.gate.size()) < HS) scratch.gate.resize(static_cast<size_t>(HS));
+  if (static_cast<int64_t>(scratch.zero_row.size()) < HS) scratch.zero_row.assign(static_cast<size_t>(HS), Scalar(0));
   for (int64_t c = 0; c < kb; ++c) {
-    const Scalar* vals = static_cast<const Scalar*>(cache.store->v(chosen[c])) + h * B1 * HS;
-    if (in.rotated) {  // rotated already: the same sum over the same rotated values
-      cpu::vec_times_rows(in.q, in.rotated[c], HS, B1, B1, s + first + c * B1);
+    const Scalar* vals = static_cast<const Scalar*>(cache.store->v(chosen[c])) + h * F * HS;
+    Scalar* sc = s + first + c * B1;
+    if (in.rotated) {  // rotated already, gate included: the same sums over the same rotated values
+      cpu::vec_times_rows(in.q, in.rotated[c], HS, B1, B1, sc);
     } else {
-      const Scalar* keys_t = static_cast<const Scalar*>(cache.store->k(chosen[c])) + h * HS * B1;  // (HS, F+1)
+      const Scalar* keys_t = static_cast<const Scalar*>(cache.store->k(chosen[c])) + h * HS * F;  // (HS, F)
       const int64_t place = (*in.base)[c];  // the block's first position
-      cpu::rotated_vec_times_rows(in.q, keys_t, HS, B1, B1, in.cos_t + place, in.sin_t + place, in.cstride,
-                                  s + first + c * B1);
+      cpu::rotated_vec_times_rows(in.q, keys_t, HS, F, F, in.cos_t + place, in.sin_t + place, in.cstride, sc);
+      const int64_t turn = gate_turn(ctx.positions, place);
+      int64_t stride = 0;
+      const Scalar* key = cache.scored_key<Scalar>(h, chosen[c], &stride);
+      rotate_key_on(key, stride, in.cos_t + turn, in.sin_t + turn, in.cstride, HS, scratch.gate.data());
+      cpu::vec_times_rows(in.q, scratch.gate.data(), HS, 1, 1, sc + F);  // one column: the same sum as in (HS, F + 1)
     }
-    for (int64_t t = 0; t < B1; ++t) vrows[first + c * B1 + t] = vals + t * HS;
+    for (int64_t t = 0; t < F; ++t) vrows[first + c * B1 + t] = vals + t * HS;
+    vrows[first + c * B1 + F] = scratch.zero_row.data();
   }
   cpu::vec_times_rows(in.q, in.keys_t, HS, in.ld, nloc, s + first + kb * B1);  // local keys (HS, ld)
   for (int64_t j = 0; j < len; ++j) s[j] *= scale;
@@ -109,16 +121,21 @@ int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowIn
 }
 
 template <class Scalar>
-void rotate_block_keys(const LayerCache& cache, int64_t F, int64_t h, int32_t b, int64_t place, const Scalar* cos_t,
-                       const Scalar* sin_t, int64_t cstride, Scalar* out) {
-  const int64_t HS = cache.HS, B1 = F + 1;
-  const Scalar* keys_t = static_cast<const Scalar*>(cache.store->k(b)) + h * HS * B1;  // (HS, F+1), un-rotated
+void rotate_block_keys(const LayerCache& cache, const ChunkContext& ctx, int64_t h, int32_t b, int64_t place,
+                       const Scalar* cos_t, const Scalar* sin_t, int64_t cstride, Scalar* out) {
+  const int64_t HS = cache.HS, F = ctx.F, B1 = F + 1;
+  const Scalar* keys_t = static_cast<const Scalar*>(cache.store->k(b)) + h * HS * F;  // (HS, F), un-rotated
   for (int64_t i = 0; i < HS / 2; ++i) {
-    const Scalar *x0 = keys_t + (2 * i) * B1, *x1 = keys_t + (2 * i + 1) * B1;
+    const Scalar *x0 = keys_t + (2 * i) * F, *x1 = keys_t + (2 * i + 1) * F;
     const Scalar *c = cos_t + i * cstride + place, *sn = sin_t + i * cstride + place;
     Scalar *y0 = out + (2 * i) * B1, *y1 = out + (2 * i + 1) * B1;
-    for (int64_t t = 0; t < B1; ++t) nnmath::rotate_pair(x0[t], x1[t], c[t], sn[t], y0[t], y1[t]);
+    for (int64_t t = 0; t < F; ++t) nnmath::rotate_pair(x0[t], x1[t], c[t], sn[t], y0[t], y1[t]);
   }
+  // Column F: the gate, as attend_row rotates it when nothing is shared.
+  const int64_t turn = gate_turn(ctx.positions, place);
+  int64_t stride = 0;
+  const Scalar* key = cache.scored_key<Scalar>(h, b, &stride);
+  rotate_key_on(key, stride, cos_t + turn, sin_t + turn, cstride, HS, out + F, B1);
 }
 
 template struct RowScratch<float>;
@@ -127,9 +144,9 @@ template int64_t attend_row<float>(const LayerCache&, const ChunkContext&, const
                                    float*, uint8_t*);
 template int64_t attend_row<double>(const LayerCache&, const ChunkContext&, const RowInput<double>&, RowScratch<double>&,
                                     double*, uint8_t*);
-template void rotate_block_keys<float>(const LayerCache&, int64_t, int64_t, int32_t, int64_t, const float*, const float*,
-                                       int64_t, float*);
-template void rotate_block_keys<double>(const LayerCache&, int64_t, int64_t, int32_t, int64_t, const double*,
+template void rotate_block_keys<float>(const LayerCache&, const ChunkContext&, int64_t, int32_t, int64_t, const float*,
+                                       const float*, int64_t, float*);
+template void rotate_block_keys<double>(const LayerCache&, const ChunkContext&, int64_t, int32_t, int64_t, const double*,
                                         const double*, int64_t, double*);
 
 bool share_rotated_keys(int64_t distinct, int64_t pairs, int64_t copy_bytes) {
@@ -229,7 +246,7 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
     Scalar* prot = rotated.data();
     cpu::parallel_for(nu, block_keys * 4, [&](int64_t u0, int64_t u1) {
       for (int64_t u = u0; u < u1; ++u)
-        rotate_block_keys(cache, F, uniq[u][0], static_cast<int32_t>(uniq[u][1]), uniq[u][2], cos_t, sin_t, cstride,
+        rotate_block_keys(cache, ctx, uniq[u][0], static_cast<int32_t>(uniq[u][1]), uniq[u][2], cos_t, sin_t, cstride,
                           prot + u * block_keys);
     });
     rot_ptr.resize(rot_at.size());

@@ -104,22 +104,37 @@ Tensor attend_plan_reference(const LayerCache& cache, const ChunkContext& ctx, c
       if (has_cmt) row.push_back({std::vector<double>(cmt_key.begin() + h * HS, cmt_key.begin() + (h + 1) * HS),
                                   std::vector<double>(static_cast<size_t>(HS), 0.0), kContextMiss});
       for (size_t c = 0; c < plan.sel[r].size(); ++c) {
-        // The block's keys of head h, (F+1, HS) un-rotated (the store keeps them as (HS, F+1)),
-        // rotated at positions base .. base + F by the rotary op; its values (F+1, HS).
-        const int64_t b = plan.sel[r][c];
-        Tensor kt({NH, HS, B1}, cache.dtype), vb({NH, B1, HS}, cache.dtype);
-        std::memcpy(kt.raw_data(), cache.store->k(b), static_cast<size_t>(NH * HS * B1) * dtype_size(cache.dtype));
-        std::memcpy(vb.raw_data(), cache.store->v(b), static_cast<size_t>(NH * B1 * HS) * dtype_size(cache.dtype));
-        std::vector<int32_t> pos(static_cast<size_t>(B1));
-        for (int64_t t = 0; t < B1; ++t) pos[t] = static_cast<int32_t>(plan.base[r][c] + t);
-        const Tensor k_h = kt.select(0, h).transpose(0, 1).to(DType::F64).reshape({1, 1, B1, HS});
+        // The block's regular keys of head h, (F, HS) un-rotated (the store keeps them as
+        // (HS, F)), rotated at positions base .. base + F - 1 by the rotary op; its values (F, HS).
+        const int64_t b = plan.sel[r][c], place = plan.base[r][c];
+        Tensor kt({NH, HS, F}, cache.dtype), vb({NH, F, HS}, cache.dtype);
+        std::memcpy(kt.raw_data(), cache.store->k(b), static_cast<size_t>(NH * HS * F) * dtype_size(cache.dtype));
+        std::memcpy(vb.raw_data(), cache.store->v(b), static_cast<size_t>(NH * F * HS) * dtype_size(cache.dtype));
+        std::vector<int32_t> pos(static_cast<size_t>(F));
+        for (int64_t t = 0; t < F; ++t) pos[t] = static_cast<int32_t>(place + t);
+        const Tensor k_h = kt.select(0, h).transpose(0, 1).to(DType::F64).reshape({1, 1, F, HS});
         const RotaryTables tables =
-            rotary_tables(from_vector(pos, {1, B1}), HS, ctx.rotary_base, DType::F64, Device::CPU);
+            rotary_tables(from_vector(pos, {1, F}), HS, ctx.rotary_base, DType::F64, Device::CPU);
         const std::vector<double> kr = rotary(k_h, tables).to_double_vector(), vr = vb.select(0, h).to_double_vector();
-        for (int64_t t = 0; t < B1; ++t)
+        for (int64_t t = 0; t < F; ++t)
           row.push_back({std::vector<double>(kr.begin() + t * HS, kr.begin() + (t + 1) * HS),
-                         std::vector<double>(vr.begin() + t * HS, vr.begin() + (t + 1) * HS),
-                         t < F ? kRegular : (has_cmt ? kControlledLandmark : kLandmark)});
+                         std::vector<double>(vr.begin() + t * HS, vr.begin() + (t + 1) * HS), kRegular});
+        // Its gate: the landmark key as the cache keeps it (rotated at its scoring place), rotated
+        // on by the rotary op to place + F; a landmark's value is not kept (its weight is 0).
+        std::vector<double> kept(static_cast<size_t>(HS));
+        LM_DISPATCH_FLOAT(cache.dtype, "attend_plan_reference", {
+          int64_t stride = 0;
+          const scalar_t* key = cache.scored_key<scalar_t>(h, b, &stride);
+          for (int64_t d = 0; d < HS; ++d) kept[d] = static_cast<double>(key[d * stride]);
+        });
+        // The cache rotated it at position F in stingy mode, at its true position in exact mode.
+        const int64_t scored_at = ctx.positions == PositionMode::Stingy ? F : (plan.first_gid + b) * B1 + F;
+        const std::vector<int32_t> turn{static_cast<int32_t>(place + F - scored_at)};
+        const std::vector<double> gate =
+            rotary(from_vector(kept, {1, 1, 1, HS}),
+                   rotary_tables(from_vector(turn, {1, 1}), HS, ctx.rotary_base, DType::F64, Device::CPU))
+                .to_double_vector();
+        row.push_back({gate, std::vector<double>(static_cast<size_t>(HS), 0.0), has_cmt ? kControlledLandmark : kLandmark});
       }
       for (int64_t j = 0; j <= tl + i; ++j) {
         const size_t at = static_cast<size_t>((h * L + j) * HS);

@@ -39,6 +39,7 @@ std::vector<int32_t> block_places(const std::vector<int32_t>& chosen, const Chun
 // Per-thread buffers of one virtual row, grown to the longest row seen.
 template <class Scalar> struct RowScratch {
   std::vector<Scalar> s, w;
+  std::vector<Scalar> gate, zero_row;  // a retrieved block's gate key (HS); HS zeros (its value row)
   std::vector<int32_t> kind, block_of, block_start;
   std::vector<const Scalar*> vrows;
   void fit(int64_t max_row);
@@ -58,9 +59,9 @@ template <class Scalar> struct RowInput {
   const Scalar* sin_t = nullptr;                 // covering every place in `base`
   int64_t cstride = 0;
   int64_t head = 0;
-  // Optional: the chosen blocks' keys already rotated at their places, (HS, F+1) each, one pointer
-  // per chosen block (rotate_block_keys; the chunk path shares them among the rows that chose
-  // the same block at the same place). Null: each block is rotated while it is scored. The
+  // Optional: the chosen blocks' keys already rotated at their places, (HS, F+1) each, the gate
+  // last, one pointer per chosen block (rotate_block_keys; the chunk path shares them among the
+  // rows that chose the same block at the same place). Null: each block is rotated while it is scored. The
   // scores are the same bits either way.
   const Scalar* const* rotated = nullptr;
 };
@@ -71,11 +72,13 @@ template <class Scalar> struct RowInput {
 // a pass-key prompt's chunk of 200 at k 4 needs about 2 MB).
 bool share_rotated_keys(int64_t distinct, int64_t pairs, int64_t copy_bytes);
 
-// The keys of block `b` (cached index) for head h rotated at `place` (the rotation of
-// cpu::rotated_vec_times_rows, nnmath::rotate_pair), written to out as (HS, F+1).
+// The keys of block `b` (cached index) for head h placed at `place`, written to out as
+// (HS, F+1): its F regular keys from the store rotated at place .. place + F - 1 (the rotation of
+// cpu::rotated_vec_times_rows, nnmath::rotate_pair), then its gate, the landmark key rotated on
+// by gate_turn (rotate_key_on), as attend_row computes them when nothing is shared.
 template <class Scalar>
-void rotate_block_keys(const LayerCache& cache, int64_t F, int64_t h, int32_t b, int64_t place, const Scalar* cos_t,
-                       const Scalar* sin_t, int64_t cstride, Scalar* out);
+void rotate_block_keys(const LayerCache& cache, const ChunkContext& ctx, int64_t h, int32_t b, int64_t place,
+                       const Scalar* cos_t, const Scalar* sin_t, int64_t cstride, Scalar* out);
 
 // Step 3 for one row: writes the HS outputs to out and returns the row's length; scratch.w holds
 // its weights [CMT | blocks | local keys] afterwards. With a CMT (cache.cmt_key_rot defined),

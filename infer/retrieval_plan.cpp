@@ -26,14 +26,15 @@ double score_scale(DType dt, int64_t HS) {
 
 namespace {
 
-// Block b's un-rotated landmark key rotated at its stingy scoring slot (b one of the k newest of
-// nb cached blocks), into out (HS values): rotate_pair, as the rotary op.
-template <class Scalar> void rotate_at_stingy_slot(const ChunkContext& ctx, int64_t b, int64_t nb, const Scalar* key,
-                                                   int64_t HS, Scalar* out) {
-  const int64_t pos = stingy_score_slot(b, nb, ctx.k) * (ctx.F + 1) + ctx.F;
-  const Scalar* cs = ctx.rope->cos_rows<Scalar>(pos, 1);
-  const Scalar* sn = ctx.rope->sin_rows<Scalar>(pos, 1);
-  for (int64_t i = 0; i < HS / 2; ++i) nnmath::rotate_pair(key[2 * i], key[2 * i + 1], cs[i], sn[i], out[2 * i], out[2 * i + 1]);
+// Block b's landmark key (one of the k newest of nb cached blocks, kept rotated at slot 0's
+// landmark, position F) rotated on to its stingy scoring slot, slot * (F + 1) positions further,
+// into out (HS values): rotate_key_on (layer_cache.h).
+template <class Scalar> void rotate_at_stingy_slot(const LayerCache& cache, const ChunkContext& ctx, int64_t h, int64_t b,
+                                                   int64_t nb, Scalar* out) {
+  const int64_t turn = stingy_score_slot(b, nb, ctx.k) * (ctx.F + 1);
+  int64_t stride = 0;
+  const Scalar* key = cache.scored_key<Scalar>(h, b, &stride);
+  rotate_key_on(key, stride, ctx.rope->cos_rows<Scalar>(turn, 1), ctx.rope->sin_rows<Scalar>(turn, 1), 1, cache.HS, out);
 }
 
 // The CPU scores of retrieval_scores, into out (NH, n, nb), without a tensor op per step
@@ -46,7 +47,6 @@ template <class Scalar> void cpu_scores(const LayerCache& cache, const ChunkCont
   const int64_t NH = cache.NH, HS = cache.HS, nb = cache.key_count, cap = cache.key_capacity;
   if (nb == 0 || n == 0) return;
   const Scalar* rot_t = cache.keys_rot_t_buf.data<Scalar>() + cache.key_begin;  // head h: (HS, nb) at + h * HS * cap, ld cap
-  const Scalar* keys = cache.keys_buf.data<Scalar>() + cache.key_begin * HS;     // head h: (nb, HS) at + h * cap * HS
   // The scale rides on the GEMM's alpha: each score is rounded once, from the same sum, as
   // scaling afterwards would give, without another pass over the scores.
   const Scalar sc = static_cast<Scalar>(score_scale(cache.dtype, HS));
@@ -64,7 +64,7 @@ template <class Scalar> void cpu_scores(const LayerCache& cache, const ChunkCont
     std::vector<Scalar> rk(static_cast<size_t>(HS));
     for (int64_t b = std::max<int64_t>(0, nb - ctx.k); b < nb; ++b)
       for (int64_t h = 0; h < NH; ++h) {
-        rotate_at_stingy_slot(ctx, b, nb, keys + (h * cap + b) * HS, HS, rk.data());
+        rotate_at_stingy_slot(cache, ctx, h, b, nb, rk.data());
         for (int64_t i = 0; i < n; ++i) out[(h * n + i) * nb + b] = cpu::dot_vectors(q + (h * n + i) * HS, rk.data(), HS) * sc;
       }
   }
@@ -107,7 +107,6 @@ void select_head(const LayerCache& cache, const ChunkContext& ctx, const Scalar*
                  std::vector<int32_t>* sel) {
   const int64_t HS = cache.HS, nb = cache.key_count, cap = cache.key_capacity;
   const Scalar* rot_t = cache.keys_rot_t_buf.data<Scalar>() + cache.key_begin;
-  const Scalar* keys = cache.keys_buf.data<Scalar>() + cache.key_begin * HS;
   const Scalar sc = static_cast<Scalar>(score_scale(cache.dtype, HS));
   const int64_t rescore_from = ctx.positions == PositionMode::Stingy ? std::max<int64_t>(0, nb - ctx.k) : nb;
   // Kept by each thread between calls (decoding runs this per head, layer and token).
@@ -121,7 +120,7 @@ void select_head(const LayerCache& cache, const ChunkContext& ctx, const Scalar*
     cpu::gemm_single<Scalar>(false, false, n, len, HS, static_cast<double>(sc), q, HS, rot_t + h * HS * cap + b0, cap,
                              0.0, piece.data(), kScanPiece);
     for (int64_t b = std::max(b0, rescore_from); b < b0 + len; ++b) {  // the k newest, at their slots
-      rotate_at_stingy_slot(ctx, b, nb, keys + (h * cap + b) * HS, HS, rk);
+      rotate_at_stingy_slot(cache, ctx, h, b, nb, rk);
       for (int64_t i = 0; i < n; ++i) piece[i * kScanPiece + (b - b0)] = cpu::dot_vectors(q + i * HS, rk, HS) * sc;
     }
     for (int64_t i = 0; i < n; ++i) best[i].push(piece.data() + i * kScanPiece, b0, len);
@@ -162,14 +161,15 @@ Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const 
   }
   // Tensor ops, on any device. Every key was rotated at its usual scoring place when it was
   // cached (LayerCache::absorb): one product scores them all. In stingy mode the k newest sit in
-  // slots k..1 instead of 0: rescore just those.
+  // slots k..1 instead of 0: rescore just those, their keys rotated on from position F.
   Tensor scores = matmul(q_rot, cache.landmark_keys_rot_t());  // (NH, n, HS) x (NH, HS, nb) -> (NH, n, nb)
   if (nb == 0) return scores;
   if (ctx.positions == PositionMode::Stingy) {
     const int64_t recent = std::min(nb, ctx.k);
-    std::vector<int32_t> pos;
-    for (int64_t b = nb - recent; b < nb; ++b) pos.push_back(static_cast<int32_t>(stingy_score_slot(b, nb, ctx.k) * B1 + F));
-    Tensor recent_rot = rotary(cache.landmark_keys().narrow(1, nb - recent, recent).unsqueeze(0), ctx.rope->tables(pos)).squeeze(0);
+    std::vector<int32_t> turn;
+    for (int64_t b = nb - recent; b < nb; ++b) turn.push_back(static_cast<int32_t>(stingy_score_slot(b, nb, ctx.k) * B1));
+    const Tensor kept = cache.landmark_keys_rot_t().narrow(2, nb - recent, recent).transpose(1, 2).unsqueeze(0);
+    const Tensor recent_rot = rotary(kept, ctx.rope->tables(turn)).squeeze(0);  // (NH, recent, HS)
     scores.narrow(2, nb - recent, recent).copy_(matmul(q_rot, recent_rot, false, true));
   }
   return mul(scores, scale);
@@ -196,7 +196,7 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
   const int64_t recent = ctx.positions == PositionMode::Stingy ? std::min(nb, ctx.k) : 0, count = nb - recent;
   std::vector<Scalar> rk(static_cast<size_t>(NH * recent * HS));
   for (int64_t j = 0; j < recent; ++j)
-    for (int64_t h = 0; h < NH; ++h) rotate_at_stingy_slot(ctx, count + j, nb, index[h].raw_key(count + j), HS, rk.data() + (h * recent + j) * HS);
+    for (int64_t h = 0; h < NH; ++h) rotate_at_stingy_slot(cache, ctx, h, count + j, nb, rk.data() + (h * recent + j) * HS);
   const Tensor q_c = q_rot.contiguous();
   const Scalar* q = q_c.data<Scalar>();
   std::vector<std::vector<int32_t>> sel(static_cast<size_t>(NH * n));

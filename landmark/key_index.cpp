@@ -18,7 +18,7 @@ LandmarkKeyIndex<Scalar>::LandmarkKeyIndex(int64_t HS, int64_t tile) : HS_(HS), 
   LM_CHECK(HS > 0 && tile > 0, "LandmarkKeyIndex: head size " << HS << " and tile " << tile << " must be positive");
 }
 
-template <class Scalar> void LandmarkKeyIndex<Scalar>::append(const Scalar* rotated, const Scalar* raw) {
+template <class Scalar> void LandmarkKeyIndex<Scalar>::append(const Scalar* rotated) {
   const int64_t at = end_ - base_, col = at % S_, tile = at / S_;
   if (col == 0) {  // a new tile: empty bounds (min +inf, max -inf) until its keys arrive
     tiles_.resize(static_cast<size_t>((tile + 1) * HS_ * S_), Scalar(0));
@@ -36,7 +36,6 @@ template <class Scalar> void LandmarkKeyIndex<Scalar>::append(const Scalar* rota
     mx[d] = std::max(mx[d], v);
     absmax_[d] = std::max(absmax_[d], static_cast<Scalar>(std::fabs(v)));
   }
-  raw_.insert(raw_.end(), raw, raw + HS_);
   ++end_;
 }
 
@@ -50,14 +49,15 @@ template <class Scalar> void LandmarkKeyIndex<Scalar>::drop_oldest(int64_t count
     tiles_.erase(tiles_.begin(), tiles_.begin() + dead * HS_ * S_);
     mins_.erase(mins_.begin(), mins_.begin() + dead * HS_);
     maxs_.erase(maxs_.begin(), maxs_.begin() + dead * HS_);
-    raw_.erase(raw_.begin(), raw_.begin() + dead * S_ * HS_);
     base_ += dead * S_;
   }
 }
 
-template <class Scalar> const Scalar* LandmarkKeyIndex<Scalar>::raw_key(int64_t b) const {
+template <class Scalar> const Scalar* LandmarkKeyIndex<Scalar>::rotated_key(int64_t b, int64_t* stride) const {
   LM_CHECK(b >= 0 && b < size(), "LandmarkKeyIndex: block " << b << " of " << size());
-  return raw_.data() + (first_ + b - base_) * HS_;
+  const int64_t at = first_ + b - base_;
+  *stride = S_;
+  return tiles_.data() + (at / S_) * HS_ * S_ + at % S_;
 }
 
 namespace {

@@ -26,9 +26,9 @@
 // whether its answer is proven exact. docs/landmark.md section 10.
 //
 // Blocks are numbered from the oldest held (0) as the cache numbers them; drop_oldest forgets the
-// oldest ones (a cache at its capacity). Memory: two copies of each key (rotated in the tiles,
-// and as given for the stingy rescoring of the newest blocks, which the caller does), plus two
-// bound vectors per tile: about (2 + 2 / S) * HS values per block.
+// oldest ones (a cache at its capacity). Memory: each key once (rotated, in the tiles; a caller
+// that needs it at another position rotates it on from there, infer/layer_cache.h), plus two
+// bound vectors per tile: about (1 + 2 / S) * HS values per block.
 #pragma once
 
 #include <cstdint>
@@ -53,13 +53,13 @@ template <class Scalar> class LandmarkKeyIndex {
   int64_t head_size() const { return HS_; }
   int64_t tile() const { return S_; }
 
-  // Adds the newest block: `rotated` is its landmark key as retrieval scores it (HS values),
-  // `raw` the key before rotation (kept for the caller's rescoring, raw_key).
-  void append(const Scalar* rotated, const Scalar* raw);
+  // Adds the newest block: `rotated` is its landmark key as retrieval scores it (HS values).
+  void append(const Scalar* rotated);
   // Forgets the `count` oldest blocks (0 <= count <= size()).
   void drop_oldest(int64_t count);
-  // The un-rotated key of block b (0 = oldest held).
-  const Scalar* raw_key(int64_t b) const;
+  // The key of block b (0 = oldest held) as appended, read in place: feature d at
+  // key[d * *stride] (the tiles keep keys transposed).
+  const Scalar* rotated_key(int64_t b, int64_t* stride) const;
 
   // scale * q . key for the oldest `count` blocks (count <= size()), into out[0..count).
   void scan_scores(const Scalar* q, Scalar scale, int64_t count, Scalar* out) const;
@@ -91,7 +91,6 @@ template <class Scalar> class LandmarkKeyIndex {
   // Tile j (blocks base_ + j*S .. base_ + (j+1)*S - 1): rotated keys transposed, (HS, S), then
   // the per-feature min and max of those present.
   std::vector<Scalar> tiles_, mins_, maxs_;
-  std::vector<Scalar> raw_;   // un-rotated keys, (blocks since base_, HS)
   std::vector<Scalar> absmax_;  // per feature, the largest |value| of any key ever appended (for the margin)
 };
 

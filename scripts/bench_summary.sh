@@ -27,6 +27,7 @@ line gelu_speedup_vs_libm "GELU forward + backward in f32 (math::normal_cdf) ove
 line fused_speedup_vs_reference "fused causal attention over the composed reference, forward + backward (bench_train)"
 line overhead_vs_causal "fused landmark attention's time over fused causal attention's (bench_landmark)"
 line speedup_at_32k "full-KV-cache decode step time over the landmark step (k 4) at 32k tokens (bench_decode)"
+line memory_vs_full_at_32k "the landmark session's resident memory over the full KV cache's at 32k tokens, block K/V in RAM; by sizes no cache that can retrieve every block is below 1 + 1/(2F) = 1.010 (the text's K/V plus one landmark key per block of F = 50; bench_decode)"
 line bounded_speedup_passkey_k4_at_max "bounded exact top-k over the scan, pass-key keys, most blocks (bench_topk)"
 line tiny_ranks2x1_vs_ranks1x2 "2 MPI ranks x 1 thread over 1 rank x 2 threads, tokens/s (scripts/bench_dp.sh)"
 gpu="$(sed -n 's/^gpu device="\(.*\)"$/\1/p' "$LOG" | head -n 1)"

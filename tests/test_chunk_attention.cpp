@@ -25,7 +25,7 @@ namespace {
 // queries with a landmark closing the block. The caller seeds the generator first and sets
 // ctx.k and ctx.cmt_cutoff.
 struct ChunkFixture {
-  static constexpr int64_t NH = 2, F = 3, HS = 8, B1 = F + 1, nb = 7, tl = 2, n = 6, L = tl + n;
+  static constexpr int64_t NH = 2, F = 3, HS = 32, B1 = F + 1, nb = 7, tl = 2, n = 6, L = tl + n;
   RotaryCache rope;
   LayerCache cache;
   std::vector<int32_t> local{kRegular, kRegular, kRegular, kLandmark, kRegular, kRegular, kRegular, kRegular};

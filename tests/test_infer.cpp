@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -442,15 +443,26 @@ TEST_CASE("layer cache: landmark keys kept through buffer growth and a capacity,
     LayerCache cache(NH, F, HS, dt, keep, "");
     std::vector<int32_t> kinds(static_cast<size_t>(L), kRegular);
     for (int64_t j = F; j < L; j += F + 1) kinds[j] = kLandmark;
-    std::vector<Tensor> fed;  // every landmark key, (NH, 1, HS)
+    std::vector<Tensor> fed;  // every landmark key, (NH, 1, HS), rotated at position F (stingy slot 0)
     for (int c = 0; c < 30; ++c) {
       Tensor k = randn({NH, L, HS}, dt), v = randn({NH, L, HS}, dt);
-      for (int64_t j = F; j < L; j += F + 1) fed.push_back(k.narrow(1, j, 1).contiguous());
+      for (int64_t j = F; j < L; j += F + 1)
+        fed.push_back(rotary(k.narrow(1, j, 1).unsqueeze(0), rope.range(F, 1)).squeeze(0).contiguous());
       REQUIRE(cache.absorb(k, v, kinds, rope, PositionMode::Stingy, c * per) == per);
       const int64_t held = std::min<int64_t>(keep, static_cast<int64_t>(fed.size()));
       REQUIRE(cache.key_count == held);
       std::vector<Tensor> newest(fed.end() - held, fed.end());
-      CHECK(max_abs_diff(cache.landmark_keys(), concat(newest, 1)) == 0);
+      CHECK(max_abs_diff(cache.landmark_keys_rot_t().transpose(1, 2), concat(newest, 1)) == 0);
+      // Read in place, as the CPU rows read them: the same values.
+      for (int64_t h = 0; h < NH; ++h)
+        for (int64_t b = 0; b < held; ++b) {
+          const std::vector<double> want = newest[b].select(0, h).reshape({HS}).to_double_vector();
+          LM_DISPATCH_FLOAT(dt, "test", {
+            int64_t stride = 0;
+            const scalar_t* got = cache.scored_key<scalar_t>(h, b, &stride);
+            for (int64_t d = 0; d < HS; ++d) REQUIRE(static_cast<double>(got[d * stride]) == want[d]);
+          });
+        }
     }
     CHECK(cache.key_capacity >= keep);
     ChunkContext ctx;
@@ -462,6 +474,65 @@ TEST_CASE("layer cache: landmark keys kept through buffer growth and a capacity,
     Tensor loop = retrieval_scores(cache, ctx, q, true), ops = retrieval_scores(cache, ctx, q, false);
     REQUIRE(loop.shape() == Shape{NH, 5, keep});
     CHECK(max_abs_diff(loop, ops) < (dt == DType::F64 ? 1e-13 : 1e-5));  // as in the test above
+  }
+}
+
+TEST_CASE("layer cache: blocks keep their F regular tokens, landmark keys are kept once and rotated on for gates",
+          "[infer][retrieval]") {
+  // 3 blocks (NH 2, F 3, HS 8) absorbed in stingy and in exact mode. Independent answers: the
+  // K/V slices of the input (the store must hold the regular tokens' K transposed and V as they
+  // were, and nothing of the landmark), and the landmark key rotated directly at the gate's
+  // position by the rotary op (the cache keeps it rotated once, at its scoring place, and turns it
+  // on from there, which may differ in the last bits: 1e-12 in f64, 1e-5 in f32 on keys of size
+  // ~1). gate_keys (the tensor ops the CUDA rows use) must give what the CPU rows compute from
+  // scored_key with rotate_key_on, bit for bit: both are nnmath::rotate_pair's arithmetic.
+  const int64_t NH = 2, F = 3, HS = 8, nb = 3, L = nb * (F + 1);
+  for (DType dt : {DType::F64, DType::F32}) {
+    for (PositionMode pm : {PositionMode::Stingy, PositionMode::Exact}) {
+      INFO(dtype_name(dt) << (pm == PositionMode::Stingy ? " stingy" : " exact"));
+      manual_seed(77);
+      RotaryCache rope(HS, 10000.0, dt, Device::CPU);
+      LayerCache cache(NH, F, HS, dt, 0, "");
+      std::vector<int32_t> kinds(static_cast<size_t>(L), kRegular);
+      for (int64_t j = F; j < L; j += F + 1) kinds[j] = kLandmark;
+      const Tensor k = randn({NH, L, HS}, dt), v = randn({NH, L, HS}, dt);
+      const int64_t first_gid = 5;  // as if 5 blocks were absorbed before (exact positions count from there)
+      REQUIRE(cache.absorb(k, v, kinds, rope, pm, first_gid) == nb);
+      CHECK(cache.store->bytes_per_block() == 2 * NH * F * HS * static_cast<int64_t>(dtype_size(dt)));
+      for (int64_t b = 0; b < nb; ++b) {
+        Tensor kb({NH, HS, F}, dt), vb({NH, F, HS}, dt);
+        std::memcpy(kb.raw_data(), cache.store->k(b), static_cast<size_t>(NH * HS * F) * dtype_size(dt));
+        std::memcpy(vb.raw_data(), cache.store->v(b), static_cast<size_t>(NH * F * HS) * dtype_size(dt));
+        CHECK(max_abs_diff(kb, k.narrow(1, b * (F + 1), F).transpose(1, 2)) == 0);
+        CHECK(max_abs_diff(vb, v.narrow(1, b * (F + 1), F)) == 0);
+      }
+      // Gates of blocks 2, 0, 2 at places 0, 8, 4 (stingy slots), or at their true places (exact).
+      const std::vector<int32_t> blocks{2, 0, 2};
+      std::vector<int32_t> places, turns;
+      for (size_t p = 0; p < blocks.size(); ++p) {
+        const int64_t place = pm == PositionMode::Stingy ? std::vector<int64_t>{0, 8, 4}[p] : (first_gid + blocks[p]) * (F + 1);
+        places.push_back(static_cast<int32_t>(place));
+        turns.push_back(static_cast<int32_t>(gate_turn(pm, place)));
+      }
+      const Tensor gates = cache.gate_keys(blocks, turns, rope);  // (3, NH, 1, HS)
+      REQUIRE(gates.shape() == Shape{3, NH, 1, HS});
+      for (size_t p = 0; p < blocks.size(); ++p) {
+        const Tensor raw = k.narrow(1, blocks[p] * (F + 1) + F, 1).unsqueeze(0);  // (1, NH, 1, HS)
+        const Tensor want = rotary(raw, rope.range(places[p] + F, 1)).squeeze(0);        // (NH, 1, HS)
+        CHECK(max_abs_diff(gates.select(0, static_cast<int64_t>(p)), want) < (dt == DType::F64 ? 1e-12 : 1e-5));
+        LM_DISPATCH_FLOAT(dt, "test", {
+          for (int64_t h = 0; h < NH; ++h) {
+            int64_t stride = 0;
+            const scalar_t* key = cache.scored_key<scalar_t>(h, blocks[p], &stride);
+            std::vector<scalar_t> mine(static_cast<size_t>(HS));
+            rotate_key_on(key, stride, rope.cos_rows<scalar_t>(turns[p], 1), rope.sin_rows<scalar_t>(turns[p], 1), 1, HS,
+                          mine.data());
+            const std::vector<double> got = gates.select(0, static_cast<int64_t>(p)).select(0, h).reshape({HS}).to_double_vector();
+            for (int64_t d = 0; d < HS; ++d) REQUIRE(got[d] == static_cast<double>(mine[d]));
+          }
+        });
+      }
+    }
   }
 }
 

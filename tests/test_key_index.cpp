@@ -43,14 +43,16 @@ template <class Scalar> void random_index_cases() {
     for (int64_t tile : {1, 4, 64})
       for (int64_t nb : {0, 1, 7, 300}) {
         LandmarkKeyIndex<Scalar> ix(HS, tile);
-        std::vector<Scalar> keys(static_cast<size_t>(nb * HS)), raw(static_cast<size_t>(HS));
+        std::vector<Scalar> keys(static_cast<size_t>(nb * HS));
         for (Scalar& v : keys) v = static_cast<Scalar>(nd(gen));
-        for (int64_t b = 0; b < nb; ++b) {
-          for (int64_t d = 0; d < HS; ++d) raw[d] = static_cast<Scalar>(b * 1000 + d);  // raw keys: only stored
-          ix.append(keys.data() + b * HS, raw.data());
-        }
+        for (int64_t b = 0; b < nb; ++b) ix.append(keys.data() + b * HS);
         REQUIRE(ix.size() == nb);
-        for (int64_t b = 0; b < nb; ++b) REQUIRE(ix.raw_key(b)[1] == static_cast<Scalar>(b * 1000 + 1));
+        // Each key reads back in place, every feature, across tiles (the tiles keep them transposed).
+        for (int64_t b = 0; b < nb; ++b) {
+          int64_t stride = 0;
+          const Scalar* kb = ix.rotated_key(b, &stride);
+          for (int64_t d = 0; d < HS; ++d) REQUIRE(kb[d * stride] == keys[b * HS + d]);
+        }
         const Scalar scale = static_cast<Scalar>(1.0 / std::sqrt(static_cast<double>(HS)));
         for (int trial = 0; trial < 20; ++trial) {
           std::vector<Scalar> q(static_cast<size_t>(HS));
@@ -102,7 +104,9 @@ template <class Scalar> void random_index_cases() {
           const int64_t drop = nb / 3;
           ix.drop_oldest(drop);
           REQUIRE(ix.size() == nb - drop);
-          REQUIRE(ix.raw_key(0)[1] == static_cast<Scalar>(drop * 1000 + 1));
+          int64_t stride = 0;
+          const Scalar* k0 = ix.rotated_key(0, &stride);
+          for (int64_t d = 0; d < HS; ++d) REQUIRE(k0[d * stride] == keys[drop * HS + d]);
           std::vector<Scalar> q(static_cast<size_t>(HS));
           for (Scalar& v : q) v = static_cast<Scalar>(3 * nd(gen));
           std::vector<Scalar> s(static_cast<size_t>(ix.size()));
@@ -144,7 +148,7 @@ TEST_CASE("landmark key index: tiles of near-identical keys (filler) are skipped
   for (int64_t b = 0; b < nb; ++b) {
     const bool needle = std::find(needles.begin(), needles.end(), b) != needles.end();
     for (int64_t d = 0; d < HS; ++d) key[d] = needle ? target[d] + static_cast<float>(0.1 * nd(gen)) : base[d] + static_cast<float>(1e-3 * nd(gen));
-    ix.append(key.data(), key.data());
+    ix.append(key.data());
   }
   std::vector<float> q(target);
   for (float& v : q) v *= 2;
@@ -186,7 +190,7 @@ TEST_CASE("landmark key index: a tile budget misses a winner whose tile has a lo
   // holds (-5, -5) twice: bound and scores -10. The best block is 2 (score 6).
   LandmarkKeyIndex<double> ix(2, 2);
   const std::vector<std::vector<double>> keys{{10, -10}, {-10, 10}, {3, 3}, {0, 0}, {-5, -5}, {-5, -5}};
-  for (const auto& k : keys) ix.append(k.data(), k.data());
+  for (const auto& k : keys) ix.append(k.data());
   const std::vector<double> q{1, 1};
   KeySearchStats s1, s2;
   std::vector<int32_t> got;
@@ -222,7 +226,7 @@ TEST_CASE("landmark key index: the approximate search answers a batch of queries
   std::vector<float> key(HS);
   for (int64_t b = 0; b < nb; ++b) {
     for (float& v : key) v = static_cast<float>(nd(gen));
-    ix.append(key.data(), key.data());
+    ix.append(key.data());
   }
   std::vector<float> Q(static_cast<size_t>(n * HS));
   for (float& v : Q) v = static_cast<float>(2 * nd(gen));
@@ -250,7 +254,7 @@ TEST_CASE("landmark key index: ties go to the older block, extras included (a ha
   const int64_t HS = 4;
   LandmarkKeyIndex<double> ix(HS, 3);
   const std::vector<double> key{1, -2, 0.5, 3}, q{0.3, 0.1, -1, 2};
-  for (int b = 0; b < 10; ++b) ix.append(key.data(), key.data());
+  for (int b = 0; b < 10; ++b) ix.append(key.data());
   const double s = (0.3 - 0.2 - 0.5 + 6) * 0.5;  // q . key * scale 0.5 = 2.8 (exact in binary? no; equal for all)
   std::vector<double> sc(10);
   ix.scan_scores(q.data(), 0.5, 10, sc.data());
@@ -263,7 +267,8 @@ TEST_CASE("landmark key index: ties go to the older block, extras included (a ha
   CHECK(ix.top_k(q.data(), 0.5, 10, 0, {}).empty());
   CHECK_THROWS_AS(ix.top_k(q.data(), 0.5, 10, 4, {{5, 1.0}}), Error);  // an extra inside the searched range
   CHECK_THROWS_AS(ix.drop_oldest(11), Error);
-  CHECK_THROWS_AS(ix.raw_key(10), Error);
+  int64_t stride = 0;
+  CHECK_THROWS_AS(ix.rotated_key(10, &stride), Error);
 }
 
 TEST_CASE("inference: the bounded search retrieves the same blocks as the scan, so the logits are equal",

@@ -32,8 +32,8 @@ template <class Scalar> struct VirtualRows {
   const Scalar* q;               // (NH, n, HS) rotated queries
   const Scalar* k_loc;           // (NH, L, HS) rotated keys of [tail | chunk]
   const Scalar* v_loc;           // (NH, L, HS) values of [tail | chunk]
-  const Scalar* keys;            // (P, NH, F+1, HS) retrieved keys, rotated, one set per (block, place)
-  const Scalar* vals;            // (U, NH, F+1, HS) retrieved values, one set per distinct block
+  const Scalar* keys;            // (P, NH, F+1, HS) retrieved keys, rotated, gate last, one set per (block, place)
+  const Scalar* vals;            // (U, NH, F, HS) retrieved values (regular tokens), one set per distinct block
   const int32_t* count;     // (rows) blocks retrieved by each row
   const int32_t* key_of;    // (rows, kmax) which key set of `keys` the row's c-th block uses
   const int32_t* val_of;    // (rows, kmax) which value set of `vals` it uses
@@ -109,8 +109,9 @@ template <class Scalar> __global__ void virtual_rows_kernel(VirtualRows<Scalar> 
     for (int64_t d = lane; d < HS; d += kWarp) {
       Scalar acc = 0;
       for (int64_t c = 0; c < kb; ++c) {
-        const Scalar* vals = a.vals + (val_of[c] * a.NH + h) * B1 * HS + d;
-        for (int64_t t = 0; t < B1; ++t) {
+        // The F regular tokens; the gate (weight 0) has no value kept.
+        const Scalar* vals = a.vals + (val_of[c] * a.NH + h) * a.F * HS + d;
+        for (int64_t t = 0; t < a.F; ++t) {
           const Scalar wj = w[first + c * B1 + t];
           if (wj != Scalar(0)) acc += wj * vals[t * HS];
         }
@@ -125,20 +126,20 @@ template <class Scalar> __global__ void virtual_rows_kernel(VirtualRows<Scalar> 
 }
 
 // Stages blocks kept on the device (BlockStore's device backing) the way the host path stages
-// them: out (2, U, E), K of block u at [0][u] transposed back to (NH, F+1, HS) from the store's
-// (NH, HS, F+1), V at [1][u] as stored. kv: 2U device addresses, K then V of each block.
+// them: out (2, U, E), K of block u at [0][u] transposed back to (NH, F, HS) from the store's
+// (NH, HS, F), V at [1][u] as stored. kv: 2U device addresses, K then V of each block.
 template <class Scalar>
-__global__ void gather_blocks_kernel(const unsigned long long* kv, Scalar* out, int64_t U, int64_t NH, int64_t B1,
+__global__ void gather_blocks_kernel(const unsigned long long* kv, Scalar* out, int64_t U, int64_t NH, int64_t F,
                                      int64_t HS) {
-  const int64_t E = NH * B1 * HS, total = 2 * U * E;
+  const int64_t E = NH * F * HS, total = 2 * U * E;
   LM_CUDA_FOR(x, total) {
     const int64_t which = x / (U * E), u = (x / E) % U, e = x % E;
     const Scalar* src = reinterpret_cast<const Scalar*>(kv[2 * u + which]);
     if (which == 1) {
       out[x] = src[e];
     } else {
-      const int64_t h = e / (B1 * HS), t = (e / HS) % B1, d = e % HS;
-      out[x] = src[(h * HS + d) * B1 + t];
+      const int64_t h = e / (F * HS), t = (e / HS) % F, d = e % HS;
+      out[x] = src[(h * HS + d) * F + t];
     }
   }
 }
@@ -148,7 +149,7 @@ __global__ void gather_blocks_kernel(const unsigned long long* kv, Scalar* out, 
 Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
                    const Tensor& k_rot, const Tensor& v_loc, Tensor* head_weights, CmtCount* cmt_count) {
   const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), L = k_rot.size(1);
-  const int64_t F = ctx.F, B1 = F + 1, rows = NH * n, E = NH * B1 * HS;  // E: elements of one block's K
+  const int64_t F = ctx.F, B1 = F + 1, rows = NH * n, E = NH * F * HS;  // E: elements of one block's K (or V)
   const DType dt = q_rot.dtype();
   LM_CHECK(q_rot.device() == Device::CUDA && q_rot.is_contiguous() && k_rot.is_contiguous() && v_loc.is_contiguous(),
            "chunk_attention on cuda: q " << describe(q_rot) << ", k " << describe(k_rot) << ", v " << describe(v_loc)
@@ -192,18 +193,21 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
   }
   for (int64_t j = 0; j < L; ++j) local_kind[j] = (*ctx.local_kinds)[j];
   bool identity = P == U;  // every block at one place, key set p = staged block p: no gather
-  std::vector<int32_t> set_pos(static_cast<size_t>(P * B1));
+  std::vector<int32_t> set_pos(static_cast<size_t>(P * F));
+  std::vector<int32_t> gate_block(static_cast<size_t>(P)), gate_turns(static_cast<size_t>(P));  // per key set
   for (const auto& [key, p] : sets) {
     set_block[p] = staged.at(key.first);
     identity = identity && set_block[p] == p;
-    for (int64_t t = 0; t < B1; ++t) set_pos[p * B1 + t] = static_cast<int32_t>(key.second + t);
+    for (int64_t t = 0; t < F; ++t) set_pos[p * F + t] = static_cast<int32_t>(key.second + t);
+    gate_block[p] = key.first;
+    gate_turns[p] = static_cast<int32_t>(gate_turn(ctx.positions, key.second));
   }
   const Tensor meta_d = from_vector(meta, {static_cast<int64_t>(meta.size())}).to(Device::CUDA);
   const int32_t* meta_p = meta_d.data<int32_t>();
 
   // --- stage K then V of the U blocks: from a host store in one host buffer and one copy to the
   // device; from a device store by one gather kernel. Then rotate the keys ---
-  Tensor keys, vals;  // (P, NH, F+1, HS) rotated, (U, E)
+  Tensor keys, vals;  // (P, NH, F+1, HS) rotated with the gates last, (U, E)
   if (U > 0) {
     Tensor staged_d;  // (2, U, E): K (transposed back) then V of each staged block
     if (cache.store->device() == Device::CUDA) {
@@ -220,7 +224,7 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
       staged_d = Tensor({2, U, E}, dt, Device::CUDA);
       LM_DISPATCH_FLOAT(dt, "chunk_attention gather", {
         gather_blocks_kernel<scalar_t><<<blocks_for(2 * U * E), kThreads>>>(
-            static_cast<const unsigned long long*>(words_d.raw_data()), staged_d.data<scalar_t>(), U, NH, B1, HS);
+            static_cast<const unsigned long long*>(words_d.raw_data()), staged_d.data<scalar_t>(), U, NH, F, HS);
         LM_CUDA_CHECK_LAUNCH("gather_blocks_kernel");
       });
     } else {
@@ -229,13 +233,13 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
       char* dst = static_cast<char*>(host.raw_data());
       LM_DISPATCH_FLOAT(dt, "chunk_attention staging", {
         for (const auto& [block, u] : staged) {
-          // The store keeps K transposed per head, (NH, HS, F+1) (the CPU scores along tokens);
-          // the kernels here read (NH, F+1, HS), so K is transposed back while it is staged.
+          // The store keeps K transposed per head, (NH, HS, F) (the CPU scores along tokens);
+          // the kernels here read (NH, F, HS), so K is transposed back while it is staged.
           const scalar_t* ksrc = static_cast<const scalar_t*>(cache.store->k(block));
           scalar_t* kdst = reinterpret_cast<scalar_t*>(dst + static_cast<size_t>(u) * bytes);
           for (int64_t h = 0; h < NH; ++h)
             for (int64_t d = 0; d < HS; ++d)
-              for (int64_t t = 0; t < B1; ++t) kdst[(h * B1 + t) * HS + d] = ksrc[(h * HS + d) * B1 + t];
+              for (int64_t t = 0; t < F; ++t) kdst[(h * F + t) * HS + d] = ksrc[(h * HS + d) * F + t];
           std::memcpy(dst + static_cast<size_t>(U + u) * bytes, cache.store->v(block), bytes);
         }
       });
@@ -244,11 +248,13 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
     const Tensor k_staged = staged_d.select(0, 0);  // (U, E)
     vals = staged_d.select(0, 1);                   // (U, E)
     // A block placed at several slots (stingy mode) needs its keys once per place: gather rows
-    // (embedding is exactly a row gather), then rotate every set at its own positions.
+    // (embedding is exactly a row gather), then rotate every set at its own positions. Each set
+    // ends with its gate: the landmark key from fast memory rotated on to place + F
+    // (LayerCache::gate_keys, the CPU's rotate_key_on as tensor ops).
     const Tensor k_sets = identity ? k_staged : embedding(k_staged, meta_d.narrow(0, rows * (1 + 2 * kmax) + L, P));
-    const RotaryTables flat = ctx.rope->tables(set_pos);  // (1, P * B1, HS/2): cached rows
-    const RotaryTables rt{flat.cos.reshape({P, B1, HS / 2}), flat.sin.reshape({P, B1, HS / 2})};
-    keys = rotary(k_sets.reshape({P, NH, B1, HS}), rt);
+    const RotaryTables flat = ctx.rope->tables(set_pos);  // (1, P * F, HS/2): cached rows
+    const RotaryTables rt{flat.cos.reshape({P, F, HS / 2}), flat.sin.reshape({P, F, HS / 2})};
+    keys = concat({rotary(k_sets.reshape({P, NH, F, HS}), rt), cache.gate_keys(gate_block, gate_turns, *ctx.rope)}, 2);
   }
 
   // --- a warp per (head, query) ---

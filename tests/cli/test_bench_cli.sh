@@ -77,7 +77,7 @@ gemm peak_share=0.812
 gemm ratio_vs_openblas=1.234
 best: ours 0.5 s, pytorch 1.0 s (PyTorch 9.9)
 train tiny_speedup_vs_pytorch=2.00
-decode speedup_at_32k=31.5
+decode speedup_at_32k=31.5 memory_vs_full_at_32k=1.012
 LOG
 bash "$SCRIPTS/bench_summary.sh" "$WORK/bench.log" > "$WORK/summary.md"
 expect "$WORK/summary.md" "(2026-01-02 03:04 UTC, Test CPU 9000, 2 logical CPUs"
@@ -86,7 +86,8 @@ expect "$WORK/summary.md" "- \`ratio_vs_openblas=1.234\`: our GEMM over OpenBLAS
 expect "$WORK/summary.md" "- \`peak_share=0.812\`"
 expect "$WORK/summary.md" "- \`tiny_speedup_vs_pytorch=2.00\`: PyTorch's tiny training step time over ours, alternated runs, best of each (PyTorch 9.9)"
 expect "$WORK/summary.md" "- \`speedup_at_32k=31.5\`"
-[ "$(grep -c '^- ' "$WORK/summary.md")" -eq 4 ] || { cat "$WORK/summary.md" >&2; fail "the summary lists figures the log does not have"; }
+expect "$WORK/summary.md" "- \`memory_vs_full_at_32k=1.012\`: the landmark session's resident memory over the full KV cache's"
+[ "$(grep -c '^- ' "$WORK/summary.md")" -eq 5 ] || { cat "$WORK/summary.md" >&2; fail "the summary lists figures the log does not have"; }
 # GPU figures name the card; a log whose GPU part was skipped says so.
 { cat "$WORK/bench.log"; printf 'gpu device="Test GPU, compute capability 9.0"\ngpu train_124m_speedup_vs_torch=0.900 landmark_4096_vs_sdpa=8.00\n'; } > "$WORK/gpu.log"
 bash "$SCRIPTS/bench_summary.sh" "$WORK/gpu.log" > "$WORK/gpu_summary.md"
