@@ -61,8 +61,8 @@ template <class Scalar> struct RowInput {
   int64_t head = 0;
   // Optional: the chosen blocks' keys already rotated at their places, (HS, F+1) each, the gate
   // last, one pointer per chosen block (rotate_block_keys; the chunk path shares them among the
-  // rows that chose the same block at the same place). Null: each block is rotated while it is scored. The
-  // scores are the same bits either way.
+  // rows that chose the same block at the same place). Null: each block is rotated while it is
+  // scored. The scores are the same bits either way.
   const Scalar* const* rotated = nullptr;
 };
 

@@ -71,7 +71,8 @@ struct LayerCache {
   Device device;
   // Takes the local sequence [tail | chunk] (NH, L, HS) of a processed chunk, on `device`: every
   // completed block (ending in a landmark) goes to the cache (its regular tokens' K/V copied to
-  // the store, its landmark key rotated into fast memory), the rest becomes the new tail. Returns the number of completed blocks.
+  // the store, its landmark key rotated into fast memory), the rest becomes the new tail.
+  // Returns the number of completed blocks.
   // `first_gid`: global index the first completed block will get (for exact positions).
   int64_t absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& local_kinds, RotaryCache& rope,
                  PositionMode positions, int64_t first_gid);
@@ -94,8 +95,9 @@ inline int64_t gate_turn(PositionMode m, int64_t place) { return m == PositionMo
 
 // key (HS values, feature d at key[d * stride]) rotated on by the angles of one position (pair
 // i's cosine and sine at cs[i * cstep] and sn[i * cstep]), as nnmath::rotate_pair rotates, into
-// out (feature d at out[d * out_stride]). Two rotations compose to the rotation by the sum of their angles, so this is
-// the key rotated at its scoring place plus the turn, up to rounding (a few ulps).
+// out (feature d at out[d * out_stride]). Two rotations compose to the rotation by the sum of
+// their angles, so this is the key rotated at its scoring place plus the turn, up to rounding (a
+// few ulps).
 template <class Scalar>
 inline void rotate_key_on(const Scalar* key, int64_t stride, const Scalar* cs, const Scalar* sn, int64_t cstep, int64_t HS,
                           Scalar* out, int64_t out_stride = 1) {
