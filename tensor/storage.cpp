@@ -83,12 +83,6 @@ void* host_alloc(size_t nbytes) {
   return std::aligned_alloc(64, rounded == 0 ? 64 : rounded);
 }
 
-size_t cached_bytes_of(const HostBufferCache& cache) {
-  size_t bytes = 0;
-  for (int c = kMinClass; c <= kMaxClass; ++c) bytes += cache.free_list[c].size() * (size_t{1} << c);
-  return bytes;
-}
-
 void host_free(void* p, size_t nbytes) {
   if constexpr (kCacheHostBuffers) {  // as in host_alloc
     const int c = size_class(nbytes);
@@ -168,7 +162,12 @@ std::string cuda_device_description() {
 #endif
 }
 
-size_t host_cached_bytes() { return cached_bytes_of(host_cache()); }
+size_t host_cached_bytes() {
+  const HostBufferCache& cache = host_cache();
+  size_t bytes = 0;
+  for (int c = kMinClass; c <= kMaxClass; ++c) bytes += cache.free_list[c].size() * (size_t{1} << c);
+  return bytes;
+}
 
 void host_release_cached() {
   for (auto& list : host_cache().free_list) {
