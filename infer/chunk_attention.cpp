@@ -54,6 +54,19 @@ AttentionCapture::Row capture_row(const ChunkContext& ctx, const RetrievalPlan& 
   return row;
 }
 
+// Block b's gate for head h, the block placed at `place`: its landmark key as the cache keeps it,
+// rotated on by gate_turn positions (rotate_key_on), into out (feature d at out[d * out_stride]).
+// The one spelling of the gate for attend_row and rotate_block_keys, so that a row scoring a
+// shared copy and a row rotating its own get the same bits.
+template <class Scalar>
+void rotate_gate(const LayerCache& cache, const ChunkContext& ctx, int64_t h, int32_t b, int64_t place, const Scalar* cos_t,
+                 const Scalar* sin_t, int64_t cstride, Scalar* out, int64_t out_stride) {
+  const int64_t turn = gate_turn(ctx.positions, place);
+  int64_t stride = 0;
+  const Scalar* key = cache.scored_key<Scalar>(h, b, &stride);
+  rotate_key_on(key, stride, cos_t + turn, sin_t + turn, cstride, cache.HS, out, out_stride);
+}
+
 }  // namespace
 
 template <class Scalar> void RowScratch<Scalar>::fit(int64_t max_row) {
@@ -100,10 +113,7 @@ int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowIn
       const Scalar* keys_t = static_cast<const Scalar*>(cache.store->k(chosen[c])) + h * HS * F;  // (HS, F)
       const int64_t place = (*in.base)[c];  // the block's first position
       cpu::rotated_vec_times_rows(in.q, keys_t, HS, F, F, in.cos_t + place, in.sin_t + place, in.cstride, sc);
-      const int64_t turn = gate_turn(ctx.positions, place);
-      int64_t stride = 0;
-      const Scalar* key = cache.scored_key<Scalar>(h, chosen[c], &stride);
-      rotate_key_on(key, stride, in.cos_t + turn, in.sin_t + turn, in.cstride, HS, scratch.gate.data());
+      rotate_gate(cache, ctx, h, chosen[c], place, in.cos_t, in.sin_t, in.cstride, scratch.gate.data(), 1);
       cpu::vec_times_rows(in.q, scratch.gate.data(), HS, 1, 1, sc + F);  // one column: the same sum as in (HS, F + 1)
     }
     for (int64_t t = 0; t < F; ++t) vrows[first + c * B1 + t] = vals + t * HS;
@@ -131,11 +141,7 @@ void rotate_block_keys(const LayerCache& cache, const ChunkContext& ctx, int64_t
     Scalar *y0 = out + (2 * i) * B1, *y1 = out + (2 * i + 1) * B1;
     for (int64_t t = 0; t < F; ++t) nnmath::rotate_pair(x0[t], x1[t], c[t], sn[t], y0[t], y1[t]);
   }
-  // Column F: the gate, as attend_row rotates it when nothing is shared.
-  const int64_t turn = gate_turn(ctx.positions, place);
-  int64_t stride = 0;
-  const Scalar* key = cache.scored_key<Scalar>(h, b, &stride);
-  rotate_key_on(key, stride, cos_t + turn, sin_t + turn, cstride, HS, out + F, B1);
+  rotate_gate(cache, ctx, h, b, place, cos_t, sin_t, cstride, out + F, B1);  // column F: the gate
 }
 
 template struct RowScratch<float>;
