@@ -1,6 +1,6 @@
 # The user's entry point. Each target installs missing Debian packages first
 # (scripts/install-deps.sh), then drives CMake in ./build.
-#   make          release build (CUDA kernels too when nvcc is found)
+#   make          release build (CUDA kernels too when nvcc is found and a GPU is visible)
 #   make test     build + run the whole test suite through CTest
 #   make demo     build the program + the main job (scripts/demo.sh): pass-key retrieval up to 32k tokens
 #   make demo-finetune  after make demo: its standard model fine-tuned with landmarks (scripts/demo_finetune.sh)
@@ -12,7 +12,7 @@
 #   make bench-readme  put the last make bench's summary into README.md's speed section
 #   make fuzz     the libFuzzer harnesses of fuzz/, 60 s each (scripts/fuzz.sh; FUZZ_SECONDS=N for longer)
 #   make clean    remove ./build
-# Extra CMake options: make CMAKE_ARGS="-DLANDMARK_CUDA=OFF"
+# Extra CMake options: make CMAKE_ARGS="-DLANDMARK_CUDA=ON" (kernels without a GPU, as CI builds them)
 BUILD      ?= build
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
