@@ -39,7 +39,7 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
 
 // The naive twin of attend_plan, on the CPU: per (head, query) it gathers the row's keys (each
 // retrieved block's keys rotated at its place by the rotary op), takes the scores, builds the
-// groups of the definition one by one (DESIGN.md section 3 and Appendix D) and sums the values,
+// groups of the definition one by one (the paper's Section 3.1 and Appendix D) and sums the values,
 // all in f64; returns q_rot's dtype. For tests: slow on purpose.
 Tensor attend_plan_reference(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan,
                              const Tensor& q_rot, const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt = nullptr,

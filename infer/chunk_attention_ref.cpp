@@ -1,7 +1,7 @@
 // chunk_attention_ref.cpp: attend_plan_reference (chunk_attention.h), the naive twin of the fast
 // rows in chunk_attention.cpp. It shares nothing with them but the plan: keys are gathered into an
 // explicit list, retrieved blocks rotated at their places by the rotary op, and the grouped
-// softmax is written from its definition (DESIGN.md section 3, Appendix D), group by group, in
+// softmax is written from its definition (the paper's Section 3.1, Appendix D), group by group, in
 // f64. Slow on purpose: it is what the fast version is tested against.
 #include <algorithm>
 #include <cmath>

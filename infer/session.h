@@ -1,4 +1,4 @@
-// session.h: cached chunked inference with block retrieval (Section 3.2, DESIGN.md section 4).
+// session.h: cached chunked inference with block retrieval (the paper's Section 3.2).
 // Raw tokens go in, in chunks of chunk_len; landmarks are inserted on the fly with a carried
 // phase; every layer attends over [retrieved blocks | unfinished tail | chunk] with the grouped
 // softmax, where each query picks the top-k cached blocks by its scores against their landmark

@@ -1,7 +1,7 @@
 // grouped_softmax.h: the grouped softmax of one query row, forward and backward, as LM_HD
 // functions shared by the CPU kernel (landmark/cpu/attention.cpp) and the CUDA kernel
 // (landmark/cuda/attention.cu), so the CPU tests check the exact arithmetic the GPU runs.
-// DESIGN.md section 3 and the paper's Section 3.1 / Appendix D define it; the composed reference
+// The paper's Section 3.1 and Appendix D define it (docs/paper.md maps them to this code); the composed reference
 // (landmark/reference.cpp) spells the same thing with tensor ops.
 //
 // For query i in block b (positions j <= i only):

@@ -148,7 +148,7 @@ TEST_CASE("explorer: the blocks and masses are what the session reported, row by
 }
 
 TEST_CASE("explorer: with exact positions and every block retrieved, scores and masses are the one-shot's", "[infer]") {
-  // The main oracle of cached inference (DESIGN.md section 4), per row: in f64 a query's landmark
+  // The main oracle of cached inference (docs/design.md section 4, oracle 3), per row: in f64 a query's landmark
   // score of block g must equal q . k_landmark(g) / sqrt(HS) from the one-shot forward's rotated
   // queries and keys, and its attention on block g, the tail and the chunk the one-shot weights
   // summed over those positions. The same arithmetic in another order: 1e-9 on scores of size

@@ -31,7 +31,7 @@ Tensor kinds_tensor(const std::vector<std::vector<int32_t>>& rows) {
   return from_vector(all, {static_cast<int64_t>(rows.size()), static_cast<int64_t>(rows[0].size())});
 }
 
-// The weights of row i written straight from DESIGN.md section 3, one query at a time.
+// The weights of row i written straight from the paper's AttWeight (Section 3.1, Appendix D), one query at a time.
 std::vector<double> weights_by_definition(const std::vector<int32_t>& kind, const std::vector<double>& s, int64_t i) {
   const int64_t T = static_cast<int64_t>(kind.size());
   std::vector<double> w(T, 0.0);

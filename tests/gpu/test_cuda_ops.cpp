@@ -1,5 +1,5 @@
 // test_cuda_ops.cpp: CUDA equals CPU for creation, copies, elementwise ops, reductions and the
-// softmax family (DESIGN.md oracle 1). Each case builds inputs once on the CPU, moves copies to
+// softmax family (docs/design.md section 4, oracle 6). Each case builds inputs once on the CPU, moves copies to
 // the GPU, runs the op on both and compares with a stated tolerance. The layer ops (matmul,
 // embedding, concat, layer norm, cross-entropy) are in test_cuda_layers.cpp.
 #include <catch2/catch.hpp>
