@@ -9,7 +9,7 @@
 #   make paper-tables  the paper's Tables 1-3 and Appendices E-F on that corpus (scripts/paper_tables.sh)
 #   make paper-side  after paper-tables' data: issue 11's side experiments, about 3 h (scripts/paper_side.sh)
 #   make bench    build + run the benchmarks (prints ratios measured in one run; log in build/bench.log)
-#   make bench-readme  put the last make bench's summary into README.md's speed section
+#   make bench-results  put the last make bench's summary into docs/results/bench.md
 #   make fuzz     the libFuzzer harnesses of fuzz/, 60 s each (scripts/fuzz.sh; FUZZ_SECONDS=N for longer)
 #   make clean    remove ./build
 # Extra CMake options: make CMAKE_ARGS="-DLANDMARK_CUDA=ON" (kernels without a GPU, as CI builds them)
@@ -17,7 +17,7 @@ BUILD      ?= build
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps configure build test bench bench-readme fuzz demo demo-finetune demo-long demo-corpus paper-tables paper-side clean
+.PHONY: all deps configure build test bench bench-results fuzz demo demo-finetune demo-long demo-corpus paper-tables paper-side clean
 
 all: build
 
@@ -37,8 +37,8 @@ bench: build
 	@bash scripts/install-deps.sh bench || echo "make bench: python3-torch could not be installed; the PyTorch comparison will say unavailable"
 	@bash scripts/bench.sh $(BUILD)
 
-bench-readme:
-	@bash scripts/bench_readme.sh $(BUILD)/bench-summary.md README.md
+bench-results:
+	@bash scripts/bench_results.sh $(BUILD)/bench-summary.md docs/results/bench.md
 
 demo: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark  # the program only: tests and benches wait for make test

@@ -2,7 +2,7 @@
 # bench.sh: every benchmark of `make bench`, in order, into one log. Each program prints the CPU,
 # thread count and cache sizes first and its ratios last (lines `NAME key=value`); the log is
 # BUILD/bench.log and a summary of those lines, naming the machine, BUILD/bench-summary.md
-# (scripts/bench_summary.sh). `make bench-readme` copies the summary into README.md.
+# (scripts/bench_summary.sh). `make bench-results` copies the summary into docs/results/bench.md.
 # Usage: bash scripts/bench.sh [build-dir]     (the benchmarks must be built: make bench does it)
 set -euo pipefail
 BUILD="${1:-build}"
@@ -33,4 +33,4 @@ run_all 2>&1 | tee "$LOG.tmp"
 mv "$LOG.tmp" "$LOG"
 bash "$here/scripts/bench_summary.sh" "$LOG" > "$BUILD/bench-summary.md.tmp"
 mv "$BUILD/bench-summary.md.tmp" "$BUILD/bench-summary.md"
-echo "bench: log in $LOG, summary in $BUILD/bench-summary.md (make bench-readme puts it in README.md)"
+echo "bench: log in $LOG, summary in $BUILD/bench-summary.md (make bench-results puts it in docs/results/bench.md)"

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bench_summary.sh LOG: the result lines of a `make bench` log (scripts/bench.sh) as a Markdown
-# list that names the machine, the date and the thread count: what README.md's speed section
-# shows (make bench-readme). Every figure comes from the log; nothing is typed in.
+# list that names the machine, the date and the thread count: what docs/results/bench.md
+# shows (make bench-results). Every figure comes from the log; nothing is typed in.
 set -euo pipefail
 LOG="${1:?usage: bench_summary.sh path/to/bench.log}"
 [ -s "$LOG" ] || { echo "bench_summary: no log at $LOG (run make bench first)" >&2; exit 1; }

@@ -3,7 +3,7 @@
 # clear line and an exit status (2 for a usage error, 1 for a failure), never an abort from an
 # uncaught exception (exit 134) as they once did. Nothing is benchmarked: every run here stops
 # at its flags, or at the first thing it builds. The scripts around them (gpu-check.sh's command
-# line, bench_gpu.sh and bench_gpu_ratios.sh, bench_summary.sh and bench_readme.sh) are checked
+# line, bench_gpu.sh and bench_gpu_ratios.sh, bench_summary.sh and bench_results.sh) are checked
 # on hand-written inputs.
 # Usage: test_bench_cli.sh bench_train bench_decode bench_gemm bench_landmark bench_topk bench_gpu
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh" "$1"  # LANDMARK (unused here), WORK, fail, expect, exits_with
@@ -67,7 +67,7 @@ grep -Eq '^tiny +0\.0100 +0\.0200 +0\.0050 +2\.00$' "$WORK/15" || { cat "$WORK/1
 exits_with 2 "$WORK/16" bash "$SCRIPTS0/bench_gpu_ratios.sh" "$WORK/ours.txt"
 expect "$WORK/16" "usage: scripts/bench_gpu_ratios.sh"
 
-# The README's speed section comes from a bench log (scripts/bench_summary.sh, bench_readme.sh):
+# The notebook's speed page comes from a bench log (scripts/bench_summary.sh, bench_results.sh):
 # a hand-written log of two programs gives exactly their figures, the machine and the date.
 SCRIPTS="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../scripts" && pwd)"
 cat > "$WORK/bench.log" <<'LOG'
@@ -99,15 +99,15 @@ expect "$WORK/nogpu_summary.md" "- GPU: skipped (no CUDA device: no driver)"
 printf 'not a log\n' > "$WORK/other.log"
 exits_with 1 "$WORK/11" bash "$SCRIPTS/bench_summary.sh" "$WORK/other.log"
 expect "$WORK/11" "does not start like a bench.sh log"
-printf '# T\n\n## Speed\n\nintro\n\n<!-- bench:begin (generated from a make bench log by scripts/bench_readme.sh; do not edit by hand) -->\nold figures\n<!-- bench:end -->\n\n## Next\n' > "$WORK/README.md"
-bash "$SCRIPTS/bench_readme.sh" "$WORK/summary.md" "$WORK/README.md" > /dev/null
-expect "$WORK/README.md" "ratio_vs_openblas=1.234"
-expect "$WORK/README.md" "## Next"
-expect "$WORK/README.md" "intro"
-! grep -q "old figures" "$WORK/README.md" || fail "bench_readme left the old figures in"
-bash "$SCRIPTS/bench_readme.sh" "$WORK/summary.md" "$WORK/README.md" > /dev/null  # twice: the same file
-[ "$(grep -c 'ratio_vs_openblas=1.234' "$WORK/README.md")" -eq 1 ] || fail "a second bench_readme run doubled the section"
+printf '# T\n\n## Speed\n\nintro\n\n<!-- bench:begin (generated from a make bench log by scripts/bench_results.sh; do not edit by hand) -->\nold figures\n<!-- bench:end -->\n\n## Next\n' > "$WORK/page.md"
+bash "$SCRIPTS/bench_results.sh" "$WORK/summary.md" "$WORK/page.md" > /dev/null
+expect "$WORK/page.md" "ratio_vs_openblas=1.234"
+expect "$WORK/page.md" "## Next"
+expect "$WORK/page.md" "intro"
+! grep -q "old figures" "$WORK/page.md" || fail "bench_results left the old figures in"
+bash "$SCRIPTS/bench_results.sh" "$WORK/summary.md" "$WORK/page.md" > /dev/null  # twice: the same file
+[ "$(grep -c 'ratio_vs_openblas=1.234' "$WORK/page.md")" -eq 1 ] || fail "a second bench_results run doubled the section"
 printf '# no markers\n' > "$WORK/plain.md"
-exits_with 1 "$WORK/12" bash "$SCRIPTS/bench_readme.sh" "$WORK/summary.md" "$WORK/plain.md"
+exits_with 1 "$WORK/12" bash "$SCRIPTS/bench_results.sh" "$WORK/summary.md" "$WORK/plain.md"
 expect "$WORK/12" "needs exactly one line each of"
 echo "bench CLI: all checks passed"
