@@ -320,6 +320,78 @@ void micro_kernel(int64_t kc, const Scalar* __restrict Ap, const Scalar* __restr
   }
 }
 
+// C = beta * C: the whole product when K == 0 (there is no sum to add).
+template <class Scalar> inline void scale_c(const GemmArgs& g, Scalar beta, Scalar* C) {
+  for (int64_t i = 0; i < g.M; ++i)
+    for (int64_t j = 0; j < g.N; ++j) C[i * g.ldc + j] = beta == Scalar(0) ? Scalar(0) : beta * C[i * g.ldc + j];
+}
+
+template <class Scalar> void gemm_one(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C, int threads);
+
+// beta != 0 and more than one KC slice: C is needed for beta * C at the end, so the running sum
+// cannot live in it: sum into scratch, then combine (the same chain per element as any other product).
+template <class Scalar>
+void gemm_through_scratch(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C, int threads) {
+  const int64_t M = g.M, N = g.N;
+  const Scalar alpha = static_cast<Scalar>(g.alpha), beta = static_cast<Scalar>(g.beta);
+  static thread_local AlignedBuffer<Scalar> sum_buf;
+  Scalar* S = sum_buf.get(static_cast<size_t>(M * N));
+  GemmArgs gs = g;
+  gs.alpha = 1.0;
+  gs.beta = 0.0;
+  gs.ldc = N;
+  gemm_one<Scalar>(gs, A, B, S, threads);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      Scalar& out = C[i * g.ldc + j];
+      Scalar v = alpha != Scalar(1) ? alpha * S[i * N + j] : S[i * N + j];
+      rounded(v);
+      out = std::fma(beta, out, v);
+    }
+}
+
+// Row blocks of at most MC rows, made of whole MR-row tiles spread as evenly as they go (a block
+// count that the threads share evenly, when there are enough rows). Block b holds tiles
+// [b * tiles / count, (b + 1) * tiles / count); max_rows bounds its rows (the packed A's size).
+struct RowBlocks {
+  int64_t tiles, count, max_rows;
+};
+inline RowBlocks row_blocks(int64_t M, int64_t MR, int64_t MC, int threads) {
+  const int64_t tiles = (M + MR - 1) / MR;
+  int64_t count = (M + MC - 1) / MC;
+  if (threads > 1 && count % threads != 0 && tiles >= 4 * threads) count = (count + threads - 1) / threads * threads;
+  count = std::min(count, tiles);
+  return RowBlocks{tiles, count, (tiles + count - 1) / count * MR};
+}
+
+// Inside the parallel region: the threads pack panels [0, n_panels) of B's slice together, a run
+// of panels each.
+template <class Scalar>
+inline void pack_b_shared(const GemmArgs& g, const Scalar* B, int64_t pc, int64_t kc, int64_t jc, int64_t nc,
+                          int64_t n_panels, Scalar* Bp) {
+#ifdef _OPENMP
+  const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
+#else
+  const int64_t t = 0, T = 1;
+#endif
+  pack_b(g, B, pc, kc, jc, nc, t * n_panels / T, (t + 1) * n_panels / T, Bp);
+}
+
+// The tiles of C in rows [0, mc) and NR-column panels [p0, p1) of one packed block of A and one
+// packed slice of B; C points at the block's top-left element, its NC block nc columns wide.
+template <class Scalar>
+inline void multiply_packed(int64_t kc, const Scalar* Ap, const Scalar* Bp, Scalar* C, int64_t ldc, Scalar alpha,
+                            Scalar beta, int64_t mc, int64_t nc, int64_t p0, int64_t p1, TileStep step) {
+  constexpr int MR = Tile<Scalar>::MR, NR = Tile<Scalar>::NR;
+  for (int64_t p = p0; p < p1; ++p) {
+    const int64_t jr = p * NR, nr = std::min<int64_t>(NR, nc - jr);
+    for (int64_t ir = 0; ir < mc; ir += MR) {
+      micro_kernel<Scalar>(kc, Ap + ir * kc, Bp + p * NR * kc, C + ir * ldc + jr, ldc, alpha, beta,
+                           std::min<int64_t>(MR, mc - ir), nr, step);
+    }
+  }
+}
+
 // One matrix (batch entry): C (M, N) = alpha op(A) (M, K) op(B) (K, N) + beta C. `threads` > 1
 // splits the work inside this matrix; one parallel region covers the whole product.
 template <class Scalar> void gemm_one(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C, int threads) {
@@ -328,47 +400,19 @@ template <class Scalar> void gemm_one(const GemmArgs& g, const Scalar* A, const 
   const GemmTiling bl = current_blocks<Scalar>();
   const int64_t M = g.M, N = g.N, K = g.K, KC = bl.kc, NC = bl.nc;
   const Scalar alpha = static_cast<Scalar>(g.alpha), beta = static_cast<Scalar>(g.beta);
-  if (K == 0) {  // C = beta * C
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) C[i * g.ldc + j] = beta == Scalar(0) ? Scalar(0) : beta * C[i * g.ldc + j];
-    return;
-  }
-  if (beta != Scalar(0) && K > KC) {
-    // C is needed for beta * C at the end, so the running sum cannot live in it: sum into
-    // scratch, then combine (the same chain per element as any other product).
-    static thread_local AlignedBuffer<Scalar> sum_buf;
-    Scalar* S = sum_buf.get(static_cast<size_t>(M * N));
-    GemmArgs gs = g;
-    gs.alpha = 1.0;
-    gs.beta = 0.0;
-    gs.ldc = N;
-    gemm_one<Scalar>(gs, A, B, S, threads);
-    for (int64_t i = 0; i < M; ++i)
-      for (int64_t j = 0; j < N; ++j) {
-        Scalar& out = C[i * g.ldc + j];
-        Scalar v = alpha != Scalar(1) ? alpha * S[i * N + j] : S[i * N + j];
-        rounded(v);
-        out = std::fma(beta, out, v);
-      }
-    return;
-  }
-  // Row blocks of at most MC rows, made of whole MR-row tiles spread as evenly as they go (a
-  // block count that the threads share evenly, when there are enough rows); when the blocks are
-  // still too few to share evenly, each block's columns are split too. Work item = (row block,
-  // column split), dealt to the threads in equal contiguous runs.
-  const int64_t tiles = (M + MR - 1) / MR;
-  int64_t m_blocks = (M + bl.mc - 1) / bl.mc;
-  if (threads > 1 && m_blocks % threads != 0 && tiles >= 4 * threads)
-    m_blocks = (m_blocks + threads - 1) / threads * threads;
-  m_blocks = std::min(m_blocks, tiles);
-  const int64_t mc_max = (tiles + m_blocks - 1) / m_blocks * MR;
+  if (K == 0) return scale_c(g, beta, C);
+  if (beta != Scalar(0) && K > KC) return gemm_through_scratch(g, A, B, C, threads);
+  // When the row blocks are still too few to share evenly, each block's columns are split too.
+  // Work item = (row block, column split), dealt to the threads in equal contiguous runs.
+  const RowBlocks rb = row_blocks(M, MR, bl.mc, threads);
+  const int64_t tiles = rb.tiles, m_blocks = rb.count;
   static thread_local AlignedBuffer<Scalar> b_buf;
   Scalar* Bp = b_buf.get(static_cast<size_t>(std::min(K, KC)) * ((std::min(N, NC) + NR - 1) / NR * NR));
 
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
     static thread_local AlignedBuffer<Scalar> a_buf;
-    Scalar* Ap = a_buf.get(static_cast<size_t>(mc_max) * std::min(K, KC));
+    Scalar* Ap = a_buf.get(static_cast<size_t>(rb.max_rows) * std::min(K, KC));
     for (int64_t jc = 0; jc < N; jc += NC) {
       const int64_t nc = std::min(NC, N - jc);
       const int64_t n_panels = (nc + NR - 1) / NR;
@@ -380,16 +424,9 @@ template <class Scalar> void gemm_one(const GemmArgs& g, const Scalar* A, const 
       for (int64_t pc = 0; pc < K; pc += KC) {
         const int64_t kc = std::min(KC, K - pc);
         const TileStep step{pc > 0, pc + kc == K};
-        // Threads pack B's slice together, a run of panels each; the barrier makes it whole
-        // before use, and the work loop's barrier keeps it until every thread is done with it.
-        {
-#ifdef _OPENMP
-          const int64_t t = omp_get_thread_num(), T = omp_get_num_threads();
-#else
-          const int64_t t = 0, T = 1;
-#endif
-          pack_b(g, B, pc, kc, jc, nc, t * n_panels / T, (t + 1) * n_panels / T, Bp);
-        }
+        // The barrier makes B's packed slice whole before use, and the work loop's barrier keeps
+        // it until every thread is done with it.
+        pack_b_shared(g, B, pc, kc, jc, nc, n_panels, Bp);
 #pragma omp barrier
 #pragma omp for schedule(static)
         for (int64_t it = 0; it < items; ++it) {
@@ -398,13 +435,7 @@ template <class Scalar> void gemm_one(const GemmArgs& g, const Scalar* A, const 
           const int64_t p0 = js * panels_per_split, p1 = std::min<int64_t>(n_panels, p0 + panels_per_split);
           if (p0 >= p1 || mc <= 0) continue;
           pack_a(g, A, ic, mc, pc, kc, Ap);
-          for (int64_t p = p0; p < p1; ++p) {
-            const int64_t jr = p * NR, nr = std::min<int64_t>(NR, nc - jr);
-            for (int64_t ir = 0; ir < mc; ir += MR) {
-              micro_kernel<Scalar>(kc, Ap + ir * kc, Bp + p * NR * kc, C + (ic + ir) * g.ldc + jc + jr, g.ldc, alpha,
-                                   beta, std::min<int64_t>(MR, mc - ir), nr, step);
-            }
-          }
+          multiply_packed(kc, Ap, Bp, C + ic * g.ldc + jc, g.ldc, alpha, beta, mc, nc, p0, p1, step);
         }
       }
     }
