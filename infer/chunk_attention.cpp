@@ -8,7 +8,7 @@
 // is gated by its landmark exactly as an earlier block is in training (and by the CMT too, when
 // there is one). With exact positions and every cached block retrieved, the virtual row *is* the
 // one-shot row: the equivalence test relies on that. The rows run here on the CPU or in
-// infer/cuda/chunk_attention.cu on CUDA; the naive twin is chunk_attention_ref.cpp.
+// infer/cuda/chunk_attention.cu on CUDA; their oracle is the end-to-end reference (reference.h).
 #include "infer/chunk_attention.h"
 
 #include <algorithm>

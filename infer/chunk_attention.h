@@ -4,10 +4,11 @@
 //   3.    the attention over that plan: for every (head, query) the grouped softmax over its
 //         virtual row [CMT | retrieved blocks | tail | chunk] (virtual_row.h) and the weighted
 //         values.
-// Step 3 has a fast version (attend_plan: CPU here, the CUDA twin in cuda/chunk_attention.cu)
-// and a naive one (attend_plan_reference, chunk_attention_ref.cpp) that spells the definition
-// out; the tests hold them equal on random plans. The grouped softmax of the fast rows is the
-// very row function the training kernels use (landmark/grouped_softmax.h).
+// Step 3 runs here (attend_plan: CPU rows, the CUDA twin in cuda/chunk_attention.cu). Its oracle
+// is the paper's AttWeight as the end-to-end reference writes it (infer/reference.h): the tests
+// hold attend_plan against it on random plans (tests/test_chunk_attention.cpp) and the whole of
+// cached inference against the reference (tests/test_reference.cpp). The grouped softmax of the
+// fast rows is the very row function the training kernels use (landmark/grouped_softmax.h).
 #pragma once
 
 #include <vector>
@@ -36,14 +37,6 @@ using RowMass = std::vector<std::vector<double>>;  // (NH * n) rows of kb + 2 va
 // `mass` when given (CPU rows only: the CUDA rows keep their weights on the device).
 Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
                    const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt = nullptr, RowMass* mass = nullptr);
-
-// The naive twin of attend_plan, on the CPU: per (head, query) it gathers the row's keys (each
-// retrieved block's keys rotated at its place by the rotary op), takes the scores, builds the
-// groups of the definition one by one (the paper's Section 3.1 and Appendix D) and sums the values,
-// all in f64; returns q_rot's dtype. For tests: slow on purpose.
-Tensor attend_plan_reference(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan,
-                             const Tensor& q_rot, const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt = nullptr,
-                             RowMass* mass = nullptr);
 
 // attend_plan's rows share rotated copies of the block keys they chose alike (up to 32 MiB a
 // chunk), in a buffer that the calling thread keeps from one chunk to the next.

@@ -1,17 +1,21 @@
 // test_chunk_attention.cpp: step 3 of chunk attention, the attention over a retrieval plan: the
-// fast rows (attend_plan, chunk_attention.cpp) against their naive twin (attend_plan_reference,
-// chunk_attention_ref.cpp) on random plans, with and without a context-miss token (outputs and
-// where each row's attention went: RowMass), rows sharing rotated block keys against rows
-// rotating their own (bit for bit), and the shared layout of a virtual row (virtual_row.h) on a
-// hand-worked row.
+// fast rows (attend_plan, chunk_attention.cpp) against their naive twin on random plans, places no
+// retrieval would choose among them (attend_by_definition below: each row gathered from the cache
+// and weighted by the end-to-end reference's AttWeight, infer/reference.cpp), with and without a
+// context-miss token (outputs and where each row's attention went: RowMass), rows sharing rotated
+// block keys against rows rotating their own (bit for bit), and the shared layout of a virtual
+// row (virtual_row.h) on a hand-worked row. The whole of cached inference against the reference:
+// tests/test_reference.cpp.
 #include "tests/helpers.h"
 
 #include <algorithm>
 #include <array>
+#include <cstring>
 #include <set>
 
 #include "infer/chunk_attention.h"
 #include "infer/cpu_rows.h"
+#include "infer/reference.h"
 #include "infer/virtual_row.h"
 #include "landmark/tokens.h"
 #include "tensor/rng.h"
@@ -20,6 +24,78 @@ using namespace lm;
 using namespace lm::test;
 
 namespace {
+// The naive twin of attend_plan: its answer from the definition, in f64. Per (head, query) its row
+// [CMT | each retrieved block's F keys and its landmark at the block's place | tail | chunk up to
+// the query], gathered from the cache one key at a time, weighted by reference::att_weight (the
+// paper's AttWeight) and summed. Also where each row's attention went and the CMT counts.
+Tensor attend_by_definition(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan,
+                            const Tensor& q_rot, const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt_count,
+                            RowMass* mass) {
+  const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), L = k_rot.size(1), tl = L - n;
+  const int64_t F = ctx.F, B1 = F + 1;
+  const std::vector<double> q = values(q_rot), kl = values(k_rot), vl = values(v_loc);
+  const bool has_cmt = cache.cmt_key_rot.defined();
+  const std::vector<double> cmt_key = has_cmt ? values(cache.cmt_key_rot) : std::vector<double>();
+  const std::vector<double> zero(static_cast<size_t>(HS), 0.0);
+  auto at = [&](const std::vector<double>& x, int64_t from) {
+    return std::vector<double>(x.begin() + from, x.begin() + from + HS);
+  };
+  // The store's blocks as f64: K (NH, HS, F) un-rotated, V (NH, F, HS).
+  auto block = [&](const void* p) {
+    Tensor t({NH * F * HS}, cache.dtype);
+    std::memcpy(t.raw_data(), p, static_cast<size_t>(NH * F * HS) * dtype_size(cache.dtype));
+    return values(t);
+  };
+  std::vector<double> out(static_cast<size_t>(NH * n * HS), 0.0);
+  if (mass) mass->assign(static_cast<size_t>(NH * n), std::vector<double>());
+  for (int64_t h = 0; h < NH; ++h)
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t r = h * n + i;
+      std::vector<reference::RowKey> row;
+      if (has_cmt) row.push_back({at(cmt_key, h * HS), zero, kContextMiss});
+      for (size_t c = 0; c < plan.sel[r].size(); ++c) {
+        const int64_t b = plan.sel[r][c], place = plan.base[r][c];
+        const std::vector<double> kb = block(cache.store->k(b)), vb = block(cache.store->v(b));
+        for (int64_t t = 0; t < F; ++t) {
+          std::vector<double> key(static_cast<size_t>(HS));
+          for (int64_t d = 0; d < HS; ++d) key[d] = kb[(h * HS + d) * F + t];
+          row.push_back({reference::rotated(key, place + t, ctx.rotary_base), at(vb, (h * F + t) * HS), kRegular});
+        }
+        // The gate: the landmark key as the cache keeps it, rotated at position F in stingy mode
+        // and at its true position in exact mode, rotated on to place + F.
+        std::vector<double> kept(static_cast<size_t>(HS));
+        LM_DISPATCH_FLOAT(cache.dtype, "attend_by_definition", {
+          int64_t stride = 0;
+          const scalar_t* key = cache.scored_key<scalar_t>(h, b, &stride);
+          for (int64_t d = 0; d < HS; ++d) kept[d] = static_cast<double>(key[d * stride]);
+        });
+        const int64_t scored_at = ctx.positions == PositionMode::Stingy ? F : (plan.first_gid + b) * B1 + F;
+        row.push_back({reference::rotated(kept, place + F - scored_at, ctx.rotary_base), zero,
+                       has_cmt ? kControlledLandmark : kLandmark});
+      }
+      for (int64_t j = 0; j <= tl + i; ++j)
+        row.push_back({at(kl, (h * L + j) * HS), at(vl, (h * L + j) * HS), (*ctx.local_kinds)[j]});
+      bool dropped = false;
+      const std::vector<double> w = reference::att_weight(row, at(q, r * HS), has_cmt ? ctx.cmt_cutoff : 0.0, &dropped);
+      for (size_t j = 0; j < row.size(); ++j)
+        for (int64_t e = 0; e < HS; ++e) out[r * HS + e] += w[j] * row[j].value[e];
+      if (mass) {  // [CMT] | retrieved block c's F + 1 keys | tail | chunk up to i
+        const int64_t kb = static_cast<int64_t>(plan.sel[r].size()), first = has_cmt ? 1 : 0;
+        std::vector<double>& m = (*mass)[static_cast<size_t>(r)];
+        m.assign(static_cast<size_t>(kb + 2), 0.0);
+        for (int64_t j = first; j < static_cast<int64_t>(row.size()); ++j) {
+          const int64_t k = j - first;
+          m[static_cast<size_t>(k < kb * B1 ? k / B1 : k - kb * B1 < tl ? kb : kb + 1)] += w[j];
+        }
+      }
+      if (has_cmt && cmt_count) {
+        ++cmt_count->rows;
+        cmt_count->dropped += dropped;
+      }
+    }
+  return from_vector(out, {NH, n, HS}).to(q_rot.dtype());
+}
+
 // What both attention tests below read: a cache of nb blocks from one absorbed sequence
 // (landmarks every F + 1), a CMT key when asked, and a chunk: a tail of 2 regular keys, then 6
 // queries with a landmark closing the block. The caller seeds the generator first and sets
@@ -101,7 +177,7 @@ TEST_CASE("chunk attention: the fast rows equal the naive twin on random plans",
           CmtCount fast_count, ref_count;
           RowMass fast_mass, ref_mass;
           const Tensor fast = attend_plan(cache, ctx, plan, q, k, v, &fast_count, &fast_mass);
-          const Tensor ref = attend_plan_reference(cache, ctx, plan, q, k, v, &ref_count, &ref_mass);
+          const Tensor ref = attend_by_definition(cache, ctx, plan, q, k, v, &ref_count, &ref_mass);
           INFO("trial " << trial);
           // f64: the same sums in other orders; f32: rounding of scores, exps and rotations of
           // size ~10 against the f64 twin.
@@ -188,8 +264,8 @@ TEST_CASE("chunk attention: rows sharing rotated block keys give the bits of rot
         CHECK(max_abs_diff(shared, own) == 0.0);
         CHECK(shared_mass == own_mass);
         CHECK(shared_count.dropped == own_count.dropped);
-        // And both against the naive twin, with the random-plan test's tolerances.
-        const Tensor ref = attend_plan_reference(cache, ctx, plan, q, k, v, nullptr, nullptr);
+        // And both against the definition, with the random-plan test's tolerances.
+        const Tensor ref = attend_by_definition(cache, ctx, plan, q, k, v, nullptr, nullptr);
         CHECK(max_abs_diff(shared, ref) < (dt == DType::F64 ? 1e-12 : 2e-5));
       }
     }
