@@ -182,19 +182,22 @@ void BpeTokenizer::base_to_json(nlohmann::json& j) const {
 // the word is merged, its new pairs added. A max-heap with lazy deletion finds the next best
 // pair: stale entries (whose count changed since they were pushed) are skipped when popped.
 
-BpeTokenizer BpeTokenizer::train(const std::string& text, int64_t vocab_size,
-                                 const std::function<void(int64_t, int64_t)>& progress, bool split_digits) {
-  LM_CHECK(vocab_size >= 256, "BPE train: vocab_size must be at least 256 (the bytes), got " << vocab_size);
-  LM_CHECK(vocab_size <= (1 << 30), "BPE train: vocab_size " << vocab_size << " is implausibly large");
-  const int64_t wanted = vocab_size - 256;
+namespace {
 
-  // Unique words, sorted so that word indices (and everything after) do not depend on hashing.
+// A unique word of the corpus: its ids as merged so far, and how often it occurs.
+struct Word {
+  std::vector<int32_t> ids;
+  int64_t count;
+};
+
+// The corpus's unique words as bytes, sorted so that word indices (and everything after) do not
+// depend on hashing.
+std::vector<Word> unique_words(const std::string& text) {
   std::unordered_map<std::string, int64_t> word_counts;
   for (const auto& [begin, end] : pretokenize(text)) ++word_counts[text.substr(begin, end - begin)];
   std::vector<std::pair<std::string, int64_t>> sorted(word_counts.begin(), word_counts.end());
   word_counts.clear();
   std::sort(sorted.begin(), sorted.end());
-  struct Word { std::vector<int32_t> ids; int64_t count; };
   std::vector<Word> words;
   words.reserve(sorted.size());
   for (const auto& [w, c] : sorted) {
@@ -202,115 +205,161 @@ BpeTokenizer BpeTokenizer::train(const std::string& text, int64_t vocab_size,
     for (size_t i = 0; i < w.size(); ++i) word.ids[i] = static_cast<unsigned char>(w[i]);
     words.push_back(std::move(word));
   }
-  sorted.clear();
+  return words;
+}
 
+// Replaces every non-overlapping (m.left, m.right) of `ids`, scanning left to right, by m.result,
+// as merge_pair does, and remembers where: `sites` holds the old index of each merged pair and the
+// new index of its result.
+std::vector<int32_t> merge_with_sites(const std::vector<int32_t>& ids, const BpeTokenizer::Merge& m,
+                                      std::vector<std::pair<size_t, size_t>>& sites) {
+  std::vector<int32_t> merged;
+  merged.reserve(ids.size());
+  for (size_t i = 0; i < ids.size();) {
+    if (i + 1 < ids.size() && ids[i] == m.left && ids[i + 1] == m.right) {
+      sites.emplace_back(i, merged.size());
+      merged.push_back(m.result);
+      i += 2;
+    } else {
+      merged.push_back(ids[i++]);
+    }
+  }
+  return merged;
+}
+
+// The words, the count of every mergeable adjacent pair, the words that (may) hold each pair, and
+// the heap that finds the best pair; merge() keeps them up to date.
+class PairCounts {
+ public:
+  std::vector<int64_t> token_len = std::vector<int64_t>(256, 1);  // bytes per id, merges included as they are made
+
+  PairCounts(std::vector<Word> words, bool split_digits) : words_(std::move(words)), split_digits_(split_digits) {
+    for (size_t w = 0; w < words_.size(); ++w)
+      for (size_t i = 0; i + 1 < words_[w].ids.size(); ++i) {
+        if (!mergeable(words_[w].ids[i], words_[w].ids[i + 1])) continue;
+        uint64_t key = pair_key(words_[w].ids[i], words_[w].ids[i + 1]);
+        pair_count_[key] += words_[w].count;
+        std::vector<int32_t>& list = where_[key];
+        if (list.empty() || list.back() != static_cast<int32_t>(w)) list.push_back(static_cast<int32_t>(w));
+      }
+    for (const auto& [key, c] : pair_count_) heap_.push({c, key});
+  }
+
+  // Takes the most frequent pair off the heap into *best; false when no pair occurs twice.
+  bool pop_best(uint64_t* best) {
+    while (!heap_.empty()) {
+      auto it = pair_count_.find(heap_.top().second);
+      if (it != pair_count_.end() && it->second == heap_.top().first) break;
+      heap_.pop();  // stale
+    }
+    if (heap_.empty() || heap_.top().first < 2) return false;  // no pair occurs twice: nothing to learn
+    *best = heap_.top().second;
+    heap_.pop();
+    return true;
+  }
+
+  // Applies merge m of pair `key` to every word listed for it, then moves the counts of the pairs
+  // that changed (and pushes their new counts on the heap).
+  void merge(const BpeTokenizer::Merge& m, uint64_t key) {
+    std::vector<int32_t> affected = std::move(where_[key]);
+    where_.erase(key);
+    std::sort(affected.begin(), affected.end());
+    affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
+    delta_.clear();
+    for (int32_t w : affected) {
+      Word& word = words_[static_cast<size_t>(w)];
+      std::vector<std::pair<size_t, size_t>> sites;
+      std::vector<int32_t> merged = merge_with_sites(word.ids, m, sites);
+      if (sites.empty()) continue;  // a stale listing
+      count_around_sites(word.ids, sites, true, w, m.result);
+      count_around_sites(merged, sites, false, w, m.result);
+      word.ids = std::move(merged);
+    }
+    for (const auto& [k, d] : delta_) {
+      if (d == 0) continue;
+      int64_t& c = pair_count_[k];
+      c += d;
+      if (c <= 0) pair_count_.erase(k);
+      else heap_.push({c, k});
+    }
+  }
+
+ private:
   // With split_digits, a pair that holds a digit byte is never counted, so it never becomes a
   // merge: digits stay single-byte tokens for good (a merge result never holds a digit, so
   // checking the two ids against the digit bytes is enough). Nor is a pair whose token would be
   // longer than kMaxTokenBytes (a run of one byte doubles its longest token with every merge),
   // so training never makes a tokenizer that loading would refuse.
-  std::vector<int64_t> token_len(256, 1);  // bytes per id, merges included as they are made
-  auto mergeable = [split_digits, &token_len](int32_t left, int32_t right) {
+  bool mergeable(int32_t left, int32_t right) const {
     auto digit = [](int32_t id) { return id >= '0' && id <= '9'; };
-    return (!split_digits || (!digit(left) && !digit(right))) &&
-           token_len[static_cast<size_t>(left)] + token_len[static_cast<size_t>(right)] <= int64_t(kMaxTokenBytes);
-  };
-  int64_t total_bytes = 256;
-  std::unordered_map<uint64_t, int64_t> pair_count;
-  std::unordered_map<uint64_t, std::vector<int32_t>> where;
-  for (size_t w = 0; w < words.size(); ++w)
-    for (size_t i = 0; i + 1 < words[w].ids.size(); ++i) {
-      if (!mergeable(words[w].ids[i], words[w].ids[i + 1])) continue;
-      uint64_t key = pair_key(words[w].ids[i], words[w].ids[i + 1]);
-      pair_count[key] += words[w].count;
-      std::vector<int32_t>& list = where[key];
-      if (list.empty() || list.back() != static_cast<int32_t>(w)) list.push_back(static_cast<int32_t>(w));
+    return (!split_digits_ || (!digit(left) && !digit(right))) &&
+           token_len[static_cast<size_t>(left)] + token_len[static_cast<size_t>(right)] <=
+               int64_t(BpeTokenizer::kMaxTokenBytes);
+  }
+
+  // Only the pairs touching a merge change: the old pairs at j-1, j, j+1 around each site j
+  // leave (old_side), the new pairs at k-1 and k around each result k arrive; every other pair is
+  // the same pair before and after. So the work is proportional to the merges made, not to the
+  // word's length (one 300 KB word once cost a full recount per merge: minutes).
+  void count_around_sites(const std::vector<int32_t>& ids, const std::vector<std::pair<size_t, size_t>>& sites,
+                          bool old_side, int32_t w, int32_t result) {
+    const int64_t count = words_[static_cast<size_t>(w)].count;
+    size_t next = 0;  // pair indices below this were counted already (sites overlap)
+    for (const auto& [at_old, at_new] : sites) {
+      const size_t at = old_side ? at_old : at_new, last = old_side ? at + 1 : at;
+      for (size_t j = at > 0 ? at - 1 : 0; j <= last; ++j) {
+        if (j < next || j + 1 >= ids.size()) continue;
+        next = j + 1;
+        if (!mergeable(ids[j], ids[j + 1])) continue;
+        const uint64_t key = pair_key(ids[j], ids[j + 1]);
+        delta_[key] += old_side ? -count : count;
+        if (!old_side && (ids[j] == result || ids[j + 1] == result)) {
+          std::vector<int32_t>& list = where_[key];
+          if (list.empty() || list.back() != w) list.push_back(w);
+        }
+      }
     }
+  }
 
   // Heap order: higher count first; equal counts -> smaller key (left id, then right id) first.
   using Entry = std::pair<int64_t, uint64_t>;
-  auto worse = [](const Entry& a, const Entry& b) {
-    return a.first < b.first || (a.first == b.first && a.second > b.second);
+  struct Worse {
+    bool operator()(const Entry& a, const Entry& b) const {
+      return a.first < b.first || (a.first == b.first && a.second > b.second);
+    }
   };
-  std::priority_queue<Entry, std::vector<Entry>, decltype(worse)> heap(worse);
-  for (const auto& [key, c] : pair_count) heap.push({c, key});
+
+  std::vector<Word> words_;
+  bool split_digits_;
+  std::unordered_map<uint64_t, int64_t> pair_count_;
+  std::unordered_map<uint64_t, std::vector<int32_t>> where_;
+  std::priority_queue<Entry, std::vector<Entry>, Worse> heap_;
+  std::unordered_map<uint64_t, int64_t> delta_;  // merge(): the change of each pair's count
+};
+
+}  // namespace
+
+BpeTokenizer BpeTokenizer::train(const std::string& text, int64_t vocab_size,
+                                 const std::function<void(int64_t, int64_t)>& progress, bool split_digits) {
+  LM_CHECK(vocab_size >= 256, "BPE train: vocab_size must be at least 256 (the bytes), got " << vocab_size);
+  LM_CHECK(vocab_size <= (1 << 30), "BPE train: vocab_size " << vocab_size << " is implausibly large");
+  const int64_t wanted = vocab_size - 256;
+  PairCounts pairs(unique_words(text), split_digits);
 
   std::vector<int32_t> byte_ids(256);
   for (int b = 0; b < 256; ++b) byte_ids[b] = b;
   std::vector<Merge> merges;
   merges.reserve(static_cast<size_t>(wanted));
-  std::unordered_map<uint64_t, int64_t> delta;
-  while (static_cast<int64_t>(merges.size()) < wanted) {
-    while (!heap.empty()) {
-      auto it = pair_count.find(heap.top().second);
-      if (it != pair_count.end() && it->second == heap.top().first) break;
-      heap.pop();  // stale
-    }
-    if (heap.empty() || heap.top().first < 2) break;  // no pair occurs twice: nothing to learn
-    const uint64_t best = heap.top().second;
-    heap.pop();
+  int64_t total_bytes = 256;
+  uint64_t best = 0;
+  while (static_cast<int64_t>(merges.size()) < wanted && pairs.pop_best(&best)) {
     const Merge m{key_left(best), key_right(best), static_cast<int32_t>(256 + merges.size())};
-    const int64_t len = token_len[static_cast<size_t>(m.left)] + token_len[static_cast<size_t>(m.right)];
+    const int64_t len = pairs.token_len[static_cast<size_t>(m.left)] + pairs.token_len[static_cast<size_t>(m.right)];
     if (total_bytes + len > int64_t(kMaxTotalBytes)) break;  // the vocabulary's bytes in all: see the constructor
     total_bytes += len;
-    token_len.push_back(len);
+    pairs.token_len.push_back(len);
     merges.push_back(m);
-
-    std::vector<int32_t> affected = std::move(where[best]);
-    where.erase(best);
-    std::sort(affected.begin(), affected.end());
-    affected.erase(std::unique(affected.begin(), affected.end()), affected.end());
-    delta.clear();
-    for (int32_t w : affected) {
-      Word& word = words[static_cast<size_t>(w)];
-      // Merge left to right, remembering where: `sites` holds the old index of each merged pair
-      // and the new index of its result.
-      const std::vector<int32_t>& old_ids = word.ids;
-      std::vector<int32_t> merged;
-      merged.reserve(old_ids.size());
-      std::vector<std::pair<size_t, size_t>> sites;
-      for (size_t i = 0; i < old_ids.size();) {
-        if (i + 1 < old_ids.size() && old_ids[i] == m.left && old_ids[i + 1] == m.right) {
-          sites.emplace_back(i, merged.size());
-          merged.push_back(m.result);
-          i += 2;
-        } else {
-          merged.push_back(old_ids[i++]);
-        }
-      }
-      if (sites.empty()) continue;  // a stale listing
-      // Only the pairs touching a merge change: the old pairs at j-1, j, j+1 around each site j
-      // leave, the new pairs at k-1 and k around each result k arrive; every other pair is the
-      // same pair before and after. So the work is proportional to the merges made, not to the
-      // word's length (one 300 KB word once cost a full recount per merge: minutes).
-      auto count_pairs = [&](const std::vector<int32_t>& ids, bool old_side) {
-        size_t next = 0;  // pair indices below this were counted already (sites overlap)
-        for (const auto& [at_old, at_new] : sites) {
-          const size_t at = old_side ? at_old : at_new, last = old_side ? at + 1 : at;
-          for (size_t j = at > 0 ? at - 1 : 0; j <= last; ++j) {
-            if (j < next || j + 1 >= ids.size()) continue;
-            next = j + 1;
-            if (!mergeable(ids[j], ids[j + 1])) continue;
-            const uint64_t key = pair_key(ids[j], ids[j + 1]);
-            delta[key] += old_side ? -word.count : word.count;
-            if (!old_side && (ids[j] == m.result || ids[j + 1] == m.result)) {
-              std::vector<int32_t>& list = where[key];
-              if (list.empty() || list.back() != w) list.push_back(w);
-            }
-          }
-        }
-      };
-      count_pairs(old_ids, true);
-      count_pairs(merged, false);
-      word.ids = std::move(merged);
-    }
-    for (const auto& [key, d] : delta) {
-      if (d == 0) continue;
-      int64_t& c = pair_count[key];
-      c += d;
-      if (c <= 0) pair_count.erase(key);
-      else heap.push({c, key});
-    }
+    pairs.merge(m, best);
     if (progress && merges.size() % 256 == 0) progress(static_cast<int64_t>(merges.size()), wanted);
   }
   if (progress) progress(static_cast<int64_t>(merges.size()), wanted);
