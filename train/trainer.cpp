@@ -639,6 +639,76 @@ void validate_and_log(GPT& model, const TrainData& data, const TrainOptions& o, 
   log << std::defaultfloat << "\n" << std::flush;
 }
 
+// The run must fit: the batch splits evenly across the ranks, and each token file holds a row and
+// its next-token targets.
+void check_run_fits(const TrainOptions& o, const TrainData& data, int64_t row, const dist::World& world) {
+  LM_CHECK(o.batch_size % world.size == 0,
+           "train: --batch " << o.batch_size << (o.resume.empty() ? "" : " (the resumed run's)")
+                             << " does not split evenly across " << world.size << " ranks; give a multiple of "
+                             << world.size);
+  LM_CHECK(data.train.size() > row + 1 && data.val.size() > row + 1,
+           "train: the token files need more than " << (o.segment > 0 ? "--segment" : "block_size") << " + 1 = "
+                                                    << row + 1 << " tokens (train has " << data.train.size()
+                                                    << ", val " << data.val.size() << ")");
+}
+
+// Rank 0 points `metrics` at out_dir/metrics.jsonl (other ranks leave it writing nowhere). On
+// resume, lines past the checkpoint's step (written before a kill, and about to be written again)
+// are dropped first, so every step appears once.
+void open_metrics(const TrainOptions& o, const std::string& path, int64_t step, const dist::World& world,
+                  std::ofstream& file, std::ostream& metrics) {
+  if (!world.root()) return;
+  std::filesystem::create_directories(o.out_dir);
+  if (!o.resume.empty()) drop_metrics_after(path, step);
+  file.open(path, o.resume.empty() ? std::ios::trunc : std::ios::app);
+  LM_CHECK(file.good(), "train: cannot write " << path);
+  metrics.rdbuf(file.rdbuf());
+}
+
+// With several ranks: how the batch is shared and how many gradient bytes each step sums.
+void log_data_parallel(std::ostream& log, GPT& model, const TrainOptions& o, const dist::World& world) {
+  if (world.size <= 1) return;
+  int64_t grad_bytes = 0;
+  for (Var* p : model.parameters())
+    grad_bytes += p->value().numel() * static_cast<int64_t>(dtype_size(p->value().dtype()));
+  log << "data parallel: " << world.size << " ranks of " << o.batch_size / world.size << " rows each; "
+      << grad_bytes << " bytes of gradients summed across ranks per step (one all-reduce)\n";
+}
+
+// The schedule against the clock (--time-limit). Every rank follows rank 0's clock, so all place
+// the schedule, and stop, at the same step.
+struct RunClock {
+  const double t_start, limit_s;  // when the run started; the limit in seconds (0: none)
+  double avg_step = 0;            // seconds per step, a running average
+  bool over_limit = false;        // a step ended past the time limit: the next one is the last
+  ScheduleClock schedule;
+
+  RunClock(double start_s, double limit) : t_start(start_s), limit_s(limit) {}
+
+  // The schedule position for a step starting at t0. With a time limit, the schedule is placed
+  // where this step is expected to end, so the step that reaches the limit runs at the schedule's
+  // final learning rate and is the last one. A step that overruns the limit (a slow step) is
+  // followed by one more at the final rate.
+  int64_t position(int64_t step, int64_t steps, double t0, const dist::World& world) {
+    double clock_s = t0 - t_start + avg_step;
+    if (world.size > 1) {
+      std::vector<double> c{clock_s, over_limit ? 1.0 : 0.0};
+      dist::broadcast(c);
+      clock_s = c[0];
+      over_limit = c[1] != 0;
+    }
+    return over_limit ? steps - 1 : schedule.position(step, steps, clock_s, limit_s);
+  }
+};
+
+// A stop asked for on any rank (a signal) stops them all after this step.
+bool stop_on_any_rank(bool stop, const dist::World& world) {
+  if (world.size <= 1) return stop;
+  std::vector<double> f{stop ? 1.0 : 0.0};
+  dist::allreduce_sum(f);
+  return f[0] > 0;
+}
+
 }  // namespace
 
 int64_t row_tokens(const TrainOptions& o, const GPTConfig& mc) { return mc.xl_cache > 0 ? o.segment : mc.block_size; }
@@ -671,14 +741,8 @@ TrainResult train(const TrainOptions& opts, std::ostream& log_all) {
   const Start start = resolve_start(o, *data.tok, log);
   const GPTConfig& mc = start.model;
   mc.validate();
-  LM_CHECK(o.batch_size % world.size == 0,
-           "train: --batch " << o.batch_size << (o.resume.empty() ? "" : " (the resumed run's)") << " does not split evenly across "
-                             << world.size << " ranks; give a multiple of " << world.size);
   const int64_t row = row_tokens(o, mc);
-  LM_CHECK(data.train.size() > row + 1 && data.val.size() > row + 1,
-           "train: the token files need more than " << (o.segment > 0 ? "--segment" : "block_size") << " + 1 = " << row + 1
-                                                    << " tokens (train has " << data.train.size() << ", val "
-                                                    << data.val.size() << ")");
+  check_run_fits(o, data, row, world);
   if (o.doc_starts) find_document_starts(data, mc, row);
   BatchLoss batch_loss = make_batch_loss(o, mc, *data.tok, data.tok_path);
   batch_loss.rank = world.rank;
@@ -687,69 +751,38 @@ TrainResult train(const TrainOptions& opts, std::ostream& log_all) {
   const std::string ckpt_path = o.out_dir + "/checkpoint.safetensors", metrics_path = o.out_dir + "/metrics.jsonl";
   std::ofstream metrics_file;
   std::ostream metrics(nullptr);  // rank 0: the file; other ranks: nowhere
-  if (world.root()) {
-    std::filesystem::create_directories(o.out_dir);
-    // On resume, lines past the checkpoint's step (written before a kill, and about to be written
-    // again) are dropped first, so every step appears once.
-    if (!o.resume.empty()) drop_metrics_after(metrics_path, st.step);
-    metrics_file.open(metrics_path, o.resume.empty() ? std::ios::trunc : std::ios::app);
-    LM_CHECK(metrics_file.good(), "train: cannot write " << metrics_path);
-    metrics.rdbuf(metrics_file.rdbuf());
-  }
+  open_metrics(o, metrics_path, st.step, world, metrics_file, metrics);
   if (!o.init_from.empty()) metrics << nlohmann::json{{"parent", start.parent_record}}.dump() << "\n";
   log_header(log, o, mc, st.model, data, st.step);
   log << st.init_note;
-  if (world.size > 1) {
-    int64_t grad_bytes = 0;
-    for (Var* p : st.model.parameters()) grad_bytes += p->value().numel() * static_cast<int64_t>(dtype_size(p->value().dtype()));
-    log << "data parallel: " << world.size << " ranks of " << o.batch_size / world.size << " rows each; "
-        << grad_bytes << " bytes of gradients summed across ranks per step (one all-reduce)\n";
-  }
+  log_data_parallel(log, st.model, o, world);
 
   TrainResult res;
   const int64_t tokens_per_step = o.batch_size * row * o.grad_accum;
-  const double t_start = now_s(), limit_s = 60.0 * o.time_limit_min;
-  double avg_step = 0, last_line = -INFINITY;
-  bool over_limit = false;  // a step ended past the time limit: the next one is the last
-  ScheduleClock clock;
+  RunClock clock(now_s(), 60.0 * o.time_limit_min);
+  const double t_start = clock.t_start, limit_s = clock.limit_s;
+  double last_line = -INFINITY;
   stop_requested() = false;
   while (st.step < o.steps) {
     const double t0 = now_s();
-    // Every rank follows rank 0's clock, so all place the schedule, and stop, at the same step.
-    double clock_s = t0 - t_start + avg_step;
-    if (world.size > 1) {
-      std::vector<double> c{clock_s, over_limit ? 1.0 : 0.0};
-      dist::broadcast(c);
-      clock_s = c[0];
-      over_limit = c[1] != 0;
-    }
-    // With a time limit, the schedule is placed where this step is expected to end, so the step
-    // that reaches the limit runs at the schedule's final learning rate and is the last one. A
-    // step that overruns the limit (a slow step) is followed by one more at the final rate.
-    const int64_t position =
-        over_limit ? o.steps - 1 : clock.position(st.step, o.steps, clock_s, limit_s);
+    const int64_t position = clock.position(st.step, o.steps, t0, world);
     const bool final_by_time = limit_s > 0 && position == o.steps - 1 && st.step < o.steps - 1;
     const double lr = scheduled_lr(o, position);
     const auto [loss_value, gnorm] = train_step(st.model, st.opt, data, batch_loss, o, st.cursor, st.step, lr);
     const int64_t step = ++st.step;
     const double t1 = now_s(), dt = t1 - t0, elapsed = t1 - t_start;
-    avg_step = avg_step == 0 ? dt : 0.9 * avg_step + 0.1 * dt;
+    clock.avg_step = clock.avg_step == 0 ? dt : 0.9 * clock.avg_step + 0.1 * dt;
     res.last_loss = loss_value;
     const double tps = static_cast<double>(tokens_per_step) / dt;
     metrics << "{\"step\":" << step << ",\"loss\":" << std::setprecision(8) << loss_value << ",\"lr\":" << lr
             << ",\"grad_norm\":" << gnorm << ",\"tokens_per_s\":" << std::setprecision(6) << tps
             << ",\"elapsed_s\":" << elapsed << ",\"ranks\":" << world.size << "}\n";
-    bool stop = stop_requested().load();
-    if (world.size > 1) {  // a signal to any rank stops them all after this step
-      std::vector<double> f{stop ? 1.0 : 0.0};
-      dist::allreduce_sum(f);
-      stop = f[0] > 0;
-    }
+    const bool stop = stop_on_any_rank(stop_requested().load(), world);
     const bool last = step == o.steps, reached = o.stop_at > 0 && step >= o.stop_at;
-    over_limit = limit_s > 0 && now_s() - t_start > limit_s;
+    clock.over_limit = limit_s > 0 && now_s() - t_start > limit_s;
     const bool ending = last || stop || final_by_time || reached;
     if (!o.quiet && (ending || step == 1 || elapsed - last_line >= o.log_every_s)) {
-      log << progress_line(o, mc, step, loss_value, lr, tps, elapsed, avg_step)
+      log << progress_line(o, mc, step, loss_value, lr, tps, elapsed, clock.avg_step)
           << (world.size > 1 ? " | ranks " + std::to_string(world.size) : "") << "\n"
           << std::flush;
       last_line = elapsed;
@@ -759,7 +792,8 @@ TrainResult train(const TrainOptions& opts, std::ostream& log_all) {
     metrics.flush();
     if (ending || (o.ckpt_every > 0 && step % o.ckpt_every == 0)) {
       if (world.root())
-        save_training_checkpoint(ckpt_path, st.model, st.opt, checkpoint_metadata(o, mc, *data.tok, step, st.cursor, start.parent_record));
+        save_training_checkpoint(ckpt_path, st.model, st.opt,
+                                 checkpoint_metadata(o, mc, *data.tok, step, st.cursor, start.parent_record));
       res.checkpoint = ckpt_path;
       if (!o.quiet && o.log_every_s == 0) log << "saved " << ckpt_path << " at step " << step << "\n";
     }
