@@ -231,38 +231,53 @@ void save_safetensors(const std::string& path, const Checkpoint& ckpt) {
 
 // ---- reading ----
 
-Checkpoint load_safetensors(const std::string& path) {
-  check_little_endian();
-  const std::string where = "load_safetensors('" + path + "'): ";
+namespace {
 
-  require_regular_file(path, "checkpoint");
-  std::ifstream in(path, std::ios::binary);
-  LM_CHECK(in.is_open(), where << "cannot open the file (" << std::strerror(errno) << ")");
-  in.seekg(0, std::ios::end);
-  const auto end_pos = in.tellg();
-  LM_CHECK(end_pos >= 0, where << "cannot read the file (seek failed)");
-  const uint64_t file_size = static_cast<uint64_t>(end_pos);
+// The file being read, with its size; read_exact reads bytes at an offset or fails naming what
+// they were. `where` starts every error message.
+class SafetensorsFile {
+ public:
+  SafetensorsFile(const std::string& path, std::string where_) : where(std::move(where_)) {
+    require_regular_file(path, "checkpoint");
+    in.open(path, std::ios::binary);
+    LM_CHECK(in.is_open(), where << "cannot open the file (" << std::strerror(errno) << ")");
+    in.seekg(0, std::ios::end);
+    const auto end_pos = in.tellg();
+    LM_CHECK(end_pos >= 0, where << "cannot read the file (seek failed)");
+    file_size = static_cast<uint64_t>(end_pos);
+  }
 
-  auto read_exact = [&](uint64_t pos, void* dst, uint64_t n, const std::string& what) {
+  void read_exact(uint64_t pos, void* dst, uint64_t n, const std::string& what) {
     in.clear();
     in.seekg(static_cast<std::streamoff>(pos));
     in.read(static_cast<char*>(dst), static_cast<std::streamsize>(n));
     LM_CHECK(in && static_cast<uint64_t>(in.gcount()) == n,
              where << "could not read " << what << " (" << n << " bytes at offset " << pos << ")");
-  };
+  }
 
-  // 1. The header length, and the header as JSON.
+  const std::string where;
+  uint64_t file_size = 0;
+
+ private:
+  std::ifstream in;
+};
+
+// 1. The header length (returned in *n), and the header as a JSON object with no key twice.
+ordered_json read_header(SafetensorsFile& file, uint64_t* header_bytes) {
+  const std::string& where = file.where;
+  const uint64_t file_size = file.file_size;
   LM_CHECK(file_size >= 8, where << "the file is " << file_size << " bytes long, too short for the "
                                  "8-byte header length that starts every safetensors file");
   unsigned char len[8];
-  read_exact(0, len, 8, "the header length");
+  file.read_exact(0, len, 8, "the header length");
   uint64_t n = 0;
   for (int i = 7; i >= 0; --i) n = (n << 8) | len[i];
   LM_CHECK(n <= file_size - 8, where << "the header length in the first 8 bytes says " << n << " bytes, but only "
                                      << file_size - 8 << " bytes follow (corrupt, or not a safetensors file)");
   LM_CHECK(n <= kMaxHeaderBytes, where << "the header length " << n << " is absurd (limit " << kMaxHeaderBytes << ")");
   std::string text(n, '\0');
-  if (n > 0) read_exact(8, &text[0], n, "the header");
+  if (n > 0) file.read_exact(8, &text[0], n, "the header");
+  *header_bytes = n;
 
   // nlohmann keeps the last of two equal keys; watch top-level keys to refuse such files.
   std::set<std::string> keys;
@@ -281,10 +296,19 @@ Checkpoint load_safetensors(const std::string& path) {
   LM_CHECK(header.is_object(), where << "the header is JSON but not an object: " << snippet(header));
   LM_CHECK(text[0] == '{', where << "the header must begin with '{' (safetensors rule)");
   LM_CHECK(duplicate.empty(), where << "the header names '" << duplicate << "' twice");
+  return header;
+}
 
-  // 2. Metadata: all strings (safetensors rule), and our format marker before anything else,
-  // so a foreign file is reported as such rather than by its first unsupported dtype.
-  nlohmann::json landmark_meta;  // stays null when the file has no "landmark" entry
+// What __metadata__ holds for us: our own metadata (null when the file has none) and the tensors'
+// CRC-32s (null: a file from before checksums, which loads with checksummed = false).
+struct Metadata {
+  nlohmann::json landmark, crcs;
+};
+
+// 2. Metadata: all strings (safetensors rule), and our format marker before anything else,
+// so a foreign file is reported as such rather than by its first unsupported dtype.
+Metadata read_metadata(const ordered_json& header, const std::string& where) {
+  Metadata m;
   const ordered_json no_meta = ordered_json::object();
   const ordered_json& meta = header.contains("__metadata__") ? header["__metadata__"] : no_meta;
   LM_CHECK(meta.is_object(), where << "__metadata__ must be an object of strings, got " << snippet(meta));
@@ -298,13 +322,13 @@ Checkpoint load_safetensors(const std::string& path) {
                                               << format << "\", expected \"" << kCheckpointFormat << "\"");
   if (meta.contains("landmark")) {
     try {
-      landmark_meta = nlohmann::json::parse(meta["landmark"].get<std::string>());
+      m.landmark = nlohmann::json::parse(meta["landmark"].get<std::string>());
     } catch (const nlohmann::json::exception& e) {
       LM_FAIL(where << "__metadata__.landmark is not valid JSON (" << e.what() << ")");
     }
   }
-  nlohmann::json crcs;  // null: a file from before checksums (loads, with checksummed = false)
   if (meta.contains("crc32")) {
+    nlohmann::json& crcs = m.crcs;
     try {
       crcs = nlohmann::json::parse(meta["crc32"].get<std::string>());
     } catch (const nlohmann::json::exception& e) {
@@ -312,59 +336,64 @@ Checkpoint load_safetensors(const std::string& path) {
     }
     LM_CHECK(crcs.is_object(), where << "__metadata__.crc32 must map tensor names to CRC-32s, got " << snippet(crcs));
   }
+  return m;
+}
 
-  // 3. Each tensor entry on its own: known dtype, a shape of non-negative integers, and
-  // data_offsets whose length is exactly numel * dtype size.
-  struct Entry {
-    std::string name;
-    DType dtype;
-    Shape shape;
-    uint64_t begin, end;
-  };
-  std::vector<Entry> entries;
-  for (const auto& [name, v] : header.items()) {
-    if (name == "__metadata__") continue;
-    const std::string what = where + "tensor '" + name + "': ";
-    LM_CHECK(v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"),
-             what << "expected {\"dtype\", \"shape\", \"data_offsets\"}, got " << snippet(v));
-    Entry e;
-    e.name = name;
-    const ordered_json& dt = v["dtype"];
-    LM_CHECK(dt.is_string() && parse_st_dtype(dt.get<std::string>(), &e.dtype),
-             what << "dtype " << snippet(dt) << " is not supported (this reader knows F32, F64 and I32)");
-    const ordered_json& sh = v["shape"];
-    LM_CHECK(sh.is_array(), what << "shape must be an array, got " << snippet(sh));
-    bool any_zero = false;
-    for (const auto& d : sh) {
-      LM_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()),
-               what << "shape " << snippet(sh) << " must hold non-negative integers");
-      e.shape.push_back(d.get<int64_t>());
-      any_zero = any_zero || e.shape.back() == 0;
-    }
-    uint64_t nbytes = 0;  // numel * dtype size, refusing shapes whose size overflows 64 bits
-    if (!any_zero) {
-      nbytes = dtype_size(e.dtype);
-      for (int64_t d : e.shape) {
-        LM_CHECK(nbytes <= std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d),
-                 what << "shape " << shape_str(e.shape) << " is impossibly large");
-        nbytes *= static_cast<uint64_t>(d);
-      }
-    }
-    const ordered_json& off = v["data_offsets"];
-    LM_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(),
-             what << "data_offsets must be [begin, end] with non-negative integers, got " << snippet(off));
-    e.begin = off[0].get<uint64_t>();
-    e.end = off[1].get<uint64_t>();
-    LM_CHECK(e.begin <= e.end, what << "data_offsets [" << e.begin << ", " << e.end << "] end before they begin");
-    LM_CHECK(e.end - e.begin == nbytes,
-             what << "shape " << shape_str(e.shape) << " of " << st_dtype_name(e.dtype) << " needs " << nbytes
-                  << " bytes, but data_offsets [" << e.begin << ", " << e.end << "] span " << e.end - e.begin);
-    entries.push_back(std::move(e));
+// One tensor's header entry: its bytes are [begin, end) of the data section.
+struct Entry {
+  std::string name;
+  DType dtype;
+  Shape shape;
+  uint64_t begin, end;
+};
+
+// numel * dtype size, refusing shapes whose size overflows 64 bits.
+uint64_t entry_bytes(const Entry& e, const std::string& what) {
+  for (int64_t d : e.shape)
+    if (d == 0) return 0;
+  uint64_t nbytes = dtype_size(e.dtype);
+  for (int64_t d : e.shape) {
+    LM_CHECK(nbytes <= std::numeric_limits<uint64_t>::max() / static_cast<uint64_t>(d),
+             what << "shape " << shape_str(e.shape) << " is impossibly large");
+    nbytes *= static_cast<uint64_t>(d);
   }
+  return nbytes;
+}
 
-  // 4. Together, in offset order, the tensors must tile the data section exactly: in range,
-  // no overlaps, no holes, nothing after the last one (safetensors forbids unindexed bytes).
-  const uint64_t data_start = 8 + n, data_size = file_size - data_start;
+// 3. Each tensor entry on its own: known dtype, a shape of non-negative integers, and
+// data_offsets whose length is exactly numel * dtype size.
+Entry parse_entry(const std::string& name, const ordered_json& v, const std::string& where) {
+  const std::string what = where + "tensor '" + name + "': ";
+  LM_CHECK(v.is_object() && v.contains("dtype") && v.contains("shape") && v.contains("data_offsets"),
+           what << "expected {\"dtype\", \"shape\", \"data_offsets\"}, got " << snippet(v));
+  Entry e;
+  e.name = name;
+  const ordered_json& dt = v["dtype"];
+  LM_CHECK(dt.is_string() && parse_st_dtype(dt.get<std::string>(), &e.dtype),
+           what << "dtype " << snippet(dt) << " is not supported (this reader knows F32, F64 and I32)");
+  const ordered_json& sh = v["shape"];
+  LM_CHECK(sh.is_array(), what << "shape must be an array, got " << snippet(sh));
+  for (const auto& d : sh) {
+    LM_CHECK(d.is_number_unsigned() && d.get<uint64_t>() <= uint64_t(std::numeric_limits<int64_t>::max()),
+             what << "shape " << snippet(sh) << " must hold non-negative integers");
+    e.shape.push_back(d.get<int64_t>());
+  }
+  const uint64_t nbytes = entry_bytes(e, what);
+  const ordered_json& off = v["data_offsets"];
+  LM_CHECK(off.is_array() && off.size() == 2 && off[0].is_number_unsigned() && off[1].is_number_unsigned(),
+           what << "data_offsets must be [begin, end] with non-negative integers, got " << snippet(off));
+  e.begin = off[0].get<uint64_t>();
+  e.end = off[1].get<uint64_t>();
+  LM_CHECK(e.begin <= e.end, what << "data_offsets [" << e.begin << ", " << e.end << "] end before they begin");
+  LM_CHECK(e.end - e.begin == nbytes,
+           what << "shape " << shape_str(e.shape) << " of " << st_dtype_name(e.dtype) << " needs " << nbytes
+                << " bytes, but data_offsets [" << e.begin << ", " << e.end << "] span " << e.end - e.begin);
+  return e;
+}
+
+// 4. Together, in offset order, the tensors must tile the data section exactly: in range,
+// no overlaps, no holes, nothing after the last one (safetensors forbids unindexed bytes).
+void check_tiling(const std::vector<Entry>& entries, uint64_t data_size, const std::string& where) {
   std::vector<size_t> order(entries.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -386,16 +415,18 @@ Checkpoint load_safetensors(const std::string& path) {
   }
   LM_CHECK(covered == data_size, where << "the file has " << data_size - covered << " bytes after the last "
                                        << "tensor's data (safetensors forbids unindexed bytes)");
+}
 
-  // 5. Only now, with every range known to be valid, read the data.
-  // 6. Each tensor's bytes against its CRC-32 (when the file has them). Values are not judged
-  // here (a file may hold infinities on purpose); weight loaders refuse NaN and infinity.
-  Checkpoint ckpt;
-  ckpt.metadata = std::move(landmark_meta);
-  ckpt.checksummed = !crcs.is_null();
+// 5. Only now, with every range known to be valid, read the data.
+// 6. Each tensor's bytes against its CRC-32 (when the file has them). Values are not judged
+// here (a file may hold infinities on purpose); weight loaders refuse NaN and infinity.
+void read_tensors(SafetensorsFile& file, const std::vector<Entry>& entries, uint64_t data_start,
+                  const nlohmann::json& crcs, Checkpoint& ckpt) {
+  const std::string& where = file.where;
   for (const Entry& e : entries) {
     Tensor t(e.shape, e.dtype, Device::CPU);
-    if (e.end > e.begin) read_exact(data_start + e.begin, t.raw_data(), e.end - e.begin, "tensor '" + e.name + "'");
+    if (e.end > e.begin)
+      file.read_exact(data_start + e.begin, t.raw_data(), e.end - e.begin, "tensor '" + e.name + "'");
     if (ckpt.checksummed) {
       LM_CHECK(crcs.contains(e.name) && crcs[e.name].is_string(),
                where << "tensor '" << e.name << "' has no CRC-32 in __metadata__.crc32 (every tensor must)");
@@ -409,6 +440,26 @@ Checkpoint load_safetensors(const std::string& path) {
   if (ckpt.checksummed)
     for (const auto& [name, value] : crcs.items())
       LM_CHECK(ckpt.has(name), where << "__metadata__.crc32 names '" << name << "', which is not a tensor in the file");
+}
+
+}  // namespace
+
+Checkpoint load_safetensors(const std::string& path) {
+  check_little_endian();
+  SafetensorsFile file(path, "load_safetensors('" + path + "'): ");
+  uint64_t n = 0;
+  const ordered_json header = read_header(file, &n);
+  Metadata meta = read_metadata(header, file.where);
+  std::vector<Entry> entries;
+  for (const auto& [name, v] : header.items())
+    if (name != "__metadata__") entries.push_back(parse_entry(name, v, file.where));
+  const uint64_t data_start = 8 + n, data_size = file.file_size - data_start;
+  check_tiling(entries, data_size, file.where);
+
+  Checkpoint ckpt;
+  ckpt.metadata = std::move(meta.landmark);
+  ckpt.checksummed = !meta.crcs.is_null();
+  read_tensors(file, entries, data_start, meta.crcs, ckpt);
   return ckpt;
 }
 
