@@ -1,6 +1,6 @@
 // cmd_explore.cpp: `landmark explore`: a text read with cached chunked inference, written as one
 // self-contained HTML page that shows what retrieval did for every token, layer and head: a thin
-// wrapper over infer/explorer.h. docs/infer.md section 10.
+// wrapper over infer/explorer.h. docs/infer.md sections 3 and 9.5.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>

@@ -1,5 +1,5 @@
 // bench_topk.cpp: the time one query takes to find its top k landmarks among N cached blocks, for
-// N from 10^3 up, with the two exact searches of inference (docs/infer.md section 2):
+// N from 10^3 up, with the two exact searches of inference (docs/infer.md section 9.2):
 //   scan     what `--search scan` runs on the CPU: a chunk's queries against every landmark key in
 //            one GEMM (cpu::gemm_single, the scale as its alpha) into a score buffer kept between
 //            calls, then select_blocks; the time is per query (its share of the batch);

@@ -5,12 +5,13 @@
 # (`--block-dir`, a scratch directory removed at the end) and progress on stderr. Each prompt is
 # one `passkey` process; the last line sums them up:
 #   long-context tokens=N correct=C/T seconds=S max_rss_mb=M
-# (M: the largest peak resident memory of the three processes). docs/infer.md section 7 says what
-# it measured. The top k of landmarks is found by the approximate search (`--search approx`, 16
-# tiles: 1.5 times faster than the scan at this length), which is not exact: each prompt's output
-# says how many (query, layer, head) rows ran out of tiles before their top k was proven; its
-# recall against the scan is measured in docs/infer.md section 9. DEMO_LONG_SEARCH=scan gives the
-# exact scan. Environment: DEMO_LONG_TOKENS (default 1000000), DEMO_LONG_DEPTHS (default
+# (M: the largest peak resident memory of the three processes). What it measured is in the
+# notebook, docs/results/inference.md#demo-long-quiet. The top k of landmarks is found by the
+# approximate search (`--search approx`, 16 tiles: 1.5 times faster than the scan at this
+# length), which is not exact: each prompt's output says how many (query, layer, head) rows ran
+# out of tiles before their top k was proven; its recall against the scan is measured in
+# docs/results/inference.md#topk-bench. DEMO_LONG_SEARCH=scan gives the exact scan.
+# Environment: DEMO_LONG_TOKENS (default 1000000), DEMO_LONG_DEPTHS (default
 # "0.05 0.5 0.95"), DEMO_LONG_SEARCH (scan, bounded or approx; default approx), DEMO_LONG_FLAGS
 # (more passkey flags, e.g. "--kv-dtype f16"; a --search there replaces the default), DEMO_OUT,
 # LANDMARK.

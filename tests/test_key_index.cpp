@@ -134,7 +134,7 @@ TEST_CASE("landmark key index: tiles of near-identical keys (filler) are skipped
   // every filler tile's bound is below the 4th needle's score: only the needles' tiles (and the
   // one with the highest bound) are scored. With k = 5 the 5th place is a near-tie among 20,000
   // filler blocks: an exact search must score them all, and it does (the reason the scan stays
-  // the default: docs/infer.md section 9).
+  // the default: docs/infer.md section 9.2).
   const int64_t HS = 32, nb = 20000;
   const std::vector<int64_t> needles{123, 4567, 12345, 19999};
   std::mt19937_64 gen(3);

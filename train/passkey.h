@@ -18,8 +18,8 @@ extern const char* const kPasskeyTask;      // the paper's task line: "... Find 
 // The task line of the training documents: the same but "Find it and memorize it.", the wording
 // the training text has had from the start. With the same seed, documents carrying the paper's
 // wording gave a demo-sized model that copied the key in 10% of 2048-token prompts instead of
-// 100% (docs/infer.md section 3): small models on this task are that sensitive to their data, so
-// the training text keeps its wording and the evaluation prompt is the paper's.
+// 100% (docs/results/inference.md#one-word-apart): small models on this task are that sensitive
+// to their data, so the training text keeps its wording and the evaluation prompt is the paper's.
 extern const char* const kPasskeyTrainingTask;
 extern const char* const kPasskeyFiller;    // "The grass is green. The sky is blue. ..."
 extern const char* const kPasskeyQuestion;  // "What is the pass key? The pass key is"
