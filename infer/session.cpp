@@ -134,6 +134,63 @@ struct InferenceSession::Impl {
     return p;
   }
 
+  // What every layer is told about the chunk of n queries whose [tail | chunk] kinds are
+  // local_kinds (it points at them).
+  ChunkContext chunk_context(const std::vector<int32_t>& local_kinds, int64_t n) {
+    ChunkContext ctx;
+    ctx.F = F;
+    ctx.k = cfg.k;
+    ctx.granularity = cfg.granularity;
+    ctx.positions = cfg.positions;
+    ctx.blocks_done = blocks_done;
+    ctx.rotary_base = model.config().rotary_base;
+    ctx.cmt_cutoff = cfg.cmt_cutoff;
+    ctx.search_tiles = cfg.search == KeySearch::Approx ? cfg.search_tiles : 0;
+    ctx.local_kinds = &local_kinds;
+    ctx.rope = &rope;
+    ctx.chunk = chunks;
+    ctx.aug_start = aug_fed;
+    ctx.trace = trace && aug_fed + n > trace->from_query ? trace : nullptr;
+    ctx.capture = capture;  // per layer in layer_forward; any capture keeps a token off decode_step
+    return ctx;
+  }
+
+  // Layer l on the chunk's hidden states x (1, n, C): its attention over [retrieved | tail | chunk]
+  // (rotary at rot_local for [tail | chunk], rot_q for the chunk's queries), then its MLP. k_loc and
+  // v_loc receive the layer's un-rotated keys and values of [tail | chunk], for absorb.
+  Var layer_forward(size_t l, Var x, ChunkContext& ctx, const RotaryTables& rot_local, const RotaryTables& rot_q,
+                    Tensor* k_loc, Tensor* v_loc) {
+    const int64_t n = x.value().size(1), tl = layers[0].tail_len;
+    const Block& blk = *model.blocks[l];
+    Tensor qkv = blk.attn.qkv.forward(blk.ln1.forward(x)).value();  // (1, n, 3C)
+    auto heads = [&](int64_t part) {
+      return qkv.narrow(2, part * C, C).reshape({n, NH, HS}).transpose(0, 1).contiguous();
+    };
+    Tensor q = heads(0), k = heads(1), v = heads(2);  // (NH, n, HS), k and v un-rotated
+    LayerCache& cache = layers[l];
+    *k_loc = tl > 0 ? concat({cache.tail_k, k}, 1) : k;
+    *v_loc = tl > 0 ? concat({cache.tail_v, v}, 1) : v;
+    Tensor k_rot = rotary(k_loc->unsqueeze(0), rot_local).squeeze(0), q_rot = rotary(q.unsqueeze(0), rot_q).squeeze(0);
+    ctx.layer = static_cast<int64_t>(l);
+    ctx.capture = capture && capture->layer == static_cast<int64_t>(l) ? capture : nullptr;
+    RetrievalRecord rec;
+    Tensor y = chunk_attention(cache, ctx, q_rot, k_rot, *v_loc, &rec);  // (NH, n, HS)
+    log.push_back(rec);
+    Var att(y.transpose(0, 1).contiguous().reshape({1, n, C}));
+    x = add(x, blk.attn.proj.forward(att));
+    return add(x, blk.mlp.forward(blk.ln2.forward(x)));
+  }
+
+  // Logits of the regular positions only (kinds: the chunk's), aligned 1:1 with the raw tokens.
+  Tensor regular_logits(const Var& x, const std::vector<int32_t>& kinds) const {
+    const int64_t n = static_cast<int64_t>(kinds.size());
+    Tensor h = model.ln_f.forward(x).value().reshape({n, C});
+    std::vector<Tensor> rows;
+    for (int64_t t = 0; t < n; ++t)
+      if (kinds[t] == kRegular) rows.push_back(h.narrow(0, t, 1));
+    return matmul(concat(rows, 0), model.wte.weight.value(), false, true);
+  }
+
   Tensor feed_chunk(const std::vector<int32_t>& raw) {
     LM_CHECK(static_cast<int64_t>(raw.size()) <= cfg.chunk_len,
              "feed_chunk: " << raw.size() << " tokens exceed the chunk length " << cfg.chunk_len);
@@ -148,25 +205,9 @@ struct InferenceSession::Impl {
     std::vector<int32_t> pos = local_positions(tl, n);
     std::vector<int32_t> local_kinds(static_cast<size_t>(tl), kRegular);  // the tail holds no landmark
     local_kinds.insert(local_kinds.end(), kinds.begin(), kinds.end());
-    const double base = model.config().rotary_base;
     RotaryTables rot_local = rope.tables(pos);
     RotaryTables rot_q{rot_local.cos.narrow(1, tl, n), rot_local.sin.narrow(1, tl, n)};
-
-    ChunkContext ctx;
-    ctx.F = F;
-    ctx.k = cfg.k;
-    ctx.granularity = cfg.granularity;
-    ctx.positions = cfg.positions;
-    ctx.blocks_done = blocks_done;
-    ctx.rotary_base = base;
-    ctx.cmt_cutoff = cfg.cmt_cutoff;
-    ctx.search_tiles = cfg.search == KeySearch::Approx ? cfg.search_tiles : 0;
-    ctx.local_kinds = &local_kinds;
-    ctx.rope = &rope;
-    ctx.chunk = chunks;
-    ctx.aug_start = aug_fed;
-    ctx.trace = trace && aug_fed + n > trace->from_query ? trace : nullptr;
-    ctx.capture = capture;  // per layer below; any capture keeps a token off decode_step
+    ChunkContext ctx = chunk_context(local_kinds, n);
 
     // A generated token (a chunk of one regular token): every layer in one parallel region.
     if (n == 1 && cfg.decode_step && decode_step_fits(model, layers, ctx)) {
@@ -180,31 +221,8 @@ struct InferenceSession::Impl {
 
     Var x = model.wte.forward(from_vector(toks, {1, n}).to(device));  // (1, n, C)
     std::vector<Tensor> new_k(layers.size()), new_v(layers.size());
-    for (size_t l = 0; l < layers.size(); ++l) {
-      const Block& blk = *model.blocks[l];
-      Tensor qkv = blk.attn.qkv.forward(blk.ln1.forward(x)).value();  // (1, n, 3C)
-      auto heads = [&](int64_t part) { return qkv.narrow(2, part * C, C).reshape({n, NH, HS}).transpose(0, 1).contiguous(); };
-      Tensor q = heads(0), k = heads(1), v = heads(2);  // (NH, n, HS), k and v un-rotated
-      LayerCache& cache = layers[l];
-      Tensor k_loc = tl > 0 ? concat({cache.tail_k, k}, 1) : k, v_loc = tl > 0 ? concat({cache.tail_v, v}, 1) : v;
-      Tensor k_rot = rotary(k_loc.unsqueeze(0), rot_local).squeeze(0), q_rot = rotary(q.unsqueeze(0), rot_q).squeeze(0);
-      ctx.layer = static_cast<int64_t>(l);
-      ctx.capture = capture && capture->layer == static_cast<int64_t>(l) ? capture : nullptr;
-      RetrievalRecord rec;
-      Tensor y = chunk_attention(cache, ctx, q_rot, k_rot, v_loc, &rec);  // (NH, n, HS)
-      log.push_back(rec);
-      Var att(y.transpose(0, 1).contiguous().reshape({1, n, C}));
-      x = add(x, blk.attn.proj.forward(att));
-      x = add(x, blk.mlp.forward(blk.ln2.forward(x)));
-      new_k[l] = k_loc;
-      new_v[l] = v_loc;
-    }
-    // Logits of the regular positions only: aligned 1:1 with the raw tokens.
-    Tensor h = model.ln_f.forward(x).value().reshape({n, C});
-    std::vector<Tensor> rows;
-    for (int64_t t = 0; t < n; ++t)
-      if (kinds[t] == kRegular) rows.push_back(h.narrow(0, t, 1));
-    Tensor logits = matmul(concat(rows, 0), model.wte.weight.value(), false, true);
+    for (size_t l = 0; l < layers.size(); ++l) x = layer_forward(l, x, ctx, rot_local, rot_q, &new_k[l], &new_v[l]);
+    Tensor logits = regular_logits(x, kinds);
 
     // The chunk's completed blocks join the caches; what follows the last landmark is the tail.
     int64_t completed = 0;

@@ -144,12 +144,174 @@ __global__ void gather_blocks_kernel(const unsigned long long* kv, Scalar* out, 
   }
 }
 
+// Which distinct blocks a plan stages (U of them, numbered in ascending cached index, which is
+// chronological) and which (block, place) key sets it rotates (P, numbered in ascending order):
+// a block placed at several places (stingy mode) needs its keys once per place.
+struct Staging {
+  std::map<int32_t, int32_t> staged;                    // cached index -> staged index
+  std::map<std::pair<int32_t, int32_t>, int32_t> sets;  // (cached index, first position) -> key set
+  int64_t kmax = 0;                                     // the most blocks any row chose
+  int64_t U() const { return static_cast<int64_t>(staged.size()); }
+  int64_t P() const { return static_cast<int64_t>(sets.size()); }
+};
+
+Staging plan_staging(const RetrievalPlan& plan) {
+  Staging st;
+  for (size_t r = 0; r < plan.sel.size(); ++r) {
+    st.kmax = std::max<int64_t>(st.kmax, static_cast<int64_t>(plan.sel[r].size()));
+    for (size_t c = 0; c < plan.sel[r].size(); ++c) {
+      st.staged.emplace(plan.sel[r][c], 0);
+      st.sets.emplace(std::make_pair(plan.sel[r][c], plan.base[r][c]), 0);
+    }
+  }
+  int32_t next = 0;
+  for (auto& [block, u] : st.staged) u = next++;
+  next = 0;
+  for (auto& [key, p] : st.sets) p = next++;
+  return st;
+}
+
+// The host's tables for the rows and the key sets. meta: the small i32 tables, sent in one
+// transfer: count (rows) | key_of (rows, kmax) | val_of (rows, kmax) | local kinds (L) |
+// set_block (P, the staged index of each key set's block). Per key set: the positions of its F
+// regular keys, its gate's block and turn (LayerCache::gate_keys). identity: every block at one
+// place, key set p = staged block p, so the key sets need no gather.
+struct RowTables {
+  std::vector<int32_t> meta, set_pos, gate_block, gate_turns;
+  bool identity = true;
+};
+
+RowTables row_tables(const Staging& st, const RetrievalPlan& plan, const ChunkContext& ctx, int64_t L) {
+  const int64_t rows = static_cast<int64_t>(plan.sel.size()), kmax = st.kmax, P = st.P(), F = ctx.F;
+  RowTables t;
+  t.meta.assign(static_cast<size_t>(rows * (1 + 2 * kmax) + L + P), 0);
+  int32_t* count = t.meta.data();
+  int32_t* key_of = count + rows;
+  int32_t* val_of = key_of + rows * kmax;
+  int32_t* local_kind = val_of + rows * kmax;
+  int32_t* set_block = local_kind + L;
+  for (int64_t r = 0; r < rows; ++r) {
+    const std::vector<int32_t>& sel = plan.sel[r];
+    count[r] = static_cast<int32_t>(sel.size());
+    for (size_t c = 0; c < sel.size(); ++c) {
+      key_of[r * kmax + static_cast<int64_t>(c)] = st.sets.at({sel[c], plan.base[r][c]});
+      val_of[r * kmax + static_cast<int64_t>(c)] = st.staged.at(sel[c]);
+    }
+  }
+  for (int64_t j = 0; j < L; ++j) local_kind[j] = (*ctx.local_kinds)[j];
+  t.identity = P == st.U();
+  t.set_pos.resize(static_cast<size_t>(P * F));
+  t.gate_block.resize(static_cast<size_t>(P));
+  t.gate_turns.resize(static_cast<size_t>(P));
+  for (const auto& [key, p] : st.sets) {
+    set_block[p] = st.staged.at(key.first);
+    t.identity = t.identity && set_block[p] == p;
+    for (int64_t i = 0; i < F; ++i) t.set_pos[p * F + i] = static_cast<int32_t>(key.second + i);
+    t.gate_block[p] = key.first;
+    t.gate_turns[p] = static_cast<int32_t>(gate_turn(ctx.positions, key.second));
+  }
+  return t;
+}
+
+// K then V of the staged blocks, (2, U, E) on the device, E = NH * F * HS, K transposed back to
+// (NH, F, HS). A device store: one gather kernel from the blocks' device addresses, which cross as
+// raw bytes in an i32 tensor (the library has no 64-bit integer dtype), two words per address, K
+// then V of each block. A host store: one host buffer and one copy to the device.
+Tensor stage_blocks(const LayerCache& cache, const Staging& st, int64_t NH, int64_t F, int64_t HS, DType dt) {
+  const int64_t U = st.U(), E = NH * F * HS;
+  if (cache.store->device() == Device::CUDA) {
+    std::vector<unsigned long long> addr(static_cast<size_t>(2 * U));
+    for (const auto& [block, u] : st.staged) {
+      addr[static_cast<size_t>(2 * u)] = reinterpret_cast<unsigned long long>(cache.store->k(block));
+      addr[static_cast<size_t>(2 * u + 1)] = reinterpret_cast<unsigned long long>(cache.store->v(block));
+    }
+    Tensor words({4 * U}, DType::I32);
+    std::memcpy(words.raw_data(), addr.data(), addr.size() * sizeof(unsigned long long));
+    const Tensor words_d = words.to(Device::CUDA);
+    Tensor staged_d({2, U, E}, dt, Device::CUDA);
+    LM_DISPATCH_FLOAT(dt, "chunk_attention gather", {
+      gather_blocks_kernel<scalar_t><<<blocks_for(2 * U * E), kThreads>>>(
+          static_cast<const unsigned long long*>(words_d.raw_data()), staged_d.data<scalar_t>(), U, NH, F, HS);
+      LM_CUDA_CHECK_LAUNCH("gather_blocks_kernel");
+    });
+    return staged_d;
+  }
+  Tensor host({2, U, E}, dt);
+  const size_t bytes = static_cast<size_t>(E) * dtype_size(dt);
+  char* dst = static_cast<char*>(host.raw_data());
+  LM_DISPATCH_FLOAT(dt, "chunk_attention staging", {
+    for (const auto& [block, u] : st.staged) {
+      // The store keeps K transposed per head, (NH, HS, F) (the CPU scores along tokens);
+      // the kernels here read (NH, F, HS), so K is transposed back while it is staged.
+      const scalar_t* ksrc = static_cast<const scalar_t*>(cache.store->k(block));
+      scalar_t* kdst = reinterpret_cast<scalar_t*>(dst + static_cast<size_t>(u) * bytes);
+      for (int64_t h = 0; h < NH; ++h)
+        for (int64_t d = 0; d < HS; ++d)
+          for (int64_t t = 0; t < F; ++t) kdst[(h * F + t) * HS + d] = ksrc[(h * HS + d) * F + t];
+      std::memcpy(dst + static_cast<size_t>(U + u) * bytes, cache.store->v(block), bytes);
+    }
+  });
+  return host.to(Device::CUDA);
+}
+
+// The P key sets, (P, NH, F+1, HS): each block's staged keys (k_staged (U, E)) gathered once per
+// place (embedding is exactly a row gather; set_block: (P) i32 on the device) unless `identity`,
+// rotated at the set's own positions, and ended by its gate: the landmark key from fast memory
+// rotated on to place + F (LayerCache::gate_keys, the CPU's rotate_key_on as tensor ops).
+Tensor rotated_key_sets(const LayerCache& cache, const ChunkContext& ctx, const Tensor& k_staged,
+                        const Tensor& set_block, const RowTables& t, int64_t P, int64_t NH, int64_t HS) {
+  const int64_t F = ctx.F;
+  const Tensor k_sets = t.identity ? k_staged : embedding(k_staged, set_block);
+  const RotaryTables flat = ctx.rope->tables(t.set_pos);  // (1, P * F, HS/2): cached rows
+  const RotaryTables rt{flat.cos.reshape({P, F, HS / 2}), flat.sin.reshape({P, F, HS / 2})};
+  const Tensor regular = rotary(k_sets.reshape({P, NH, F, HS}), rt);
+  return concat({regular, cache.gate_keys(t.gate_block, t.gate_turns, *ctx.rope)}, 2);
+}
+
+// The pointers and sizes of virtual_rows_kernel's rows: q_rot, k_rot, v_loc, keys, vals, the
+// meta tables on the device (meta_p), the CMT key, and the scratch sw (2, rows, max_row), layout
+// and dropped; out receives the rows' outputs.
+template <class Scalar>
+VirtualRows<Scalar> virtual_rows(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot,
+                                 const Tensor& k_rot, const Tensor& v_loc, const Tensor& keys, const Tensor& vals,
+                                 const int32_t* meta_p, int64_t kmax, Tensor& sw, Tensor& layout, Tensor& dropped,
+                                 Tensor& out) {
+  const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), rows = NH * n;
+  const bool cmt = cache.cmt_key_rot.defined(), staged = keys.defined();
+  VirtualRows<Scalar> a;
+  a.q = q_rot.data<Scalar>();
+  a.k_loc = k_rot.data<Scalar>();
+  a.v_loc = v_loc.data<Scalar>();
+  a.keys = staged ? keys.data<Scalar>() : nullptr;
+  a.vals = staged ? vals.data<Scalar>() : nullptr;
+  a.count = meta_p;
+  a.key_of = meta_p + rows;
+  a.val_of = meta_p + rows + rows * kmax;
+  a.local_kind = meta_p + rows * (1 + 2 * kmax);
+  a.cmt_key = cmt ? cache.cmt_key_rot.data<Scalar>() : nullptr;
+  a.dropped = cmt ? dropped.data<int32_t>() : nullptr;
+  a.cmt_cutoff = ctx.cmt_cutoff;
+  a.max_row = sw.size(2);
+  a.s = sw.data<Scalar>();
+  a.w = sw.data<Scalar>() + rows * a.max_row;
+  a.layout = layout.data<int32_t>();
+  a.out = out.data<Scalar>();
+  a.NH = NH;
+  a.n = n;
+  a.HS = HS;
+  a.L = k_rot.size(1);
+  a.F = ctx.F;
+  a.kmax = kmax;
+  a.scale = static_cast<Scalar>(1.0 / std::sqrt(static_cast<double>(HS)));
+  return a;
+}
+
 }  // namespace
 
 Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
                    const Tensor& k_rot, const Tensor& v_loc, Tensor* head_weights, CmtCount* cmt_count) {
   const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), L = k_rot.size(1);
-  const int64_t F = ctx.F, B1 = F + 1, rows = NH * n, E = NH * F * HS;  // E: elements of one block's K (or V)
+  const int64_t F = ctx.F, B1 = F + 1, rows = NH * n;
   const DType dt = q_rot.dtype();
   LM_CHECK(q_rot.device() == Device::CUDA && q_rot.is_contiguous() && k_rot.is_contiguous() && v_loc.is_contiguous(),
            "chunk_attention on cuda: q " << describe(q_rot) << ", k " << describe(k_rot) << ", v " << describe(v_loc)
@@ -159,102 +321,19 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
   Tensor out({NH, n, HS}, dt, Device::CUDA);
   if (rows == 0) return out;
 
-  // --- which distinct blocks to stage (U) and which (block, place) key sets to rotate (P) ---
-  std::map<int32_t, int32_t> staged;                    // cached index -> staged index
-  std::map<std::pair<int32_t, int32_t>, int32_t> sets;  // (cached index, first position) -> key set
-  int64_t kmax = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    kmax = std::max<int64_t>(kmax, static_cast<int64_t>(plan.sel[r].size()));
-    for (size_t c = 0; c < plan.sel[r].size(); ++c) {
-      staged.emplace(plan.sel[r][c], 0);
-      sets.emplace(std::make_pair(plan.sel[r][c], plan.base[r][c]), 0);
-    }
-  }
-  const int64_t U = static_cast<int64_t>(staged.size()), P = static_cast<int64_t>(sets.size());
-  int32_t next = 0;
-  for (auto& [block, u] : staged) u = next++;  // ascending cached index = chronological
-  next = 0;
-  for (auto& [key, p] : sets) p = next++;
+  // --- what to stage and rotate; the small tables in one transfer ---
+  const Staging st = plan_staging(plan);
+  const int64_t U = st.U(), P = st.P(), kmax = st.kmax;
+  const RowTables tables = row_tables(st, plan, ctx, L);
+  const Tensor meta_d = from_vector(tables.meta, {static_cast<int64_t>(tables.meta.size())}).to(Device::CUDA);
 
-  // --- the small i32 tables, in one transfer: count | key_of | val_of | local kinds | set_block ---
-  std::vector<int32_t> meta(static_cast<size_t>(rows * (1 + 2 * kmax) + L + P), 0);
-  int32_t* count = meta.data();
-  int32_t* key_of = count + rows;
-  int32_t* val_of = key_of + rows * kmax;
-  int32_t* local_kind = val_of + rows * kmax;
-  int32_t* set_block = local_kind + L;  // (P) staged index of each key set's block
-  for (int64_t r = 0; r < rows; ++r) {
-    const std::vector<int32_t>& sel = plan.sel[r];
-    count[r] = static_cast<int32_t>(sel.size());
-    for (size_t c = 0; c < sel.size(); ++c) {
-      key_of[r * kmax + static_cast<int64_t>(c)] = sets.at({sel[c], plan.base[r][c]});
-      val_of[r * kmax + static_cast<int64_t>(c)] = staged.at(sel[c]);
-    }
-  }
-  for (int64_t j = 0; j < L; ++j) local_kind[j] = (*ctx.local_kinds)[j];
-  bool identity = P == U;  // every block at one place, key set p = staged block p: no gather
-  std::vector<int32_t> set_pos(static_cast<size_t>(P * F));
-  std::vector<int32_t> gate_block(static_cast<size_t>(P)), gate_turns(static_cast<size_t>(P));  // per key set
-  for (const auto& [key, p] : sets) {
-    set_block[p] = staged.at(key.first);
-    identity = identity && set_block[p] == p;
-    for (int64_t t = 0; t < F; ++t) set_pos[p * F + t] = static_cast<int32_t>(key.second + t);
-    gate_block[p] = key.first;
-    gate_turns[p] = static_cast<int32_t>(gate_turn(ctx.positions, key.second));
-  }
-  const Tensor meta_d = from_vector(meta, {static_cast<int64_t>(meta.size())}).to(Device::CUDA);
-  const int32_t* meta_p = meta_d.data<int32_t>();
-
-  // --- stage K then V of the U blocks: from a host store in one host buffer and one copy to the
-  // device; from a device store by one gather kernel. Then rotate the keys ---
+  // --- stage K then V of the U blocks, then rotate the keys once per (block, place) ---
   Tensor keys, vals;  // (P, NH, F+1, HS) rotated with the gates last, (U, E)
   if (U > 0) {
-    Tensor staged_d;  // (2, U, E): K (transposed back) then V of each staged block
-    if (cache.store->device() == Device::CUDA) {
-      // The blocks' addresses cross as raw bytes in an i32 tensor (the library has no 64-bit
-      // integer dtype): two words per address, K then V of each staged block.
-      std::vector<unsigned long long> addr(static_cast<size_t>(2 * U));
-      for (const auto& [block, u] : staged) {
-        addr[static_cast<size_t>(2 * u)] = reinterpret_cast<unsigned long long>(cache.store->k(block));
-        addr[static_cast<size_t>(2 * u + 1)] = reinterpret_cast<unsigned long long>(cache.store->v(block));
-      }
-      Tensor words({4 * U}, DType::I32);
-      std::memcpy(words.raw_data(), addr.data(), addr.size() * sizeof(unsigned long long));
-      const Tensor words_d = words.to(Device::CUDA);
-      staged_d = Tensor({2, U, E}, dt, Device::CUDA);
-      LM_DISPATCH_FLOAT(dt, "chunk_attention gather", {
-        gather_blocks_kernel<scalar_t><<<blocks_for(2 * U * E), kThreads>>>(
-            static_cast<const unsigned long long*>(words_d.raw_data()), staged_d.data<scalar_t>(), U, NH, F, HS);
-        LM_CUDA_CHECK_LAUNCH("gather_blocks_kernel");
-      });
-    } else {
-      Tensor host({2, U, E}, dt);
-      const size_t bytes = static_cast<size_t>(E) * dtype_size(dt);
-      char* dst = static_cast<char*>(host.raw_data());
-      LM_DISPATCH_FLOAT(dt, "chunk_attention staging", {
-        for (const auto& [block, u] : staged) {
-          // The store keeps K transposed per head, (NH, HS, F) (the CPU scores along tokens);
-          // the kernels here read (NH, F, HS), so K is transposed back while it is staged.
-          const scalar_t* ksrc = static_cast<const scalar_t*>(cache.store->k(block));
-          scalar_t* kdst = reinterpret_cast<scalar_t*>(dst + static_cast<size_t>(u) * bytes);
-          for (int64_t h = 0; h < NH; ++h)
-            for (int64_t d = 0; d < HS; ++d)
-              for (int64_t t = 0; t < F; ++t) kdst[(h * F + t) * HS + d] = ksrc[(h * HS + d) * F + t];
-          std::memcpy(dst + static_cast<size_t>(U + u) * bytes, cache.store->v(block), bytes);
-        }
-      });
-      staged_d = host.to(Device::CUDA);
-    }
-    const Tensor k_staged = staged_d.select(0, 0);  // (U, E)
-    vals = staged_d.select(0, 1);                   // (U, E)
-    // A block placed at several slots (stingy mode) needs its keys once per place: gather rows
-    // (embedding is exactly a row gather), then rotate every set at its own positions. Each set
-    // ends with its gate: the landmark key from fast memory rotated on to place + F
-    // (LayerCache::gate_keys, the CPU's rotate_key_on as tensor ops).
-    const Tensor k_sets = identity ? k_staged : embedding(k_staged, meta_d.narrow(0, rows * (1 + 2 * kmax) + L, P));
-    const RotaryTables flat = ctx.rope->tables(set_pos);  // (1, P * F, HS/2): cached rows
-    const RotaryTables rt{flat.cos.reshape({P, F, HS / 2}), flat.sin.reshape({P, F, HS / 2})};
-    keys = concat({rotary(k_sets.reshape({P, NH, F, HS}), rt), cache.gate_keys(gate_block, gate_turns, *ctx.rope)}, 2);
+    const Tensor staged_d = stage_blocks(cache, st, NH, F, HS, dt);  // (2, U, E)
+    vals = staged_d.select(0, 1);
+    keys = rotated_key_sets(cache, ctx, staged_d.select(0, 0), meta_d.narrow(0, rows * (1 + 2 * kmax) + L, P), tables,
+                            P, NH, HS);
   }
 
   // --- a warp per (head, query) ---
@@ -266,31 +345,8 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
   Tensor layout({rows, 3 * max_row + 1}, DType::I32, Device::CUDA);  // kind | block_of | block_start
   Tensor dropped = zeros({cmt ? rows : 0}, DType::I32, Device::CUDA);
   LM_DISPATCH_FLOAT(dt, "chunk_attention", {
-    VirtualRows<scalar_t> a;
-    a.q = q_rot.data<scalar_t>();
-    a.k_loc = k_rot.data<scalar_t>();
-    a.v_loc = v_loc.data<scalar_t>();
-    a.keys = U > 0 ? keys.data<scalar_t>() : nullptr;
-    a.vals = U > 0 ? vals.data<scalar_t>() : nullptr;
-    a.count = meta_p;
-    a.key_of = meta_p + rows;
-    a.val_of = meta_p + rows + rows * kmax;
-    a.local_kind = meta_p + rows * (1 + 2 * kmax);
-    a.cmt_key = cmt ? cache.cmt_key_rot.data<scalar_t>() : nullptr;
-    a.dropped = cmt ? dropped.data<int32_t>() : nullptr;
-    a.cmt_cutoff = ctx.cmt_cutoff;
-    a.s = sw.data<scalar_t>();
-    a.w = sw.data<scalar_t>() + rows * max_row;
-    a.layout = layout.data<int32_t>();
-    a.out = out.data<scalar_t>();
-    a.NH = NH;
-    a.n = n;
-    a.HS = HS;
-    a.L = L;
-    a.F = F;
-    a.kmax = kmax;
-    a.max_row = max_row;
-    a.scale = static_cast<scalar_t>(1.0 / std::sqrt(static_cast<double>(HS)));
+    const VirtualRows<scalar_t> a = virtual_rows<scalar_t>(cache, ctx, q_rot, k_rot, v_loc, keys, vals,
+                                                           meta_d.data<int32_t>(), kmax, sw, layout, dropped, out);
     virtual_rows_kernel<scalar_t><<<blocks_for(rows * kWarp), kThreads>>>(a, rows);
     LM_CUDA_CHECK_LAUNCH("virtual_rows_kernel");
   });
