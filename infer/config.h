@@ -1,7 +1,7 @@
 // config.h: the knobs of cached chunked inference (Section 3.2): chunk length, how many blocks to
 // retrieve (k), how many to keep (capacity), who shares a retrieval (granularity), how retrieved
 // blocks are positioned (stingy or exact), where block K/V live (RAM or a file on disk), and
-// the cutoff of the context-miss token.
+// the cutoff of the context-miss token. Their names and checks: config.cpp.
 #pragma once
 
 #include <cstdint>

@@ -1,10 +1,11 @@
-// cpu_rows.h: the per-row pieces of a layer's cached attention on the CPU, shared by the chunk
-// path (retrieval_plan.cpp, chunk_attention.cpp: a chunk of n queries, a parallel loop per step)
-// and the one-token decode step (decode_step.cpp: one query, all steps of all layers in one
-// parallel region). Each piece is the only copy of its arithmetic, so both paths give the same
-// bits (tests/test_decode_step.cpp holds them equal).
+// cpu_rows.h: the per-row pieces of a layer's cached attention on the CPU (defined in
+// cpu_rows.cpp), shared by the chunk path (retrieval_plan.cpp, chunk_attention_cpu.cpp: a chunk
+// of n queries, a parallel loop per step) and the one-token decode step (decode_step.cpp: one
+// query, all steps of all layers in one parallel region). Each piece is the only copy of its
+// arithmetic, so both paths give the same bits (tests/test_decode_step.cpp holds them equal).
 //   select_head   step 1 for one head: score the head's queries against every cached landmark
-//                 key and keep each query's top k;
+//                 key and keep each query's top k (rotate_at_stingy_slot: one of the k newest
+//                 landmark keys at its stingy scoring slot);
 //   block_places  step 2 for one row: where each chosen block sits (stingy or exact);
 //   attend_row    step 3 for one (head, query): the virtual row's scores, its grouped softmax
 //                 and the weighted values.
@@ -20,6 +21,14 @@ namespace lm {
 
 // 1/sqrt(HS) rounded to the element type first: the scale of every score (retrieval and rows).
 double score_scale(DType dt, int64_t HS);
+
+// Block b's landmark key for head h (b one of the k newest of nb cached blocks; the cache keeps it
+// rotated at slot 0's landmark, position F) rotated on to its stingy scoring slot, slot * (F + 1)
+// positions further, into out (HS values): rotate_key_on (layer_cache.h). ctx.rope must already
+// cover the stingy slots when threads call this.
+template <class Scalar>
+void rotate_at_stingy_slot(const LayerCache& cache, const ChunkContext& ctx, int64_t h, int64_t b, int64_t nb,
+                           Scalar* out);
 
 // Step 1, token-head granularity, scan search (the cache has no index): the n rotated queries of
 // head h (q: n x HS, row-major) against the head's cached landmark keys, the k newest rescored at

@@ -23,6 +23,7 @@
 #include <omp.h>
 #endif
 
+#include "infer/attention_record.h"
 #include "infer/cpu_rows.h"
 #include "landmark/tokens.h"
 #include "nn/nn_math.h"
@@ -329,18 +330,14 @@ template <class Scalar> void finish_step(StepState<Scalar>& s, std::vector<Retri
     cache.tail_k = s.new_k[l];
     cache.tail_v = s.new_v[l];
     cache.tail_len = s.L;
-    const RetrievalPlan& plan = s.plans[l];
-    int64_t fetched = 0;
-    for (const std::vector<int32_t>& sel : plan.sel) fetched += static_cast<int64_t>(sel.size());
-    const int64_t unique = static_cast<int64_t>(plan_blocks(plan).size());
-    RetrievalRecord rec{s.ctx0.chunk, l, plan.nb, unique, 1};
-    rec.fetched = fetched;
+    CmtCount count;
     if (cmt) {
-      rec.cmt_rows = s.NH;
-      for (int64_t h = 0; h < s.NH; ++h) rec.cmt_dropped += s.dropped[l * s.NH + h];
+      count.rows = s.NH;
+      for (int64_t h = 0; h < s.NH; ++h) count.dropped += s.dropped[l * s.NH + h];
     }
-    rec.keys_scored = plan.keys_scored;
-    log.push_back(rec);
+    ChunkContext ctx = s.ctx0;
+    ctx.layer = l;
+    log.push_back(retrieval_record(ctx, s.plans[l], 1, count));
   }
 }
 

@@ -2,7 +2,6 @@
 #include "infer/retrieval_plan.h"
 
 #include <algorithm>
-#include <cmath>
 
 #include "infer/cpu_rows.h"
 #ifdef LANDMARK_WITH_CUDA
@@ -10,7 +9,6 @@
 #endif
 #include "infer/session.h"
 #include "landmark/retrieval.h"
-#include "nn/nn_math.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/cpu/vec_dot.h"
@@ -19,23 +17,7 @@
 
 namespace lm {
 
-double score_scale(DType dt, int64_t HS) {
-  const double exact = 1.0 / std::sqrt(static_cast<double>(HS));
-  return dt == DType::F32 ? static_cast<double>(static_cast<float>(exact)) : exact;
-}
-
 namespace {
-
-// Block b's landmark key (one of the k newest of nb cached blocks, kept rotated at slot 0's
-// landmark, position F) rotated on to its stingy scoring slot, slot * (F + 1) positions further,
-// into out (HS values): rotate_key_on (layer_cache.h).
-template <class Scalar> void rotate_at_stingy_slot(const LayerCache& cache, const ChunkContext& ctx, int64_t h, int64_t b,
-                                                   int64_t nb, Scalar* out) {
-  const int64_t turn = stingy_score_slot(b, nb, ctx.k) * (ctx.F + 1);
-  int64_t stride = 0;
-  const Scalar* key = cache.scored_key<Scalar>(h, b, &stride);
-  rotate_key_on(key, stride, ctx.rope->cos_rows<Scalar>(turn, 1), ctx.rope->sin_rows<Scalar>(turn, 1), 1, cache.HS, out);
-}
 
 // The CPU scores of retrieval_scores, into out (NH, n, nb), without a tensor op per step
 // (decoding runs this once per layer and token): per head one GEMM against the rotated keys
@@ -72,7 +54,7 @@ template <class Scalar> void cpu_scores(const LayerCache& cache, const ChunkCont
 
 // Scoring and choosing in one pass, token-head granularity on the CPU: what cpu_scores followed by
 // select_blocks computes, without the (NH, n, nb) score matrix. Per head (heads in parallel, each
-// by select_head below), the chunk's n queries are scored against kScanPiece landmarks at a time
+// by select_head, cpu_rows.cpp), the chunk's n queries are scored against kScanPiece landmarks at a time
 // into a buffer that stays in the core's L2, and each query's TopKStream takes that piece before
 // the next is scored. At a million tokens the matrix was 64 MB per layer and chunk, written by the
 // GEMM and read back by the selection from memory; the pieces are scored by the same GEMM calls
@@ -99,52 +81,6 @@ void check_scoring(const LayerCache& cache, const ChunkContext& ctx, const Tenso
   LM_CHECK(ctx.rope != nullptr || ctx.positions != PositionMode::Stingy, who << ": stingy scoring needs ctx.rope");
 }
 }  // namespace
-
-constexpr int64_t kScanPiece = 1024;  // landmarks scored per GEMM call in select_head
-
-template <class Scalar>
-void select_head(const LayerCache& cache, const ChunkContext& ctx, const Scalar* q, int64_t n, int64_t h,
-                 std::vector<int32_t>* sel) {
-  const int64_t HS = cache.HS, nb = cache.key_count, cap = cache.key_capacity;
-  const Scalar* rot_t = cache.keys_rot_t_buf.data<Scalar>() + cache.key_begin;
-  const Scalar sc = static_cast<Scalar>(score_scale(cache.dtype, HS));
-  const int64_t rescore_from = ctx.positions == PositionMode::Stingy ? std::max<int64_t>(0, nb - ctx.k) : nb;
-  // Kept by each thread between calls (decoding runs this per head, layer and token).
-  static thread_local std::vector<Scalar> piece, rotated;
-  if (piece.size() < static_cast<size_t>(n * kScanPiece)) piece.resize(static_cast<size_t>(n * kScanPiece));
-  if (rotated.size() < static_cast<size_t>(HS)) rotated.resize(static_cast<size_t>(HS));
-  Scalar* rk = rotated.data();  // one landmark key rotated at its stingy slot
-  std::vector<TopKStream<Scalar>> best = top_k_streams<Scalar>(n, std::min(ctx.k, nb));
-  for (int64_t b0 = 0; b0 < nb; b0 += kScanPiece) {
-    const int64_t len = std::min(kScanPiece, nb - b0);
-    cpu::gemm_single<Scalar>(false, false, n, len, HS, static_cast<double>(sc), q, HS, rot_t + h * HS * cap + b0, cap,
-                             0.0, piece.data(), kScanPiece);
-    for (int64_t b = std::max(b0, rescore_from); b < b0 + len; ++b) {  // the k newest, at their slots
-      rotate_at_stingy_slot(cache, ctx, h, b, nb, rk);
-      for (int64_t i = 0; i < n; ++i) piece[i * kScanPiece + (b - b0)] = cpu::dot_vectors(q + i * HS, rk, HS) * sc;
-    }
-    for (int64_t i = 0; i < n; ++i) best[i].push(piece.data() + i * kScanPiece, b0, len);
-  }
-  for (int64_t i = 0; i < n; ++i) sel[i] = best[i].take();
-}
-
-template void select_head<float>(const LayerCache&, const ChunkContext&, const float*, int64_t, int64_t,
-                                 std::vector<int32_t>*);
-template void select_head<double>(const LayerCache&, const ChunkContext&, const double*, int64_t, int64_t,
-                                  std::vector<int32_t>*);
-
-std::vector<int32_t> block_places(const std::vector<int32_t>& chosen, const ChunkContext& ctx, int64_t nb,
-                                  int64_t first_gid) {
-  const int64_t B1 = ctx.F + 1;
-  std::vector<int32_t> base;
-  if (chosen.empty()) return base;
-  base.reserve(chosen.size());
-  const std::vector<int32_t> slot =
-      ctx.positions == PositionMode::Stingy ? stingy_attention_slots(chosen, nb, ctx.k) : std::vector<int32_t>();
-  for (size_t c = 0; c < chosen.size(); ++c)
-    base.push_back(static_cast<int32_t>(ctx.positions == PositionMode::Exact ? (first_gid + chosen[c]) * B1 : slot[c] * B1));
-  return base;
-}
 
 Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, bool cpu_loop) {
   check_scoring(cache, ctx, q_rot, "retrieval_scores");

@@ -2,7 +2,7 @@
 // between chunks). A session decides every position at use (stingy slots, the chunk after them),
 // so it asks for cos/sin rows many times per chunk: this cache computes each row once and hands
 // it out as gathered tables (for the rotary op), as raw rows (retrieval_plan.cpp rotates the
-// newest landmark keys by hand) and transposed (chunk_attention.cpp rotates retrieved keys while
+// newest landmark keys by hand) and transposed (cpu_rows.cpp rotates retrieved keys while
 // scoring them, vectorised over positions). It lives in infer/ because only inference uses it;
 // training builds its tables once per forward (GPT::forward). Test: tests/test_rotary_cache.cpp.
 #pragma once

@@ -1,5 +1,5 @@
 // virtual_row.h: the layout of one query's "virtual row" at cached inference, shared by the CPU
-// rows (chunk_attention.cpp) and the CUDA rows (cuda/chunk_attention.cu), so both hand the very
+// rows (cpu_rows.cpp) and the CUDA rows (cuda/chunk_attention.cu), so both hand the very
 // same RowLayout to gsm::row_forward. The row is, in this order:
 //   [CMT]                     with a context-miss token only: its score, weight 0
 //   kb retrieved blocks        F regular keys and a landmark each, chronological; the landmark is

@@ -4,7 +4,7 @@
 // (InferConfig::blocks_on_device), one kernel gathers them; their keys are rotated at each place they
 // take, and a warp per (head, query) runs its virtual row: scores and output a lane per key and
 // per feature, the row itself through gsm::row_forward, the very row function of the CPU twin
-// (chunk_attention.cpp) and of training. Not flash attention.
+// (cpu_rows.cpp) and of training. Not flash attention.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -49,7 +49,7 @@ template <class Scalar> struct VirtualRows {
   double cmt_cutoff;
 };
 
-// The CPU twin's score (chunk_attention.cpp) in the same order: products added one feature at
+// The CPU twin's score (attend_row, cpu_rows.cpp) in the same order: products added one feature at
 // a time, d = 0 .. HS-1. With --fmad=false both round every product and sum alike.
 template <class Scalar> __device__ Scalar dot_in_order(const Scalar* a, const Scalar* b, int64_t n) {
   Scalar s = 0;

@@ -2,7 +2,7 @@
 // -ffast-math: two vector accumulators of full SIMD width (GCC vector extensions: 16 f32 lanes
 // under AVX-512), one horizontal sum at the end, a scalar tail. Deterministic for a given build.
 // Used by the few-row GEMM path (cpu/gemm.cpp). Also three vector-times-matrix helpers for
-// inference's per-query attention (infer/chunk_attention.cpp) and the key index's tile scores
+// inference's per-query attention (infer/cpu_rows.cpp) and the key index's tile scores
 // (landmark/key_index.cpp) that keep up to four vectors of running sums in registers and add in
 // a fixed order per output element, whatever the vector width.
 #pragma once
