@@ -19,7 +19,7 @@
 namespace lm {
 
 namespace {
-// Disk space is reserved in steps of about this many bytes (at least one slot): few fallocate
+// Disk space is reserved in steps of about this many bytes (at least one cell): few fallocate
 // calls, and at most one step of unused space per layer.
 constexpr int64_t kReserveStepBytes = int64_t(64) << 20;
 
@@ -63,11 +63,12 @@ BlockStore::BlockStore(int64_t block_elems, DType dtype, int64_t capacity, const
   out_bytes_ = block_elems * elem;
   block_bytes_ = half ? block_elems * 2 : out_bytes_;
   if (half) half_buf_.resize(static_cast<size_t>(2 * block_elems));
-  // Slot offsets (slot * 2 * block_bytes) must fit in 63 bits for any slot the store can reach;
+  // Cell offsets (cell * 2 * block_bytes) must fit in 63 bits for any cell the store can reach;
   // a capacity beyond that could never be filled anyway.
-  const int64_t max_slots = std::numeric_limits<int64_t>::max() / (2 * block_bytes_);
-  LM_CHECK(capacity <= max_slots, "block store: capacity " << capacity << " blocks of " << 2 * block_bytes_
-                                      << " bytes is more than a 64-bit offset can address (at most " << max_slots << ")");
+  const int64_t max_cells = std::numeric_limits<int64_t>::max() / (2 * block_bytes_);
+  LM_CHECK(capacity <= max_cells, "block store: capacity " << capacity << " blocks of " << 2 * block_bytes_
+                                      << " bytes is more than a 64-bit offset can address (at most " << max_cells
+                                      << ")");
   if (dir.empty()) return;
   struct stat st {};
   LM_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode),
@@ -90,36 +91,36 @@ BlockStore::~BlockStore() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-void BlockStore::reserve_disk(int64_t slots) {
-  if (slots <= reserved_slots_) return;
+void BlockStore::reserve_disk(int64_t cells) {
+  if (cells <= reserved_cells_) return;
   const int64_t step = std::max<int64_t>(1, kReserveStepBytes / (2 * block_bytes_));
-  int64_t want = std::max(slots, reserved_slots_ + step);
+  int64_t want = std::max(cells, reserved_cells_ + step);
   if (capacity_ > 0) want = std::min(want, capacity_);
-  const int64_t from = reserved_slots_ * 2 * block_bytes_, len = (want - reserved_slots_) * 2 * block_bytes_;
+  const int64_t from = reserved_cells_ * 2 * block_bytes_, len = (want - reserved_cells_) * 2 * block_bytes_;
   int rc;
   do {
     rc = ::posix_fallocate(fd_, static_cast<off_t>(from), static_cast<off_t>(len));
   } while (rc == EINTR);
   LM_CHECK(rc == 0, "block store: cannot reserve " << len << " more bytes for block K/V in " << path_
                         << " (" << std::strerror(rc) << (rc == ENOSPC ? ": the disk is full" : "") << ")");
-  reserved_slots_ = want;
+  reserved_cells_ = want;
 }
 
-char* BlockStore::ram_slot(int64_t slot) const {
+char* BlockStore::ram_cell(int64_t cell) const {
   if (device_ != Device::CPU)
-    return static_cast<char*>(dev_segments_[static_cast<size_t>(slot / kSegmentBlocks)].raw_data()) +
-           (slot % kSegmentBlocks) * 2 * block_bytes_;
-  return segments_[static_cast<size_t>(slot / kSegmentBlocks)].get() + (slot % kSegmentBlocks) * 2 * block_bytes_;
+    return static_cast<char*>(dev_segments_[static_cast<size_t>(cell / kSegmentBlocks)].raw_data()) +
+           (cell % kSegmentBlocks) * 2 * block_bytes_;
+  return segments_[static_cast<size_t>(cell / kSegmentBlocks)].get() + (cell % kSegmentBlocks) * 2 * block_bytes_;
 }
 
-int64_t BlockStore::claim_slot() {
+int64_t BlockStore::claim_cell() {
   LM_CHECK(capacity_ > 0 || count_ < std::numeric_limits<int64_t>::max() / (2 * block_bytes_),
            "block store: more blocks than a 64-bit offset can address");
-  if (capacity_ > 0 && count_ == capacity_) {  // full ring: the oldest block's slot is reused
+  if (capacity_ > 0 && count_ == capacity_) {  // full ring: the oldest block's cell is reused
     --count_;
     ++evicted_;
   }
-  return slot_of(count_);
+  return cell_of(count_);
 }
 
 void BlockStore::append(const Tensor& k, const Tensor& v) {
@@ -129,11 +130,11 @@ void BlockStore::append(const Tensor& k, const Tensor& v) {
                                        << dtype_name(dtype_) << " tensors of " << block_elems_ << " elements on "
                                        << device_name(device_));
   if (device_ == Device::CPU) return append(k.raw_data(), v.raw_data());
-  const int64_t slot = claim_slot();
-  while (static_cast<int64_t>(dev_segments_.size()) * kSegmentBlocks <= slot)
+  const int64_t cell = claim_cell();
+  while (static_cast<int64_t>(dev_segments_.size()) * kSegmentBlocks <= cell)
     dev_segments_.emplace_back(std::vector<int64_t>{kSegmentBlocks * 2 * block_elems_}, dtype_, device_);
-  const Tensor& seg = dev_segments_[static_cast<size_t>(slot / kSegmentBlocks)];
-  const int64_t at = (slot % kSegmentBlocks) * 2 * block_elems_;
+  const Tensor& seg = dev_segments_[static_cast<size_t>(cell / kSegmentBlocks)];
+  const int64_t at = (cell % kSegmentBlocks) * 2 * block_elems_;
   seg.narrow(0, at, block_elems_).copy_(k.view({block_elems_}));
   seg.narrow(0, at + block_elems_, block_elems_).copy_(v.view({block_elems_}));
   ++count_;
@@ -142,7 +143,7 @@ void BlockStore::append(const Tensor& k, const Tensor& v) {
 void BlockStore::append(const void* k, const void* v) {
   LM_CHECK(device_ == Device::CPU, "block store: blocks kept on " << device_name(device_)
                                                                    << " are appended as tensors on that device");
-  const int64_t slot = claim_slot();
+  const int64_t cell = claim_cell();
   if (half_) {  // convert K then V into half_buf_ and store that instead
     const float* kf = static_cast<const float*>(k);
     const float* vf = static_cast<const float*>(v);
@@ -154,22 +155,22 @@ void BlockStore::append(const void* k, const void* v) {
     v = half_buf_.data() + block_elems_;
   }
   if (fd_ < 0) {
-    while (static_cast<int64_t>(segments_.size()) * kSegmentBlocks <= slot) segments_.push_back(new_segment());
-    char* dst = ram_slot(slot);
+    while (static_cast<int64_t>(segments_.size()) * kSegmentBlocks <= cell) segments_.push_back(new_segment());
+    char* dst = ram_cell(cell);
     std::memcpy(dst, k, static_cast<size_t>(block_bytes_));
     std::memcpy(dst + block_bytes_, v, static_cast<size_t>(block_bytes_));
   } else {
-    reserve_disk(slot + 1);
-    write_all(fd_, static_cast<const char*>(k), block_bytes_, slot * 2 * block_bytes_, path_);
-    write_all(fd_, static_cast<const char*>(v), block_bytes_, slot * 2 * block_bytes_ + block_bytes_, path_);
+    reserve_disk(cell + 1);
+    write_all(fd_, static_cast<const char*>(k), block_bytes_, cell * 2 * block_bytes_, path_);
+    write_all(fd_, static_cast<const char*>(v), block_bytes_, cell * 2 * block_bytes_ + block_bytes_, path_);
   }
   ++count_;
-  drop_staging();  // held indices have moved on (or a slot was overwritten): the last fetch is void
+  drop_staging();  // held indices have moved on (or a cell was overwritten): the last fetch is void
 }
 
 void BlockStore::move_to_host() {
   if (device_ == Device::CPU) return;
-  // Host segments of the same size, so a slot keeps its number and slot_of() its meaning.
+  // Host segments of the same size, so a cell keeps its number and cell_of() its meaning.
   std::vector<Segment> host;
   const size_t seg_bytes = static_cast<size_t>(kSegmentBlocks * 2 * block_bytes_);
   for (const Tensor& seg : dev_segments_) {
@@ -222,7 +223,7 @@ void BlockStore::fetch(const std::vector<int32_t>& ids) {
     cpu::parallel_for(n, 2 * block_bytes_, [&](int64_t u0, int64_t u1) {
       for (int64_t u = u0; u < u1; ++u) {
         try {
-          read_all(fd_, staging_.data() + u * out, 2 * block_bytes_, slot_of(staged_ids_[u]) * 2 * block_bytes_, path_);
+          read_all(fd_, staging_.data() + u * out, 2 * block_bytes_, cell_of(staged_ids_[u]) * 2 * block_bytes_, path_);
         } catch (...) {
           failed[static_cast<size_t>(u)] = std::current_exception();
         }
@@ -234,10 +235,10 @@ void BlockStore::fetch(const std::vector<int32_t>& ids) {
   }
   for (size_t u = 0; u < staged_ids_.size(); ++u) {
     char* dst = staging_.data() + u * out;
-    const int64_t slot = slot_of(staged_ids_[u]);
-    const uint16_t* src = reinterpret_cast<const uint16_t*>(ram_slot_or_null(slot));
+    const int64_t cell = cell_of(staged_ids_[u]);
+    const uint16_t* src = reinterpret_cast<const uint16_t*>(ram_cell_or_null(cell));
     if (!src) {  // f16 on disk: read, then convert
-      read_all(fd_, reinterpret_cast<char*>(half_buf_.data()), 2 * block_bytes_, slot * 2 * block_bytes_, path_);
+      read_all(fd_, reinterpret_cast<char*>(half_buf_.data()), 2 * block_bytes_, cell * 2 * block_bytes_, path_);
       src = half_buf_.data();
     }
     float* f = reinterpret_cast<float*>(dst);
@@ -245,11 +246,11 @@ void BlockStore::fetch(const std::vector<int32_t>& ids) {
   }
 }
 
-const char* BlockStore::ram_slot_or_null(int64_t slot) const { return fd_ < 0 ? ram_slot(slot) : nullptr; }
+const char* BlockStore::ram_cell_or_null(int64_t cell) const { return fd_ < 0 ? ram_cell(cell) : nullptr; }
 
 const char* BlockStore::block_ptr(int64_t i) const {
   LM_CHECK(i >= 0 && i < count_, "block store: block " << i << " of " << count_);
-  if (!needs_fetch()) return ram_slot(slot_of(i));
+  if (!needs_fetch()) return ram_cell(cell_of(i));
   const int32_t u = i < static_cast<int64_t>(staged_at_.size()) ? staged_at_[static_cast<size_t>(i)] : -1;
   LM_CHECK(u >= 0, "block store: block " << i << " is " << (half_ ? "stored in f16" : "on disk")
                                          << " and was not fetched (call fetch() first)");

@@ -18,7 +18,8 @@
 // The host backings can store K/V as f32 (as computed) or as f16 (half the bytes to hold, write and
 // read; tensor/half.h): an f16 store converts on append and converts the fetched blocks back to
 // f32 in the staging buffer, so every reader sees f32 either way.
-// Landmark keys never live here (they stay in fast memory, layer_cache.h).
+// Landmark keys never live here (they stay in fast memory, layer_cache.h). A "cell" is where one
+// held block's K and V are stored (a position in a segment or in the file); a ring reuses cells.
 #pragma once
 
 #include <cstdint>
@@ -63,7 +64,7 @@ class BlockStore {
   const void* k(int64_t i) const;
   const void* v(int64_t i) const;
 
-  // A device store becomes a host store in RAM: every slot is copied to host memory (one copy per
+  // A device store becomes a host store in RAM: every cell is copied to host memory (one copy per
   // segment), the device memory is freed, and the held blocks keep their indices and bytes (the
   // ring too). For a session that reads its prompt with block K/V on the GPU and then generates
   // with them offloaded (InferenceSession::move_blocks_to_host). A host store: nothing to do.
@@ -73,16 +74,16 @@ class BlockStore {
   Device device() const { return device_; }  // where k() and v() point
   bool half() const { return half_; }
   int64_t bytes_per_block() const { return 2 * block_bytes_; }  // as stored (f16: half of f32's)
-  int64_t reserved_bytes() const { return reserved_slots_ * 2 * block_bytes_; }  // disk: file size
+  int64_t reserved_bytes() const { return reserved_cells_ * 2 * block_bytes_; }  // disk: file size
 
  private:
-  int64_t slot_of(int64_t i) const { return capacity_ > 0 ? (evicted_ + i) % capacity_ : i; }
-  // The slot the next appended block goes to: checks that its offset fits 64 bits and, when the
+  int64_t cell_of(int64_t i) const { return capacity_ > 0 ? (evicted_ + i) % capacity_ : i; }
+  // The cell the next appended block goes to: checks that its offset fits 64 bits and, when the
   // ring is full, evicts the oldest block (count_ is incremented by the caller once it is written).
-  int64_t claim_slot();
-  void reserve_disk(int64_t slots);  // the file holds at least `slots` slots
-  char* ram_slot(int64_t slot) const;
-  const char* ram_slot_or_null(int64_t slot) const;  // null on disk
+  int64_t claim_cell();
+  void reserve_disk(int64_t cells);  // the file holds at least `cells` cells
+  char* ram_cell(int64_t cell) const;
+  const char* ram_cell_or_null(int64_t cell) const;  // null on disk
   const char* block_ptr(int64_t i) const;  // K then V of held block i
   void drop_staging();                     // no held block is fetched any more
 
@@ -91,7 +92,7 @@ class BlockStore {
   int64_t out_bytes_;    // the same as k() and v() return it (f32 for an f16 store)
   bool half_;
   int64_t capacity_;
-  int64_t count_ = 0, evicted_ = 0;  // held block i sits in slot slot_of(i)
+  int64_t count_ = 0, evicted_ = 0;  // held block i sits in cell cell_of(i)
   // RAM: each segment mapped from the kernel (anonymous mmap), not taken from the heap: its pages
   // become resident only as blocks are written into them, even where the heap held freed memory
   // that was still resident, and they go back to the system with the segment.
@@ -104,10 +105,10 @@ class BlockStore {
   std::vector<Segment> segments_;
   Device device_ = Device::CPU;
   DType dtype_;
-  std::vector<Tensor> dev_segments_;  // device: kSegmentBlocks slots of K then V each
+  std::vector<Tensor> dev_segments_;  // device: kSegmentBlocks cells of K then V each
   int fd_ = -1;                                    // disk
   std::string path_;                               // disk: the file's name while it existed (errors)
-  int64_t reserved_slots_ = 0;
+  int64_t reserved_cells_ = 0;
   std::vector<char> staging_;          // disk or f16: the fetched blocks, K then V each, as read
   std::vector<uint16_t> half_buf_;     // f16: one block's K and V converted (append), or as read (disk fetch)
   std::vector<int32_t> staged_ids_;    // held indices in staging order

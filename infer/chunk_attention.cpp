@@ -69,7 +69,8 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
                                  << " and the cache (" << device_name(cache.device) << ") must share a device");
   LM_CHECK(ctx.local_kinds && static_cast<int64_t>(ctx.local_kinds->size()) == k_rot.size(1),
            "chunk attention: need one kind per local key");
-  LM_CHECK(static_cast<int64_t>(plan.sel.size()) == q_rot.size(0) * q_rot.size(1) && plan.base.size() == plan.sel.size(),
+  LM_CHECK(static_cast<int64_t>(plan.sel.size()) == q_rot.size(0) * q_rot.size(1) &&
+               plan.places.size() == plan.sel.size(),
            "chunk attention: a plan for " << plan.sel.size() << " rows, expected " << q_rot.size(0) * q_rot.size(1));
   // On disk, the chosen blocks' K/V are read into the store's staging (the blocks held do not
   // change). In RAM every block is readable as it is: nothing to collect (this runs per layer and

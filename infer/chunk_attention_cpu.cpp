@@ -49,9 +49,9 @@ PlaceTables<Scalar> cover_places(const ChunkContext& ctx, const RetrievalPlan& p
   const int64_t B1 = ctx.F + 1;
   int64_t positions = 0;
   *kmax = 0;
-  for (size_t r = 0; r < plan.base.size(); ++r) {
+  for (size_t r = 0; r < plan.places.size(); ++r) {
     *kmax = std::max<int64_t>(*kmax, static_cast<int64_t>(plan.sel[r].size()));
-    for (int32_t b : plan.base[r]) positions = std::max<int64_t>(positions, b + B1);
+    for (int32_t place : plan.places[r]) positions = std::max<int64_t>(positions, place + B1);
   }
   PlaceTables<Scalar> t;
   t.cos_t = ctx.rope->cos_cols<Scalar>(positions);
@@ -85,7 +85,7 @@ SharedBlockKeys<Scalar> share_block_keys(const LayerCache& cache, const ChunkCon
     std::map<std::array<int64_t, 3>, int64_t> seen;  // triple -> its index in uniq
     for (int64_t r = 0; r < rows; ++r)
       for (size_t c = 0; c < plan.sel[r].size(); ++c) {
-        const std::array<int64_t, 3> key{r / n, plan.sel[r][c], plan.base[r][c]};
+        const std::array<int64_t, 3> key{r / n, plan.sel[r][c], plan.places[r][c]};
         const auto [it, fresh] = seen.emplace(key, static_cast<int64_t>(uniq.size()));
         if (fresh) uniq.push_back(key);
         rot_at[shared.off[r] + c] = it->second;
@@ -151,7 +151,7 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
       const int64_t h = r / n, i = r % n, kb = static_cast<int64_t>(plan.sel[r].size());
       in.q = pq + (h * n + i) * HS;
       in.chosen = &plan.sel[r];
-      in.base = &plan.base[r];
+      in.places = &plan.places[r];
       in.rotated = shared.row(r);
       in.keys_t = pkt + h * HS * L;
       in.values = pv + h * L * HS;

@@ -75,15 +75,15 @@ template void select_head<double>(const LayerCache&, const ChunkContext&, const 
 std::vector<int32_t> block_places(const std::vector<int32_t>& chosen, const ChunkContext& ctx, int64_t nb,
                                   int64_t first_gid) {
   const int64_t B1 = ctx.F + 1;
-  std::vector<int32_t> base;
-  if (chosen.empty()) return base;
-  base.reserve(chosen.size());
+  std::vector<int32_t> places;
+  if (chosen.empty()) return places;
+  places.reserve(chosen.size());
   const std::vector<int32_t> slot =
       ctx.positions == PositionMode::Stingy ? stingy_attention_slots(chosen, nb, ctx.k) : std::vector<int32_t>();
   for (size_t c = 0; c < chosen.size(); ++c)
-    base.push_back(
+    places.push_back(
         static_cast<int32_t>(ctx.positions == PositionMode::Exact ? (first_gid + chosen[c]) * B1 : slot[c] * B1));
-  return base;
+  return places;
 }
 
 // ---- step 3: one row's grouped softmax and values ----
@@ -147,7 +147,7 @@ int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowIn
       cpu::vec_times_rows(in.q, in.rotated[c], HS, B1, B1, sc);
     } else {
       const Scalar* keys_t = static_cast<const Scalar*>(cache.store->k(chosen[c])) + h * HS * F;  // (HS, F)
-      const int64_t place = (*in.base)[c];  // the block's first position
+      const int64_t place = (*in.places)[c];  // the block's first position
       cpu::rotated_vec_times_rows(in.q, keys_t, HS, F, F, in.cos_t + place, in.sin_t + place, in.cstride, sc);
       rotate_gate(cache, ctx, h, chosen[c], place, in.cos_t, in.sin_t, in.cstride, scratch.gate.data(), 1);
       cpu::vec_times_rows(in.q, scratch.gate.data(), HS, 1, 1, sc + F);  // one column: the same sum as in (HS, F + 1)

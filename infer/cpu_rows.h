@@ -39,9 +39,9 @@ template <class Scalar>
 void select_head(const LayerCache& cache, const ChunkContext& ctx, const Scalar* q, int64_t n, int64_t h,
                  std::vector<int32_t>* sel);
 
-// Step 2 for one row: the first position of each chosen block (`chosen` ascending cached indices
-// of nb cached blocks, the oldest with global index first_gid): its stingy slot times F + 1, or
-// its true position in exact mode.
+// Step 2 for one row: the place, or first position, of each chosen block (`chosen` ascending
+// cached indices of nb cached blocks, the oldest with global index first_gid): its stingy slot
+// times F + 1, or its true position in exact mode.
 std::vector<int32_t> block_places(const std::vector<int32_t>& chosen, const ChunkContext& ctx, int64_t nb,
                                   int64_t first_gid);
 
@@ -58,14 +58,14 @@ template <class Scalar> struct RowScratch {
 template <class Scalar> struct RowInput {
   const Scalar* q = nullptr;                     // the rotated query (HS)
   const std::vector<int32_t>* chosen = nullptr;  // retrieved cached indices, ascending
-  const std::vector<int32_t>* base = nullptr;    // their first positions (block_places)
+  const std::vector<int32_t>* places = nullptr;  // their places, first positions (block_places)
   const Scalar* keys_t = nullptr;                // the head's rotated local keys, transposed: (HS, ld)
   int64_t ld = 0;
   const Scalar* values = nullptr;                // the head's local values, (>= nloc, HS)
   int64_t nloc = 0;                              // local keys the query sees: [tail | chunk up to it]
   const int32_t* local_kinds = nullptr;          // their kinds
   const Scalar* cos_t = nullptr;                 // the rotary tables transposed (RotaryCache::cos_cols),
-  const Scalar* sin_t = nullptr;                 // covering every place in `base`
+  const Scalar* sin_t = nullptr;                 // covering every place in `places`
   int64_t cstride = 0;
   int64_t head = 0;
   // Optional: the chosen blocks' keys already rotated at their places, (HS, F+1) each, the gate

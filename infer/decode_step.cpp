@@ -238,11 +238,11 @@ void attend_head(StepState<Scalar>& s, Worker<Scalar>& w, const ChunkContext& ct
   static thread_local RowScratch<Scalar> scratch;
   const int64_t HS = s.HS, L = s.L, nb = s.plans[l].nb;
   const std::vector<int32_t>& chosen = s.plans[l].sel[h];
-  const std::vector<int32_t> base = block_places(chosen, ctx, nb, ctx.blocks_done - nb);
+  const std::vector<int32_t> places = block_places(chosen, ctx, nb, ctx.blocks_done - nb);
   RowInput<Scalar> in;
   in.q = w.q.data() + (h - w.heads.begin) * HS;
   in.chosen = &chosen;
-  in.base = &base;
+  in.places = &places;
   in.keys_t = w.kt.data() + (h - w.heads.begin) * HS * L;
   in.ld = L;
   in.values = s.new_v[l].template data<Scalar>() + h * L * HS;

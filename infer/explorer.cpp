@@ -73,8 +73,9 @@ ExploreData explore_tokens(const GPT& model, const InferConfig& cfg, const std::
 
   // --- the trace, row by row: one entry per (raw token, layer, head) ---
   for (const RetrievalTrace::Step& st : trace.steps)
-    for (const std::vector<int32_t>& sel : st.sel) d.slots = std::max<int64_t>(d.slots, static_cast<int64_t>(sel.size()));
-  const int64_t S = d.slots, NH = d.n_head;
+    for (const std::vector<int32_t>& sel : st.sel)
+      d.max_blocks = std::max<int64_t>(d.max_blocks, static_cast<int64_t>(sel.size()));
+  const int64_t S = d.max_blocks, NH = d.n_head;
   d.blocks.assign(static_cast<size_t>(d.rows() * S), -1);
   d.scores.assign(static_cast<size_t>(d.rows() * S), 0.0);
   d.mass.assign(static_cast<size_t>(d.rows() * (S + 2)), 0.0);
@@ -138,9 +139,9 @@ std::string retrieval_tsv(const ExploreData& d) {
       for (int64_t h = 0; h < d.n_head; ++h) {
         const int64_t row = d.row(r, l, h);
         std::string blocks, scores;
-        for (int64_t c = 0; c < d.slots && d.blocks[row * d.slots + c] >= 0; ++c) {
-          std::snprintf(buf, sizeof buf, "%.4f", d.scores[row * d.slots + c]);
-          blocks += (c ? "," : "") + std::to_string(d.blocks[row * d.slots + c]);
+        for (int64_t c = 0; c < d.max_blocks && d.blocks[row * d.max_blocks + c] >= 0; ++c) {
+          std::snprintf(buf, sizeof buf, "%.4f", d.scores[row * d.max_blocks + c]);
+          blocks += (c ? "," : "") + std::to_string(d.blocks[row * d.max_blocks + c]);
           scores += (c ? "," : "") + std::string(buf);
         }
         os << r << '\t' << l << '\t' << h << '\t' << (blocks.empty() ? "-" : blocks) << '\t'

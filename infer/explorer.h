@@ -21,14 +21,14 @@ class Tokenizer;
 
 struct ExploreData {
   int64_t n_layer = 0, n_head = 0, F = 0;
-  int64_t slots = 0;  // the most blocks any row retrieved: min(k, blocks cached at the last chunk)
+  int64_t max_blocks = 0;  // the most blocks any row retrieved: min(k, blocks cached at the last chunk)
   InferConfig cfg;
   std::vector<int32_t> ids;  // the raw tokens read (n)
   // Row (r, l, h) for raw token r, layer l, head h: row(r, l, h) = (r * n_layer + l) * n_head + h.
   // The queries at landmark positions are not kept (they predict nothing and are not shown).
-  std::vector<int32_t> blocks;  // (rows, slots) global block indices, chronological; -1 past the row's count
-  std::vector<double> scores;   // (rows, slots) each block's landmark score (RetrievalTrace::Step::score)
-  std::vector<double> mass;     // (rows, slots + 2) weight on each retrieved block, then the tail, then the chunk
+  std::vector<int32_t> blocks;  // (rows, max_blocks) global block indices, chronological; -1 past the row's count
+  std::vector<double> scores;   // (rows, max_blocks) each block's landmark score (RetrievalTrace::Step::score)
+  std::vector<double> mass;     // (rows, max_blocks + 2) weight on each retrieved block, then the tail, the chunk
   int64_t top = 0;                 // next-token candidates kept per token
   std::vector<int32_t> top_ids;    // (n, top) the most probable next tokens, best first
   std::vector<double> top_probs;   // (n, top) their probabilities
@@ -70,7 +70,7 @@ struct ExplorePage {
 // masses and probabilities to 1/255 and 1/65535) so a 4k-token prompt stays near 2 MB.
 std::string explorer_html(const ExploreData& d, const Tokenizer& tok, const ExplorePage& page);
 
-// The page's HTML, CSS and script, hand-written, with slots @@TITLE@@, @@MODEL@@, @@SETTINGS@@,
+// The page's HTML, CSS and script, hand-written, with placeholders @@TITLE@@, @@MODEL@@, @@SETTINGS@@,
 // @@TEXT@@ and @@DATA@@ that explorer_html fills (explorer_template.cpp).
 extern const char* const kExplorerTemplate;
 

@@ -85,32 +85,32 @@ std::string html_escape(const std::string& s) {
   return out;
 }
 
-// The template with every @@NAME@@ slot replaced by its value, in one pass over the template
+// The template with every @@NAME@@ placeholder replaced by its value, in one pass over the template
 // (so a value that happens to contain "@@NAME@@" is never filled in again).
-std::string fill_slots(const std::string& tmpl, const std::map<std::string, std::string>& values) {
+std::string fill_placeholders(const std::string& tmpl, const std::map<std::string, std::string>& values) {
   std::string out;
   std::set<std::string> filled;
   size_t at = 0;
   for (size_t open = tmpl.find("@@"); open != std::string::npos; open = tmpl.find("@@", at)) {
     const size_t close = tmpl.find("@@", open + 2);
-    LM_CHECK(close != std::string::npos, "explorer: an unclosed slot in the page template at " << open);
+    LM_CHECK(close != std::string::npos, "explorer: an unclosed placeholder in the page template at " << open);
     const std::string name = tmpl.substr(open + 2, close - open - 2);
     const auto it = values.find(name);
-    LM_CHECK(it != values.end(), "explorer: the page template's slot @@" << name << "@@ has no value");
+    LM_CHECK(it != values.end(), "explorer: the page template's placeholder @@" << name << "@@ has no value");
     out.append(tmpl, at, open - at);
     out += it->second;
     filled.insert(name);
     at = close + 2;
   }
   out.append(tmpl, at, std::string::npos);
-  LM_CHECK(filled.size() == values.size(), "explorer: the page template lacks some of its slots");
+  LM_CHECK(filled.size() == values.size(), "explorer: the page template lacks some of its placeholders");
   return out;
 }
 
 }  // namespace
 
 std::string explorer_html(const ExploreData& d, const Tokenizer& tok, const ExplorePage& page) {
-  const int64_t n = static_cast<int64_t>(d.ids.size()), S = d.slots, F = d.F;
+  const int64_t n = static_cast<int64_t>(d.ids.size()), S = d.max_blocks, F = d.F;
   LM_CHECK(n > 0, "explorer: nothing to show (no tokens)");
   LM_CHECK((n + F - 1) / F < 65535, "explorer: " << n << " tokens make more blocks than the page packs (65534)");
   for (int32_t id : d.ids)
@@ -176,7 +176,7 @@ std::string explorer_html(const ExploreData& d, const Tokenizer& tok, const Expl
                                " tokens, " + position_mode_name(c.positions) + " positions, " +
                                granularity_name(c.granularity) + " granularity" +
                                (c.capacity > 0 ? ", capacity " + std::to_string(c.capacity) + " blocks" : "");
-  return fill_slots(kExplorerTemplate, {{"TITLE", html_escape(valid_utf8(page.title))},
+  return fill_placeholders(kExplorerTemplate, {{"TITLE", html_escape(valid_utf8(page.title))},
                                         {"MODEL", html_escape(valid_utf8(page.model))},
                                         {"SETTINGS", html_escape(settings + "; " + std::to_string(n) + " tokens, " +
                                                                  std::to_string(F) + " per block")},

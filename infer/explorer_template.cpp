@@ -1,6 +1,6 @@
 // explorer_template.cpp: the explorer's page (explorer.h, kExplorerTemplate), hand-written HTML,
 // CSS and script with no library and nothing fetched: it works opened from disk. The C++ side
-// (explorer_page.cpp) fills the slots: the text as one element per token (data-pos), and the
+// (explorer_page.cpp) fills the placeholders: the text as one element per token (data-pos), and the
 // data as JSON whose large arrays are base64 of little-endian integers:
 //   blocks   u16 (rows, S)      global block index + 1 (0: no block), row (r, l, h) = (r L + l) H + h
 //   scores   i16 (rows, S)      landmark score x 100

@@ -54,7 +54,7 @@ void FullKVCache::fill_random(int64_t n, uint64_t seed) {
 }
 
 // The generic step: the same layer as the CPU step, written with tensor ops so that it runs on
-// the model's device. Per layer: the token's rotated key and value go into slot len_ of the
+// the model's device. Per layer: the token's rotated key and value go into row len_ of the
 // cache tensors; the scores q K^T / sqrt(HS) over the N = len_ + 1 cached positions, their
 // softmax and the weighted sum of values are one batched matmul, one softmax and one more
 // matmul over the heads (the narrowed cache is copied to a contiguous block for the GEMMs).

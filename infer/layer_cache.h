@@ -36,7 +36,7 @@ struct LayerCache {
   LayerCache(int64_t NH, int64_t F, int64_t HS, DType dtype, int64_t capacity, const std::string& block_dir,
              Device device = Device::CPU, bool kv_f16 = false, bool indexed = false, bool blocks_on_device = false);
   std::unique_ptr<BlockStore> store;
-  // With `indexed`: per head, the landmark keys rotated at their scoring place
+  // With `indexed`: per head, the landmark keys rotated at their scoring position
   // (landmark/key_index.h); the dtype's vector only (F32 or F64).
   bool indexed = false;
   std::vector<LandmarkKeyIndex<float>> index_f32;
@@ -54,7 +54,7 @@ struct LayerCache {
   int64_t key_count = 0, key_begin = 0, key_capacity = 0;
   Tensor keys_rot_t_buf;  // (NH, HS, key_capacity)
   // Block b's landmark key (b = 0 the oldest held) for head h as kept (rotated at its scoring
-  // place), read in place on the host: feature d at key[d * *stride]. CPU caches, either form.
+  // position), read in place on the host: feature d at key[d * *stride]. CPU caches, either form.
   template <class Scalar> const Scalar* scored_key(int64_t h, int64_t b, int64_t* stride) const;
   // The gates of retrieved blocks as tensors on `device` (what the tensor-op and CUDA rows use):
   // for set p, block blocks[p]'s landmark key rotated on by turns[p] positions (gate_turn), as
@@ -87,7 +87,7 @@ template <class Scalar> const Scalar* LayerCache::scored_key(int64_t h, int64_t 
   return keys_rot_t_buf.data<Scalar>() + h * HS * key_capacity + key_begin + b;
 }
 
-// How many positions further a landmark key, kept rotated at its scoring place, is rotated to be
+// How many positions further a landmark key, kept rotated at its scoring position, is rotated to be
 // the gate of its block placed at `place` (the gate sits at place + F): in stingy mode the keys
 // are kept at position F, so the turn is the place itself; in exact mode they are kept at their
 // true position, which is where the block is placed, so the turn is 0.
@@ -96,7 +96,7 @@ inline int64_t gate_turn(PositionMode m, int64_t place) { return m == PositionMo
 // key (HS values, feature d at key[d * stride]) rotated on by the angles of one position (pair
 // i's cosine and sine at cs[i * cstep] and sn[i * cstep]), as nnmath::rotate_pair rotates, into
 // out (feature d at out[d * out_stride]). Two rotations compose to the rotation by the sum of
-// their angles, so this is the key rotated at its scoring place plus the turn, up to rounding (a
+// their angles, so this is the key rotated at its scoring position plus the turn, up to rounding (a
 // few ulps).
 template <class Scalar>
 inline void rotate_key_on(const Scalar* key, int64_t stride, const Scalar* cs, const Scalar* sn, int64_t cstep, int64_t HS,

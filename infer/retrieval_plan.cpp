@@ -95,7 +95,7 @@ Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const 
     LM_DISPATCH_FLOAT(q.dtype(), "retrieval_scores", { cpu_scores<scalar_t>(cache, ctx, q.data<scalar_t>(), n, scores.data<scalar_t>()); });
     return scores;
   }
-  // Tensor ops, on any device. Every key was rotated at its usual scoring place when it was
+  // Tensor ops, on any device. Every key was rotated at its usual scoring position when it was
   // cached (LayerCache::absorb): one product scores them all. In stingy mode the k newest sit in
   // slots k..1 instead of 0: rescore just those, their keys rotated on from position F.
   Tensor scores = matmul(q_rot, cache.landmark_keys_rot_t());  // (NH, n, HS) x (NH, HS, nb) -> (NH, n, nb)
@@ -176,10 +176,10 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
   return sel;
 }
 
-// Step 2 of a plan: where each chosen block sits (its first position, stingy or exact).
+// Step 2 of a plan: each chosen block's place (its first position, stingy or exact).
 RetrievalPlan finish_plan(RetrievalPlan& plan, const ChunkContext& ctx, int64_t nb) {
-  plan.base.resize(plan.sel.size());
-  for (size_t r = 0; r < plan.sel.size(); ++r) plan.base[r] = block_places(plan.sel[r], ctx, nb, plan.first_gid);
+  plan.places.resize(plan.sel.size());
+  for (size_t r = 0; r < plan.sel.size(); ++r) plan.places[r] = block_places(plan.sel[r], ctx, nb, plan.first_gid);
   return std::move(plan);
 }
 

@@ -43,8 +43,8 @@ struct ChunkContext {
 struct RetrievalPlan {
   int64_t nb = 0;         // blocks cached
   int64_t first_gid = 0;  // global index of the oldest cached block
-  std::vector<std::vector<int32_t>> sel;   // (NH * n) chosen cached indices per row, ascending
-  std::vector<std::vector<int32_t>> base;  // (NH * n) first position of each chosen block
+  std::vector<std::vector<int32_t>> sel;     // (NH * n) chosen cached indices per row, ascending
+  std::vector<std::vector<int32_t>> places;  // (NH * n) place of each chosen block (its first position)
   int64_t keys_scored = 0;  // landmark keys scored exactly, over all rows (a scan: NH * n * nb)
   int64_t budget_cut = 0;   // rows whose approximate search stopped at its tile budget (ctx.search_tiles)
   // Only when ctx.trace asks for detail (RetrievalTrace::detail): (NH * n) the score each chosen
@@ -64,7 +64,7 @@ Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const 
 // Steps 1 and 2 for the rotated queries q_rot (NH, n, HS) of a chunk (on the cache's device):
 // scores on that device, top-k selection and placement on the host. A cache with a landmark key
 // index (LayerCache::indexed) is searched with bounds instead (landmark/key_index.h): the same
-// blocks, most keys never scored. Block b's place (`base`) is
+// blocks, most keys never scored. Block b's place (`places`) is
 // its first position: slot * (F + 1) with the stingy slots, (first_gid + b) * (F + 1) in exact
 // mode, in the coordinates where the reserved slots (stingy) or the stream (exact) start at 0.
 // With ctx.trace->detail the plan also keeps each chosen block's score (scan search only).

@@ -59,7 +59,7 @@ struct RetrievalTrace {
     int64_t n = 0;                      // queries in the chunk
     std::vector<std::vector<int32_t>> sel;  // (NH * n) chosen cached indices, row h * n + i
     // With `detail`, row by row as sel: score[r][c] is the landmark score of chosen block c as
-    // retrieval ranked it (q . k / sqrt(HS), the key at its scoring place); mass[r] holds the
+    // retrieval ranked it (q . k / sqrt(HS), the key at its scoring position); mass[r] holds the
     // row's attention weight on each chosen block (its F + 1 keys), then on the tail, then on the
     // chunk up to the query (kb + 2 values, summing to 1 except where a CMT cutoff dropped the
     // row's retrieval).

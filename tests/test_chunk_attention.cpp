@@ -54,7 +54,7 @@ Tensor attend_by_definition(const LayerCache& cache, const ChunkContext& ctx, co
       std::vector<reference::RowKey> row;
       if (has_cmt) row.push_back({at(cmt_key, h * HS), zero, kContextMiss});
       for (size_t c = 0; c < plan.sel[r].size(); ++c) {
-        const int64_t b = plan.sel[r][c], place = plan.base[r][c];
+        const int64_t b = plan.sel[r][c], place = plan.places[r][c];
         const std::vector<double> kb = block(cache.store->k(b)), vb = block(cache.store->v(b));
         for (int64_t t = 0; t < F; ++t) {
           std::vector<double> key(static_cast<size_t>(HS));
@@ -164,14 +164,14 @@ TEST_CASE("chunk attention: the fast rows equal the naive twin on random plans",
           RetrievalPlan plan;
           plan.nb = nb;
           plan.sel.resize(static_cast<size_t>(NH * n));
-          plan.base.resize(plan.sel.size());
+          plan.places.resize(plan.sel.size());
           std::vector<double> u = values(rand({NH * n * (nb + 4)}, DType::F64));
           size_t at = 0;
           for (size_t r = 0; r < plan.sel.size(); ++r) {
             for (int32_t b = 0; b < nb; ++b)
               if (u[at++] < 0.4 && plan.sel[r].size() < 4) plan.sel[r].push_back(b);
             for (size_t c = 0; c < plan.sel[r].size(); ++c)
-              plan.base[r].push_back(static_cast<int32_t>(trial % 2 == 0 ? static_cast<int64_t>(c) * B1
+              plan.places[r].push_back(static_cast<int32_t>(trial % 2 == 0 ? static_cast<int64_t>(c) * B1
                                                                          : static_cast<int64_t>(u[at++ % u.size()] * 200)));
           }
           CmtCount fast_count, ref_count;
@@ -240,11 +240,11 @@ TEST_CASE("chunk attention: rows sharing rotated block keys give the bits of rot
         int64_t pairs = 0;
         for (int64_t r = 0; r < NH * n; ++r) {
           plan.sel.push_back(subsets[static_cast<size_t>((r / n + r) % 2)]);
-          plan.base.emplace_back();
+          plan.places.emplace_back();
           for (size_t c = 0; c < plan.sel.back().size(); ++c) {
             const int32_t b = plan.sel.back()[c];
-            plan.base.back().push_back(static_cast<int32_t>(stingy ? static_cast<int64_t>(c) * B1 : b * B1));
-            distinct.insert({r / n, b, plan.base.back().back()});
+            plan.places.back().push_back(static_cast<int32_t>(stingy ? static_cast<int64_t>(c) * B1 : b * B1));
+            distinct.insert({r / n, b, plan.places.back().back()});
             ++pairs;
           }
         }
@@ -284,10 +284,10 @@ TEST_CASE("chunk attention: a wrong plan or mismatched inputs are refused", "[in
   Tensor q = randn({NH, 4, HS}, DType::F64), k = randn({NH, 4, HS}, DType::F64);
   RetrievalPlan plan;
   plan.sel.resize(3);  // 8 rows expected
-  plan.base.resize(3);
+  plan.places.resize(3);
   CHECK_THROWS_WITH(attend_plan(cache, ctx, plan, q, k, k), Catch::Contains("a plan for 3 rows, expected 8"));
   plan.sel.resize(8);
-  plan.base.resize(8);
+  plan.places.resize(8);
   CHECK_THROWS_WITH(attend_plan(cache, ctx, plan, randn({NH, 4, 6}, DType::F64), k, k), Catch::Contains("do not fit"));
   CHECK(attend_plan(cache, ctx, plan, q, k, k).shape() == Shape{NH, 4, HS});
 }

@@ -88,7 +88,7 @@ TEST_CASE("explorer: the blocks and masses are what the session reported, row by
   cfg.chunk_len = 12;
   cfg.k = 2;
   const ExploreData d = explore_tokens(*model, cfg, raw, kLandmarkId, -1, 3);
-  const int64_t F = 5, L = 2, NH = 2, n = 57, S = d.slots;
+  const int64_t F = 5, L = 2, NH = 2, n = 57, S = d.max_blocks;
   REQUIRE(d.rows() == n * L * NH);
   CHECK(S == 2);  // k 2, and from the second chunk on at least 2 blocks are cached
   const AugmentedIndex aug{F};
@@ -158,7 +158,7 @@ TEST_CASE("explorer: with exact positions and every block retrieved, scores and 
   const InferConfig cfg = exact_all(10);
   const ExploreData d = explore_tokens(*model, cfg, raw, kLandmarkId);
   const OneShot o = one_shot(*model, raw);
-  const int64_t F = 5, B1 = F + 1, L = 2, NH = 2, HS = 8, n = 43, S = d.slots;
+  const int64_t F = 5, B1 = F + 1, L = 2, NH = 2, HS = 8, n = 43, S = d.max_blocks;
   CHECK(S == 40 / F);  // the last chunk (raw 40..42) has blocks 0..7 cached
   const AugmentedIndex aug{F};
   double worst_score = 0, worst_mass = 0;
@@ -204,7 +204,7 @@ TEST_CASE("explorer: with fewer blocks than cached, layer 0 takes the top k of t
   cfg.k = 3;
   const ExploreData d = explore_tokens(*model, cfg, raw, kLandmarkId);
   const OneShot o = one_shot(*model, raw);
-  const int64_t F = 5, B1 = F + 1, NH = 2, HS = 8, S = d.slots, N = o.q[0].size(2);
+  const int64_t F = 5, B1 = F + 1, NH = 2, HS = 8, S = d.max_blocks, N = o.q[0].size(2);
   REQUIRE(S == 3);
   const std::vector<double> q = values(o.q[0]), k = values(o.k[0]);
   const AugmentedIndex aug{F};
@@ -271,10 +271,10 @@ TEST_CASE("explorer: the page has one data-pos element per token and its arrays 
   const size_t from = html.find('>', open) + 1, to = html.find("</script>", from);
   const nlohmann::json j = nlohmann::json::parse(html.substr(from, to - from));
   CHECK(j["n"] == 33);
-  CHECK(j["S"] == d.slots);
+  CHECK(j["S"] == d.max_blocks);
   const std::string blocks = unbase64(j["blocks"]), scores = unbase64(j["scores"]), mass = unbase64(j["mass"]);
-  REQUIRE(static_cast<int64_t>(blocks.size()) == d.rows() * d.slots * 2);
-  REQUIRE(static_cast<int64_t>(mass.size()) == d.rows() * (d.slots + 2));
+  REQUIRE(static_cast<int64_t>(blocks.size()) == d.rows() * d.max_blocks * 2);
+  REQUIRE(static_cast<int64_t>(mass.size()) == d.rows() * (d.max_blocks + 2));
   auto u16 = [](const std::string& b, size_t i) {
     return static_cast<int>(static_cast<uint8_t>(b[2 * i]) | (static_cast<uint8_t>(b[2 * i + 1]) << 8));
   };
@@ -307,11 +307,11 @@ TEST_CASE("explorer: the pass key is found in its sentence, alone, and asked for
 }
 
 TEST_CASE("explorer: the retrieval TSV lists each token, layer and head", "[infer]") {
-  // Hand-made data: 2 tokens, 1 layer, 2 heads, 2 slots.
+  // Hand-made data: 2 tokens, 1 layer, 2 heads, at most 2 blocks a row.
   ExploreData d;
   d.n_layer = 1;
   d.n_head = 2;
-  d.slots = 2;
+  d.max_blocks = 2;
   d.ids = {7, 8};
   d.blocks = {-1, -1, -1, -1, 0, 3, 3, -1};
   d.scores = {0, 0, 0, 0, 1.5, -0.25, 2, 0};

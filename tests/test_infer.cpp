@@ -482,7 +482,7 @@ TEST_CASE("layer cache: blocks keep their F regular tokens, landmark keys are ke
   // 3 blocks (NH 2, F 3, HS 8) absorbed in stingy and in exact mode. Independent answers: the
   // K/V slices of the input (the store must hold the regular tokens' K transposed and V as they
   // were, and nothing of the landmark), and the landmark key rotated directly at the gate's
-  // position by the rotary op (the cache keeps it rotated once, at its scoring place, and turns it
+  // position by the rotary op (the cache keeps it rotated once, at its scoring position, and turns it
   // on from there, which may differ in the last bits: 1e-12 in f64, 1e-5 in f32 on keys of size
   // ~1). gate_keys (the tensor ops the CUDA rows use) must give what the CPU rows compute from
   // scored_key with rotate_key_on, bit for bit: both are nnmath::rotate_pair's arithmetic.
@@ -571,7 +571,7 @@ TEST_CASE("retrieval plan: scoring and choosing in pieces gives the two-step sca
                                                 << " k " << kk);
         CHECK(plan.sel == want);
         CHECK(plan.keys_scored == NH * n * blocks);
-        for (size_t r = 0; r < plan.sel.size(); ++r) CHECK(plan.base[r].size() == plan.sel[r].size());
+        for (size_t r = 0; r < plan.sel.size(); ++r) CHECK(plan.places[r].size() == plan.sel[r].size());
       }
     }
   }

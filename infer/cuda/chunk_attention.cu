@@ -149,7 +149,7 @@ __global__ void gather_blocks_kernel(const unsigned long long* kv, Scalar* out, 
 // a block placed at several places (stingy mode) needs its keys once per place.
 struct Staging {
   std::map<int32_t, int32_t> staged;                    // cached index -> staged index
-  std::map<std::pair<int32_t, int32_t>, int32_t> sets;  // (cached index, first position) -> key set
+  std::map<std::pair<int32_t, int32_t>, int32_t> sets;  // (cached index, place) -> key set
   int64_t kmax = 0;                                     // the most blocks any row chose
   int64_t U() const { return static_cast<int64_t>(staged.size()); }
   int64_t P() const { return static_cast<int64_t>(sets.size()); }
@@ -161,7 +161,7 @@ Staging plan_staging(const RetrievalPlan& plan) {
     st.kmax = std::max<int64_t>(st.kmax, static_cast<int64_t>(plan.sel[r].size()));
     for (size_t c = 0; c < plan.sel[r].size(); ++c) {
       st.staged.emplace(plan.sel[r][c], 0);
-      st.sets.emplace(std::make_pair(plan.sel[r][c], plan.base[r][c]), 0);
+      st.sets.emplace(std::make_pair(plan.sel[r][c], plan.places[r][c]), 0);
     }
   }
   int32_t next = 0;
@@ -194,7 +194,7 @@ RowTables row_tables(const Staging& st, const RetrievalPlan& plan, const ChunkCo
     const std::vector<int32_t>& sel = plan.sel[r];
     count[r] = static_cast<int32_t>(sel.size());
     for (size_t c = 0; c < sel.size(); ++c) {
-      key_of[r * kmax + static_cast<int64_t>(c)] = st.sets.at({sel[c], plan.base[r][c]});
+      key_of[r * kmax + static_cast<int64_t>(c)] = st.sets.at({sel[c], plan.places[r][c]});
       val_of[r * kmax + static_cast<int64_t>(c)] = st.staged.at(sel[c]);
     }
   }
@@ -316,7 +316,7 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
   LM_CHECK(q_rot.device() == Device::CUDA && q_rot.is_contiguous() && k_rot.is_contiguous() && v_loc.is_contiguous(),
            "chunk_attention on cuda: q " << describe(q_rot) << ", k " << describe(k_rot) << ", v " << describe(v_loc)
                                          << " must be contiguous cuda tensors");
-  LM_CHECK(static_cast<int64_t>(plan.sel.size()) == rows && plan.base.size() == plan.sel.size(),
+  LM_CHECK(static_cast<int64_t>(plan.sel.size()) == rows && plan.places.size() == plan.sel.size(),
            "chunk_attention on cuda: a plan for " << plan.sel.size() << " rows, expected " << rows);
   Tensor out({NH, n, HS}, dt, Device::CUDA);
   if (rows == 0) return out;

@@ -18,7 +18,7 @@ constexpr unsigned kFull = 0xffffffffu;
 constexpr int kLanes = 32;
 
 // Does (va, ia) come before (vb, ib) in the ranking? Larger value first, then smaller index; NaN
-// after every number; an empty slot (index INT_MAX) after everything.
+// after every number; an empty entry (index INT_MAX) after everything.
 template <class Scalar> __device__ bool ranks_before(Scalar va, int ia, Scalar vb, int ib) {
   if (ib == INT_MAX) return ia != INT_MAX;
   if (ia == INT_MAX) return false;

@@ -193,7 +193,7 @@ TEST_CASE("cuda inference: block K/V kept on the device give the same logits as 
           "[cuda][infer]") {
   // The same blocks reach the same kernel either way (a gather kernel instead of a host staging
   // copy), so every logit and captured weight must be equal, not close. The capacity runs make the
-  // device ring evict and reuse slots.
+  // device ring evict and reuse cells.
   for (DType dt : {DType::F64, DType::F32}) {
     INFO(dtype_name(dt));
     auto gpu_model = make_model(dt, kGpu);
@@ -232,7 +232,7 @@ TEST_CASE("cuda inference: block K/V moved from the device to the host mid-strea
           "from the start", "[cuda][infer]") {
   // move_blocks_to_host copies every slot's bytes; the blocks then reach the kernel through the
   // host staging path, as in a session that offloaded from the start. So every logit is equal,
-  // not close. The capacity run moves a ring that has already evicted (its slots reused out of
+  // not close. The capacity run moves a ring that has already evicted (its cells reused out of
   // order), and the store keeps growing and evicting on the host afterwards.
   for (DType dt : {DType::F64, DType::F32}) {
     for (int64_t capacity : {0, 6}) {
