@@ -1,3 +1,4 @@
+// The paper's cache of block K/V (Section 3.2); beyond the paper: the disk, f16 and GPU backings.
 // block_store.cpp: BlockStore in RAM segments or in an unlinked file read with pread (block_store.h).
 #include "infer/block_store.h"
 

@@ -1,3 +1,4 @@
+// The paper's cache of block K/V (Section 3.2); beyond the paper: the disk, f16 and GPU backings.
 // block_store.h: "slow memory" for the K and V of cached blocks of one layer. Blocks are appended
 // in order and read back by index; when a capacity is set the store is a ring that overwrites
 // the oldest block. Two backings with one interface:

@@ -1,3 +1,4 @@
+// Beyond the paper: the one-token step of decode_step.h.
 // decode_step.cpp: one token through every layer in one parallel region (decode_step.h).
 //
 // Per layer, with T threads (thread t owns a contiguous share of every product's output columns

@@ -1,3 +1,4 @@
+// Beyond the paper: a faster path for one generated token, bit for bit the paper's chunk path.
 // decode_step.h: one generated token through every layer of a landmark model, on the CPU, in one
 // parallel region and without the tensor machinery.
 //

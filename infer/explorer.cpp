@@ -1,3 +1,4 @@
+// Beyond the paper: the explorer (explorer.h).
 // explorer.cpp: explore_tokens, find_passkey and retrieval_tsv (explorer.h). The page itself is
 // explorer_page.cpp.
 #include "infer/explorer.h"

@@ -1,3 +1,4 @@
+// Beyond the paper: a page showing what retrieval did; inference itself does not need it.
 // explorer.h: retrieval made visible. explore_tokens reads a text with cached chunked inference,
 // exactly as generation reads a prompt, and keeps what the session's RetrievalTrace (with detail)
 // reported for every token, layer and head: the blocks it retrieved, their landmark scores, and

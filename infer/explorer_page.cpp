@@ -1,3 +1,4 @@
+// Beyond the paper: the explorer (explorer.h).
 // explorer_page.cpp: explorer_html (explorer.h): the tokens as HTML elements, the retrieval data
 // packed into base64 arrays, both poured into the page template (explorer_template.cpp).
 #include <algorithm>

@@ -1,3 +1,4 @@
+// Beyond the paper: the explorer (explorer.h).
 // explorer_template.cpp: the explorer's page (explorer.h, kExplorerTemplate), hand-written HTML,
 // CSS and script with no library and nothing fetched: it works opened from disk. The C++ side
 // (explorer_page.cpp) fills the placeholders: the text as one element per token (data-pos), and the

@@ -1,3 +1,4 @@
+// Beyond the paper: the baseline of full_cache.h.
 // full_cache.cpp: FullKVCache (full_cache.h). f32 only: it exists for speed comparisons. Two
 // steps: the hand-written CPU one (FullKVCache::step) and a device-generic one of tensor ops
 // (step_tensor_ops), which CUDA models take.

@@ -1,3 +1,4 @@
+// Beyond the paper: the full-KV-cache baseline that the decode benchmark compares against.
 // full_cache.h: the plain baseline of decoding: a full KV cache (every past token's rotated key
 // and value) and causal softmax attention over all of it, one token at a time. It is what a
 // standard transformer does at inference, and what bench/bench_decode.cpp compares landmark

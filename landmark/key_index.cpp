@@ -1,3 +1,4 @@
+// Beyond the paper: the search of key_index.h (the paper scores every landmark key).
 // key_index.cpp: LandmarkKeyIndex (key_index.h), the tiles of landmark keys with per-feature
 // bounds, and the exact top-k search that skips tiles.
 #include "landmark/key_index.h"

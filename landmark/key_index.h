@@ -1,3 +1,4 @@
+// Beyond the paper: the paper scores every cached landmark key; this bounded and approximate search is ours.
 // key_index.h: exact top-k retrieval that does not score every landmark (issue 12, after Quest,
 // Tang et al. 2024). One head's cached landmark keys, already rotated where retrieval scores
 // them, are kept in tiles of S consecutive blocks; each tile also keeps, per feature d, the
