@@ -20,8 +20,9 @@ const char* position_mode_name(PositionMode m);
 // when its bound cannot win (landmark/key_index.h); exact, the same blocks as Scan. It serves
 // the CPU with token-head granularity; CUDA and the shared granularities (token, head, whose
 // softmax needs every score) always scan. It saves work only when the k best stand clear of the
-// rest: on a pass-key prompt the k-th place is a near-tie among filler blocks, which an exact
-// search must score one by one (docs/infer.md section 9). Approx: the same tiles, but per query
+// rest: on a pass-key prompt the k-th best score is a near-tie among filler blocks, which an exact
+// search must score one by one (docs/infer.md, "Searching the landmark keys without scoring them
+// all"; measured in docs/results/inference.md#topk-bench). Approx: the same tiles, but per query
 // only the InferConfig::search_tiles tiles of highest bound are scored, whatever the scores, so
 // its cost stays small where Bounded scores every tile; not exact (a winner in a tile of lower
 // bound is missed), though each query knows whether its answer is proven (RetrievalRecord::budget_cut).

@@ -5,7 +5,8 @@
 // where its attention went over [retrieved blocks | tail | chunk]; plus the next-token
 // probabilities. Nothing is recomputed beside the real path, so the page shows what inference did.
 // explorer_html (explorer_page.cpp) turns that into one self-contained HTML page; not here: the
-// command (apps/cmd_explore.cpp). docs/infer.md section 10.
+// command (apps/cmd_explore.cpp). docs/infer.md, "Watching it: the explorer" and "The explorer's
+// data".
 #pragma once
 
 #include <cstdint>

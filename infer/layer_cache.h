@@ -27,7 +27,8 @@ namespace lm {
 // is held once, rotated where retrieval scores it; a reader that needs it at another position
 // (the block's gate at its place, a stingy rescoring) rotates it on from there (rotate_key_on).
 // So the cache holds the text's K/V plus one key per block: a full KV cache of the text plus
-// 1/(2F) of it, and nothing twice (docs/infer.md section 9).
+// 1/(2F) of it, and nothing twice (docs/infer.md, "The full-cache baseline, and why memory cannot
+// be lower"; measured in docs/results/inference.md#memory-vs-full).
 struct LayerCache {
   // kv_f16: the store keeps block K/V in f16 (block_store.h); everything here stays in `dtype`.
   // indexed: keep the landmark keys in one LandmarkKeyIndex per head (CPU only) for the bounded

@@ -9,7 +9,7 @@
 // down and stops at the first tile whose bound is below the k-th best score found so far: every
 // tile after it is skipped, and the answer is still exactly the k best keys. Keys of similar text
 // have similar landmark keys, so a tile of filler has a tight bound: when the k best blocks stand
-// clear of the filler, one query scores only their tiles out of thousands. When the k-th place is
+// clear of the filler, one query scores only their tiles out of thousands. When the k-th best score is
 // a near-tie among filler blocks (a pass-key prompt with k 4 and one key block), every tile's
 // bound reaches it and all are scored: exactness costs that (tests/test_key_index.cpp).
 //
