@@ -10,8 +10,7 @@ namespace lm {
 
 LoadedModel load_trained_model(const std::string& path, Device device) {
   Checkpoint ck = load_safetensors(path);
-  if (!ck.checksummed)
-    std::cerr << "note: " << path << " has no per-tensor CRC-32s (written before they existed): loaded unverified\n";
+  if (const std::string note = unverified_note(ck, path); !note.empty()) std::cerr << note << "\n";
   LM_CHECK(ck.metadata.is_object() && ck.metadata.contains("model") && ck.metadata.contains("tokenizer"),
            "load: " << path << " has no model config or tokenizer in its metadata (not a training checkpoint)");
   LoadedModel m;

@@ -170,6 +170,30 @@ Tensor Checkpoint::get(const std::string& name, const Shape& expected_shape, DTy
   return t;
 }
 
+// ---- checksums ----
+
+std::string checkpoint_header_crc32(const ordered_json& header) {
+  ordered_json h = header;
+  if (h.contains("__metadata__") && h["__metadata__"].is_object()) h["__metadata__"].erase("header_crc32");
+  std::string text;
+  try {
+    text = h.dump();
+  } catch (const nlohmann::json::exception& e) {  // a string that is not UTF-8 (the parser refuses those)
+    LM_FAIL("checkpoint header: cannot be written as JSON to checksum it: " << e.what());
+  }
+  return crc32_hex(crc32_update(0, text.data(), text.size()));
+}
+
+std::string unverified_note(const Checkpoint& ckpt, const std::string& path) {
+  if (!ckpt.checksummed)
+    return "note: " + path + " has no CRC-32s (written before checkpoints had them): its tensors and metadata "
+                             "were read unverified";
+  if (!ckpt.header_checksummed)
+    return "note: " + path + " has no CRC-32 over its header (written before headers had one): its metadata "
+                             "(model config, tokenizer, training state) was read unverified";
+  return "";
+}
+
 // ---- writing ----
 
 void save_safetensors(const std::string& path, const Checkpoint& ckpt) {
@@ -209,6 +233,8 @@ void save_safetensors(const std::string& path, const Checkpoint& ckpt) {
   // naming the tensor instead of different numbers. (A string: safetensors metadata values are.)
   meta["crc32"] = crcs.dump();
   header["__metadata__"] = meta;  // the key already stands first: it keeps its place
+  // And one over the header, the last thing added: the metadata, names, shapes and offsets.
+  header["__metadata__"]["header_crc32"] = checkpoint_header_crc32(header);
 
   std::string text;
   try {
@@ -278,6 +304,11 @@ ordered_json read_header(SafetensorsFile& file, uint64_t* header_bytes) {
   std::string text(n, '\0');
   if (n > 0) file.read_exact(8, &text[0], n, "the header");
   *header_bytes = n;
+  // JSON text never holds a NUL byte (strings escape it), but nlohmann's parser takes one for the
+  // end of its input and would ignore whatever follows: a flipped bit in the padding, or worse.
+  const size_t nul = text.find('\0');
+  LM_CHECK(nul == std::string::npos, where << "the header holds a NUL byte at offset " << nul << " (JSON text cannot: "
+                                           << "the header is corrupt)");
 
   // nlohmann keeps the last of two equal keys; watch top-level keys to refuse such files.
   std::set<std::string> keys;
@@ -300,13 +331,17 @@ ordered_json read_header(SafetensorsFile& file, uint64_t* header_bytes) {
 }
 
 // What __metadata__ holds for us: our own metadata (null when the file has none) and the tensors'
-// CRC-32s (null: a file from before checksums, which loads with checksummed = false).
+// CRC-32s (null: a file from before checksums, which loads with checksummed = false); whether the
+// header's own CRC-32 was there (and matched).
 struct Metadata {
   nlohmann::json landmark, crcs;
+  bool header_checksummed = false;
 };
 
 // 2. Metadata: all strings (safetensors rule), and our format marker before anything else,
-// so a foreign file is reported as such rather than by its first unsupported dtype.
+// so a foreign file is reported as such rather than by its first unsupported dtype. Then the
+// header's CRC-32, before any of it is believed: one flipped bit in the metadata's JSON
+// (attention -> cttention) leaves valid JSON that says something else.
 Metadata read_metadata(const ordered_json& header, const std::string& where) {
   Metadata m;
   const ordered_json no_meta = ordered_json::object();
@@ -320,6 +355,21 @@ Metadata read_metadata(const ordered_json& header, const std::string& where) {
   const std::string format = meta["format"].get<std::string>();
   LM_CHECK(format == kCheckpointFormat, where << "not a landmark checkpoint: __metadata__.format is \""
                                               << format << "\", expected \"" << kCheckpointFormat << "\"");
+  // A name this reader does not know is a damaged one: "header_crc32" with a flipped bit must not
+  // make the file pass for one written before the header had a checksum.
+  for (const auto& [key, value] : meta.items())
+    LM_CHECK(key == "format" || key == "landmark" || key == "crc32" || key == "header_crc32",
+             where << "__metadata__ has an entry named \"" << key << "\", which this reader does not know (it "
+                   << "knows format, landmark, crc32 and header_crc32): a damaged name, or another program's file");
+  if (meta.contains("header_crc32")) {
+    const std::string recorded = meta["header_crc32"].get<std::string>(), found = checkpoint_header_crc32(header);
+    LM_CHECK(found == recorded, where << "the header is corrupt: its CRC-32 is " << found << ", the file recorded "
+                                      << recorded << " (a flipped bit or an edit in the metadata, the tensor names, "
+                                      << "shapes or offsets)");
+    LM_CHECK(meta.contains("crc32"), where << "__metadata__ has a header_crc32 but no per-tensor crc32 (every file "
+                                           << "written with the one has the other)");
+    m.header_checksummed = true;
+  }
   if (meta.contains("landmark")) {
     try {
       m.landmark = nlohmann::json::parse(meta["landmark"].get<std::string>());
@@ -459,6 +509,7 @@ Checkpoint load_safetensors(const std::string& path) {
   Checkpoint ckpt;
   ckpt.metadata = std::move(meta.landmark);
   ckpt.checksummed = !meta.crcs.is_null();
+  ckpt.header_checksummed = meta.header_checksummed;
   read_tensors(file, entries, data_start, meta.crcs, ckpt);
   return ckpt;
 }

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <tuple>
 
 #include "nn/checkpoint.h"
 #include "tensor/files.h"
@@ -297,6 +298,10 @@ TEST_CASE("checkpoint: the reader refuses corrupt files and says which file and 
   json header = json::parse(text);
   REQUIRE_NOTHROW(load_safetensors(tmp.path));  // the starting point is valid
   const std::string& p = tmp.path;
+  // The sections below edit the header and write it back without its own checksum (as a file from
+  // before it had one), so that each edit reaches the check it is about; the header's checksum is
+  // tested on its own further down.
+  header["__metadata__"].erase("header_crc32");
 
   SECTION("missing file") {
     TempPath gone("missing");
@@ -422,6 +427,99 @@ TEST_CASE("checkpoint: the reader refuses corrupt files and says which file and 
     CHECK_FALSE(c.checksummed);
     CHECK(c.get("b").to_vector<float>() == std::vector<float>{5, 6, 7, 8});
   }
+}
+
+TEST_CASE("checkpoint: every one-bit flip in the length prefix or the header is refused", "[checkpoint]") {
+  // The header holds the metadata (a model config here, as a training checkpoint's) besides the
+  // tensors' names, shapes and offsets. A flip inside a JSON string or a number leaves valid JSON:
+  // only a checksum over the header can tell, so each of the 8 x (8 + N) flips is tried in turn.
+  TempPath tmp("headerflip");
+  Checkpoint c;
+  c.add("a", from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2}));
+  c.add("b", from_vector(std::vector<float>{5, 6, 7, 8}, {4}));
+  c.metadata = {{"model", {{"attention", "landmark"}, {"landmark_every", 8}, {"n_head", 2}, {"n_embd", 48}}},
+                {"step", 3}};
+  save_safetensors(tmp.path, c);
+  const std::string valid = read_bytes(tmp.path);
+  const size_t header_end = 8 + read_u64_le(valid);
+  size_t tried = 0, accepted = 0;
+  std::string first_accepted;
+  for (size_t byte = 0; byte < header_end; ++byte)
+    for (int bit = 0; bit < 8; ++bit) {
+      std::string flipped = valid;
+      flipped[byte] = static_cast<char>(flipped[byte] ^ (1 << bit));
+      write_bytes(tmp.path, flipped);
+      ++tried;
+      try {
+        load_safetensors(tmp.path);
+        if (accepted++ == 0) first_accepted = "byte " + std::to_string(byte) + " bit " + std::to_string(bit);
+      } catch (const Error&) {
+      }
+    }
+  INFO(accepted << " of " << tried << " flips loaded; the first: " << first_accepted);
+  CHECK(tried == 8 * header_end);
+  CHECK(accepted == 0);
+
+  // The two flips a bad-input probe found, by name: "attention" -> "cttention" and
+  // "landmark_every" -> "landmark_ever}" (0x79 ^ 0x04 = '}'). The message says the header is corrupt.
+  const std::string text = header_text(valid);
+  for (const auto& [word, at, mask] : {std::tuple<std::string, size_t, char>{"attention", 0, 0x02},
+                                       std::tuple<std::string, size_t, char>{"landmark_every", 13, 0x04}}) {
+    const size_t pos = text.find(word);
+    REQUIRE(pos != std::string::npos);
+    std::string flipped = valid;
+    flipped[8 + pos + at] = static_cast<char>(flipped[8 + pos + at] ^ mask);
+    write_bytes(tmp.path, flipped);
+    INFO(word);
+    CHECK_THAT(load_error(tmp.path), Contains(tmp.path) && Contains("header") && Contains("CRC-32"));
+  }
+}
+
+TEST_CASE("checkpoint: the header's CRC-32 covers the header as written; files from before it load with a note",
+          "[checkpoint]") {
+  TempPath tmp("headercrc");
+  write_valid(tmp.path);
+  const std::string valid = read_bytes(tmp.path);
+  const std::string text = header_text(valid), data = data_section(valid);
+  const Checkpoint c = load_safetensors(tmp.path);
+  CHECK(c.checksummed);
+  CHECK(c.header_checksummed);
+  CHECK(unverified_note(c, tmp.path).empty());
+
+  // Independently of checkpoint_header_crc32: the writer's header text with its last metadata entry
+  // cut out of the bytes (and the padding dropped) is what the recorded CRC-32 covers.
+  const size_t at = text.find(R"(,"header_crc32":")");
+  REQUIRE(at != std::string::npos);
+  const std::string recorded = text.substr(at + 17, 8);
+  std::string covered = text.substr(0, at) + text.substr(at + 26);
+  covered.erase(covered.find_last_not_of(' ') + 1);
+  CHECK(crc32_hex(crc32_update(0, covered.data(), covered.size())) == recorded);
+  CHECK(checkpoint_header_crc32(nlohmann::ordered_json::parse(text)) == recorded);
+
+  // Without the entry (a file from before it), the file loads; the note names the file and what
+  // was not verified. Without the tensors' CRC-32s too, the note says so.
+  nlohmann::ordered_json header = nlohmann::ordered_json::parse(text);
+  header["__metadata__"].erase("header_crc32");
+  write_bytes(tmp.path, assemble(header.dump(), data));
+  Checkpoint old = load_safetensors(tmp.path);
+  CHECK(old.checksummed);
+  CHECK_FALSE(old.header_checksummed);
+  CHECK_THAT(unverified_note(old, tmp.path), Contains(tmp.path) && Contains("no CRC-32 over its header"));
+  header["__metadata__"].erase("crc32");
+  write_bytes(tmp.path, assemble(header.dump(), data));
+  old = load_safetensors(tmp.path);
+  CHECK_FALSE(old.checksummed);
+  CHECK_THAT(unverified_note(old, tmp.path), Contains(tmp.path) && Contains("no CRC-32s"));
+
+  // A header CRC-32 without the tensors' (the writer always writes both), with a correct value.
+  header["__metadata__"]["header_crc32"] = checkpoint_header_crc32(header);
+  write_bytes(tmp.path, assemble(header.dump(), data));
+  CHECK_THAT(load_error(tmp.path), Contains(tmp.path) && Contains("no per-tensor crc32"));
+  // A damaged entry name does not make a file pass for an old one: unknown names are refused.
+  std::string renamed = valid;
+  renamed.replace(8 + at + 2, 12, "header_crc33");
+  write_bytes(tmp.path, renamed);
+  CHECK_THAT(load_error(tmp.path), Contains(tmp.path) && Contains("\"header_crc33\"") && Contains("does not know"));
 }
 
 TEST_CASE("checkpoint: get names a missing tensor and a wrong shape or dtype", "[checkpoint]") {

@@ -424,7 +424,7 @@ Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
            "train: --init-from starts a new run from another model's weights and --resume continues a run: give one of them");
   if (!o.init_from.empty()) {
     st.parent = o.init_parent ? *o.init_parent : load_safetensors(o.init_from);
-    if (!st.parent.checksummed) log << "note: " << o.init_from << " has no per-tensor CRC-32s: loaded unverified\n";
+    if (const std::string note = unverified_note(st.parent, o.init_from); !note.empty()) log << note << "\n";
     const nlohmann::json& m = st.parent.metadata;
     LM_CHECK(m.is_object() && m.contains("tokenizer_fingerprint") && m.contains("model") && m.contains("step"),
              "train: --init-from " << o.init_from << " is not a training checkpoint (no step/model/tokenizer in its metadata)");
@@ -439,7 +439,7 @@ Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
   }
   if (o.resume.empty()) return st;
   st.ck = load_safetensors(o.resume);
-  if (!st.ck.checksummed) log << "note: " << o.resume << " has no per-tensor CRC-32s: loaded unverified\n";
+  if (const std::string note = unverified_note(st.ck, o.resume); !note.empty()) log << note << "\n";
   st.meta = st.ck.metadata;
   const nlohmann::json& m = st.meta;
   LM_CHECK(m.contains("tokenizer_fingerprint") && m.contains("model") && m.contains("step") && m.contains("train"),
