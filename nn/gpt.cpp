@@ -28,6 +28,14 @@ void GPTConfig::validate() const {
   LM_CHECK(block_size > 0, "GPTConfig: block_size must be positive, got " << block_size);
   LM_CHECK(dropout >= 0 && dropout < 1, "GPTConfig: dropout must be in [0, 1), got " << dropout);
   LM_CHECK(landmark_every > 0, "GPTConfig: landmark_every (F) must be positive, got " << landmark_every);
+  LM_CHECK(!context_miss || landmark(), "GPTConfig: context_miss (a context-miss token, Appendix D) needs landmark "
+                                        "attention");
+  // Rotary frequencies are base^(-2i/HS): at a base of 1 or less they no longer fall with i. The
+  // upper bound, 1e12, is far above the bases models train with (1e4 here): past it a damaged
+  // number (1e308), not a model. ln_eps is added to a variance before its square root: 0 divides
+  // by zero on a constant row, and past 1 it drowns a unit variance.
+  LM_CHECK(rotary_base > 1 && rotary_base <= 1e12, "GPTConfig: rotary_base must be in (1, 1e12], got " << rotary_base);
+  LM_CHECK(ln_eps > 0 && ln_eps <= 1, "GPTConfig: ln_eps must be in (0, 1], got " << ln_eps);
   LM_CHECK(xl_cache >= 0 && xl_cache <= (int64_t(1) << 24),
            "GPTConfig: xl_cache (Transformer-XL cache length) must be in [0, 2^24], got " << xl_cache);
   LM_CHECK(xl_cache == 0 || !landmark(), "GPTConfig: xl_cache " << xl_cache << " (Transformer-XL) needs standard attention, "

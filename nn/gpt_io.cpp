@@ -2,6 +2,7 @@
 #include "nn/gpt_io.h"
 
 #include <cmath>
+#include <cstdint>
 
 namespace lm {
 
@@ -15,26 +16,56 @@ nlohmann::json gpt_config_to_json(const GPTConfig& c) {
                         {"xl_cache", c.xl_cache}};
 }
 
+namespace {
+
+// One key of a stored model config: it must be there (no default stands in for a key that is
+// missing: a damaged name once turned a landmark model into a standard one), and of its kind. An
+// error names the key in words; ranges are GPTConfig::validate's.
+const nlohmann::json& config_key(const nlohmann::json& j, const char* key) {
+  LM_CHECK(j.contains(key), "model config: '" << key << "' is missing (every architecture key is required: without "
+                                              << "it the file does not say which model it holds)");
+  return j[key];
+}
+int64_t config_int(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = config_key(j, key);
+  // A number written with a fraction (302.7) is not a count, and nlohmann would truncate it.
+  LM_CHECK(v.is_number_integer() && !(v.is_number_unsigned() && v.get<uint64_t>() > uint64_t(INT64_MAX)),
+           "model config: '" << key << "' must be a whole number, got " << v.dump());
+  return v.get<int64_t>();
+}
+double config_real(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = config_key(j, key);
+  // JSON has no NaN, but 1e999 parses to an infinity.
+  LM_CHECK(v.is_number() && std::isfinite(v.get<double>()),
+           "model config: '" << key << "' must be a finite number, got " << v.dump());
+  return v.get<double>();
+}
+bool config_bool(const nlohmann::json& j, const char* key) {
+  const nlohmann::json& v = config_key(j, key);
+  LM_CHECK(v.is_boolean(), "model config: '" << key << "' must be true or false, got " << v.dump());
+  return v.get<bool>();
+}
+
+}  // namespace
+
 GPTConfig gpt_config_from_json(const nlohmann::json& j) {
   LM_CHECK(j.is_object(), "model config: expected a JSON object, got " << j.dump());
   GPTConfig c;
-  try {
-    c.vocab_size = j.at("vocab_size").get<int64_t>();
-    c.n_layer = j.at("n_layer").get<int64_t>();
-    c.n_head = j.at("n_head").get<int64_t>();
-    c.n_embd = j.at("n_embd").get<int64_t>();
-    c.block_size = j.at("block_size").get<int64_t>();
-    c.dropout = j.at("dropout").get<double>();
-    c.rotary_base = j.at("rotary_base").get<double>();
-    c.ln_eps = j.at("ln_eps").get<double>();
-    c.bias = j.at("bias").get<bool>();
-    c.attention = parse_attention_kind(j.value("attention", std::string("standard")));
-    c.landmark_every = j.value("landmark_every", int64_t(50));
-    c.context_miss = j.value("context_miss", false);
-    c.xl_cache = j.value("xl_cache", int64_t(0));  // absent in checkpoints from before the XL option
-  } catch (const nlohmann::json::exception& e) {
-    LM_FAIL("model config: " << e.what() << " in " << j.dump());
-  }
+  c.vocab_size = config_int(j, "vocab_size");
+  c.n_layer = config_int(j, "n_layer");
+  c.n_head = config_int(j, "n_head");
+  c.n_embd = config_int(j, "n_embd");
+  c.block_size = config_int(j, "block_size");
+  c.dropout = config_real(j, "dropout");
+  c.rotary_base = config_real(j, "rotary_base");
+  c.ln_eps = config_real(j, "ln_eps");
+  c.bias = config_bool(j, "bias");
+  const nlohmann::json& attention = config_key(j, "attention");
+  LM_CHECK(attention.is_string(), "model config: 'attention' must be \"standard\" or \"landmark\", got " << attention.dump());
+  c.attention = parse_attention_kind(attention.get<std::string>());
+  c.landmark_every = config_int(j, "landmark_every");
+  c.context_miss = config_bool(j, "context_miss");
+  c.xl_cache = config_int(j, "xl_cache");
   c.validate();
   return c;
 }

@@ -15,7 +15,8 @@
 namespace lm {
 
 nlohmann::json gpt_config_to_json(const GPTConfig& c);
-// The config back, validated (GPTConfig::validate); an error names the missing or mistyped field.
+// The config back, validated (GPTConfig::validate). Every key is required: a missing one, or one of
+// the wrong kind (a fraction where a count belongs, an infinity), is an error naming it.
 GPTConfig gpt_config_from_json(const nlohmann::json& j);
 
 // Before a model is built from a checkpoint's config: the file must hold at least about as many

@@ -209,8 +209,8 @@ TEST_CASE("GPT xl_cache: the config field, its JSON and its refusals", "[gpt][xl
   c.xl_cache = 256;
   CHECK(gpt_config_from_json(gpt_config_to_json(c)).xl_cache == 256);
   nlohmann::json old = gpt_config_to_json(small_config());
-  old.erase("xl_cache");  // a checkpoint written before the option
-  CHECK(gpt_config_from_json(old).xl_cache == 0);
+  old.erase("xl_cache");  // a checkpoint written before the option: no default stands in for it
+  CHECK_THROWS_WITH(gpt_config_from_json(old), Catch::Contains("'xl_cache' is missing"));
   c.attention = AttentionKind::Landmark;
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("xl_cache 256") && Catch::Contains("landmark"));
   c = small_config();

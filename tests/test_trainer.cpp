@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <tuple>
 
 #include "infer/model_io.h"
 #include "autograd/functions.h"
@@ -231,6 +232,83 @@ TEST_CASE("loading a trained model checks its tokenizer against the model and th
   o.resume = out + "/huge.safetensors";
   o.steps_given = false;
   CHECK_THROWS_WITH(train(o, log), Catch::Contains("huge.safetensors") && Catch::Contains("parameters but the file holds"));
+}
+
+namespace {
+// What loading `path` as a trained model says: the error's message, or "(loaded)".
+std::string load_outcome(const std::string& path) {
+  try {
+    load_trained_model(path);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(loaded)";
+}
+}  // namespace
+
+TEST_CASE("a checkpoint's metadata: a flipped bit, a missing or out-of-range config key, no fingerprint: refused",
+          "[trainer][checkpoint]") {
+  // A landmark model whose head layout a one-bit flip could change with every shape intact:
+  // n_embd 48 with n_head 2 (head size 24), where '2' ^ 0x04 = '6' gives 6 heads of 8.
+  ByteTokenizer tok;
+  tok.add_special("<|landmark|>");
+  std::string data = make_data_dir("meta", tok), out = out_dir("meta");
+  TrainOptions o = small_options(data, out);
+  o.model.attention = AttentionKind::Landmark;
+  o.model.landmark_every = 8;
+  o.model.n_embd = 48;
+  o.steps = 2;
+  std::ostringstream log;
+  train(o, log);
+  const std::string path = out + "/checkpoint.safetensors", edited = out + "/edited.safetensors";
+  REQUIRE(load_outcome(path) == "(loaded)");
+
+  SECTION("one flipped bit in the metadata: the header's checksum refuses it") {
+    const std::string valid = read_text(path);
+    // (word in the header, offset of the byte to flip, mask): "cttention", "landmark_ever}", n_head 6.
+    for (const auto& [word, at, mask] : {std::tuple<std::string, size_t, char>{"attention", 0, 0x02},
+                                         std::tuple<std::string, size_t, char>{"landmark_every", 13, 0x04},
+                                         std::tuple<std::string, size_t, char>{R"(n_head\":)", 9, 0x04}}) {
+      const size_t pos = valid.find(word);
+      REQUIRE(pos != std::string::npos);
+      std::string flipped = valid;
+      flipped[pos + at] = static_cast<char>(flipped[pos + at] ^ mask);
+      std::ofstream(edited, std::ios::binary) << flipped;
+      INFO(word << " flipped: " << flipped.substr(pos, word.size() + 1));
+      CHECK_THAT(load_outcome(edited), Catch::Contains("edited.safetensors") && Catch::Contains("header") &&
+                                           Catch::Contains("CRC-32"));
+    }
+  }
+  SECTION("every architecture key of the model config is required") {
+    const Checkpoint ck = load_safetensors(path);
+    for (const auto& [key, value] : ck.metadata["model"].items()) {
+      Checkpoint c = ck;
+      c.metadata["model"].erase(key);
+      save_safetensors(edited, c);
+      INFO("without " << key);
+      CHECK_THAT(load_outcome(edited), Catch::Contains("'" + key + "'") && Catch::Contains("missing"));
+    }
+  }
+  SECTION("config values out of range or of the wrong kind are refused, naming the key in words") {
+    const Checkpoint ck = load_safetensors(path);
+    const std::vector<std::pair<std::string, nlohmann::json>> bad = {
+        {"rotary_base", 1e308}, {"rotary_base", 1.0},   {"ln_eps", 0.0},      {"ln_eps", -1e-5},
+        {"vocab_size", 257.5},  {"n_layer", 2.5},       {"n_head", "2"},      {"bias", 1},
+        {"landmark_every", 0},  {"attention", "cttention"}, {"xl_cache", -1}, {"dropout", 1.0}};
+    for (const auto& [key, value] : bad) {
+      Checkpoint c = ck;
+      c.metadata["model"][key] = value;
+      save_safetensors(edited, c);
+      INFO(key << " = " << value.dump());
+      CHECK_THAT(load_outcome(edited), Catch::Contains(key) && !Catch::Contains("json.exception"));
+    }
+    // A context-miss token belongs to landmark attention (train refuses --cmt without it).
+    Checkpoint c = ck;
+    c.metadata["model"]["attention"] = "standard";
+    c.metadata["model"]["context_miss"] = true;
+    save_safetensors(edited, c);
+    CHECK_THAT(load_outcome(edited), Catch::Contains("context_miss") && Catch::Contains("landmark"));
+  }
 }
 
 TEST_CASE("trainer: bad options and inputs are reported clearly", "[trainer]") {
