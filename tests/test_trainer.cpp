@@ -309,6 +309,12 @@ TEST_CASE("a checkpoint's metadata: a flipped bit, a missing or out-of-range con
     save_safetensors(edited, c);
     CHECK_THAT(load_outcome(edited), Catch::Contains("context_miss") && Catch::Contains("landmark"));
   }
+  SECTION("the tokenizer fingerprint is required") {
+    Checkpoint c = load_safetensors(path);
+    c.metadata.erase("tokenizer_fingerprint");
+    save_safetensors(edited, c);
+    CHECK_THAT(load_outcome(edited), Catch::Contains("edited.safetensors") && Catch::Contains("tokenizer_fingerprint"));
+  }
 }
 
 TEST_CASE("trainer: bad options and inputs are reported clearly", "[trainer]") {
