@@ -2,6 +2,7 @@
 #include <csignal>
 #include <iostream>
 #include <memory>
+#include <utility>
 
 #include "apps/commands.h"
 #include "tensor/check.h"
@@ -33,6 +34,19 @@ Preset preset_of(const std::string& name) {
   if (name == "small") return {6, 512, 8, 512, 8};
   return {12, 1024, 8, 512, 8};  // "paper": 12 layers, 8 heads of 128, d 1024 (batch 128 via --grad-accum 16)
 }
+
+// The flags that set a key of the model config or a training setting (TrainOptions::given): with
+// --init-from the model's not given are the parent's. An explicit --preset gives the five keys it
+// sets.
+constexpr std::pair<const char*, const char*> kFlagKeys[] = {
+    {"--layers", "n_layer"},        {"--embd", "n_embd"},         {"--heads", "n_head"},
+    {"--block-size", "block_size"}, {"--batch", "batch_size"},    {"--attention", "attention"},
+    {"--landmark-every", "landmark_every"}, {"--cmt", "context_miss"}, {"--xl-cache", "xl_cache"},
+    {"--dropout", "dropout"},       {"--cmt-prob", "cmt_prob"},   {"--jump", "jump_max"},
+    {"--segment", "segment"},       {"--doc-starts", "doc_starts"}, {"--lr", "lr"},
+    {"--schedule", "schedule"},     {"--warmup", "warmup"},       {"--min-lr", "min_lr"},
+    {"--weight-decay", "weight_decay"}, {"--beta1", "beta1"},     {"--beta2", "beta2"},
+    {"--grad-clip", "grad_clip"},   {"--grad-accum", "grad_accum"}, {"--seed", "seed"}};
 }  // namespace
 
 Command train_command(CLI::App& app) {
@@ -121,7 +135,8 @@ Command train_command(CLI::App& app) {
                          ->check(CLI::ExistingFile);
   sub->add_option("--init-from", o->init_from,
                   "Start a new run from this checkpoint's weights (fine-tuning, e.g. a standard model with --attention "
-                  "landmark): --layers/--embd/--heads default to the parent's; a fresh optimizer and schedule")
+                  "landmark): --layers/--embd/--heads must be the parent's; they, --block-size and --landmark-every "
+                  "default to the parent's (the log lists what it took); a fresh optimizer and schedule")
       ->check(CLI::ExistingFile)
       ->excludes(resume_opt);
   sub->add_flag("--quiet", o->quiet, "No progress lines");
@@ -129,19 +144,11 @@ Command train_command(CLI::App& app) {
       ->check(real_in(0.0, 86400.0))
       ->capture_default_str();
   auto run = [=]() {
-    Preset p = preset_of(*preset);
-    Checkpoint parent;  // read once: its shape here, its weights in train()
-    if (!o->init_from.empty()) {  // the parent's shape, unless the command line gives one
-      parent = load_safetensors(o->init_from);
-      o->init_parent = &parent;
-      LM_CHECK(parent.metadata.is_object() && parent.metadata.contains("model"),
-               "train: --init-from " << o->init_from << " is not a training checkpoint (no model config in its metadata)");
-      const GPTConfig pc = gpt_config_from_json(parent.metadata.at("model"));
-      check_config_fits_checkpoint(pc, parent, o->init_from);
-      p.layers = pc.n_layer;
-      p.embd = pc.n_embd;
-      p.heads = pc.n_head;
-    }
+    const Preset p = preset_of(*preset);
+    o->given.clear();
+    for (const auto& [flag, key] : kFlagKeys)
+      if (sub->count(flag) > 0) o->given.insert(key);
+    if (sub->count("--preset") > 0) o->given.insert({"n_layer", "n_embd", "n_head", "block_size", "batch_size"});
     o->model.n_layer = *layers ? *layers : p.layers;
     o->model.n_embd = *embd ? *embd : p.embd;
     o->model.n_head = *heads ? *heads : p.heads;
@@ -155,7 +162,6 @@ Command train_command(CLI::App& app) {
     g_stop_signal = 0;
     for (int sig : kStopSignals) std::signal(sig, on_stop_signal);
     TrainResult r = train(*o, std::cout);
-    o->init_parent = nullptr;
     for (int sig : kStopSignals) std::signal(sig, SIG_DFL);
     const int status = r.stop_reason == "interrupted" ? 128 + (g_stop_signal ? static_cast<int>(g_stop_signal) : SIGINT) : 0;
     if (!dist::world().root()) return status;  // rank 0 draws and reports for all

@@ -638,11 +638,15 @@ TEST_CASE("trainer: --init-from copies a standard model into a landmark one, new
   TrainOptions f = small_options(data, child);
   f.model.attention = AttentionKind::Landmark;
   f.model.landmark_every = 5;
+  f.given = {"landmark_every"};  // given: not the parent's (50, unused by a standard model)
   f.steps = 6;
   f.init_from = parent_path;
   f.quiet = false;
   std::ostringstream flog;
   train(f, flog);
+  // What was not given came from the parent, and the log says so.
+  CHECK(flog.str().find("from the parent (not given here): n_layer 2, n_embd 32, n_head 2, block_size 32, "
+                        "rotary_base 10000.0, ln_eps 1e-05, bias false\n") != std::string::npos);
   CHECK(flog.str().find("<|landmark|> row (id 256) set to the mean token embedding") != std::string::npos);
   CHECK(flog.str().find("a fresh optimizer and schedule") != std::string::npos);
   const Checkpoint ck = load_safetensors(child + "/checkpoint.safetensors");
@@ -680,8 +684,14 @@ TEST_CASE("trainer: --init-from refuses other shapes, another tokenizer, and --r
   TrainOptions o = small_options(data, out_dir("init_bad_child"));
   o.init_from = parent;
   o.model.n_embd = 48;
-  CHECK_THROWS_WITH(train(o, log), Catch::Contains("'wte.weight'") && Catch::Contains("[257, 32] in the parent") &&
-                                       Catch::Contains("[257, 48] in the new model"));
+  o.given = {"n_embd"};
+  CHECK_THROWS_WITH(train(o, log), Catch::Contains("n_embd is 48 on the command line but 32 in the parent"));
+  GPTConfig wide = o.model;  // init_from_parent itself, called with a model of another width
+  wide.vocab_size = tok.vocab_size();
+  GPT wide_model(wide);
+  CHECK_THROWS_WITH(init_from_parent(wide_model, load_safetensors(parent), tok),
+                    Catch::Contains("'wte.weight'") && Catch::Contains("[257, 32] in the parent") &&
+                        Catch::Contains("[257, 48] in the new model"));
   o.model.n_embd = 32;
   o.resume = parent;
   CHECK_THROWS_WITH(train(o, log), Catch::Contains("--init-from") && Catch::Contains("--resume"));

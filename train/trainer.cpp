@@ -160,6 +160,40 @@ void settings_from_json(const nlohmann::json& j, TrainOptions& o, const std::str
   });
 }
 
+// A field of a checkpoint's metadata by its dotted path ("rng.offset"), or an error naming it.
+const nlohmann::json& meta_field(const nlohmann::json& m, const std::string& name, const std::string& where) {
+  const nlohmann::json* v = &m;
+  size_t start = 0;
+  for (;;) {
+    const size_t dot = name.find('.', start);
+    const std::string key = name.substr(start, dot == std::string::npos ? std::string::npos : dot - start);
+    LM_CHECK(v->is_object() && v->contains(key), where << "'" << name << "' is missing from the metadata");
+    v = &(*v)[key];
+    if (dot == std::string::npos) return *v;
+    start = dot + 1;
+  }
+}
+
+// A count of the metadata: a JSON whole number in [0, max] (`max_text` says max in words).
+// nlohmann alone would read -1 as 2^64 - 1 and 2.5 as 2.
+uint64_t meta_count(const nlohmann::json& m, const std::string& name, uint64_t max, const char* max_text,
+                    const std::string& where) {
+  const nlohmann::json& v = meta_field(m, name, where);
+  const bool whole = v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
+  LM_CHECK(whole && v.get<uint64_t>() <= max,
+           where << "'" << name << "' must be a whole number in [0, " << max_text << "], got " << v.dump().substr(0, 80));
+  return v.get<uint64_t>();
+}
+
+std::string meta_string(const nlohmann::json& m, const std::string& name, const std::string& where) {
+  const nlohmann::json& v = meta_field(m, name, where);
+  LM_CHECK(v.is_string(), where << "'" << name << "' must be a string, got " << v.dump().substr(0, 80));
+  return v.get<std::string>();
+}
+
+// A JSON value as a message shows it: a string without its quotes.
+std::string shown(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
 void validate(const TrainOptions& o) {
   LM_CHECK(o.batch_size > 0, "train: --batch must be positive, got " << o.batch_size);
   LM_CHECK(o.steps > 1, "train: --steps must be at least 2, got " << o.steps);
@@ -393,7 +427,8 @@ void find_document_starts(TrainData& data, const GPTConfig& mc, int64_t row) {
 // Where a run starts: fresh, or from a checkpoint whose model config and training settings
 // replace the command line's (a resumed run is the run that was interrupted; only --steps, to
 // extend it, and bookkeeping flags such as output, evaluation, checkpoint cadence and time limits
-// come from the command line).
+// come from the command line), or from a parent's weights (--init-from: the parent's architecture where the
+// command line gives none).
 struct Start {
   GPTConfig model;
   Checkpoint ck;          // empty for a fresh start
@@ -401,6 +436,7 @@ struct Start {
   Checkpoint parent;      // --init-from: the checkpoint whose weights the run starts from
   nlohmann::json parent_record;  // path, CRC-32, step and attention of the parent (null: none);
                                  // kept in every checkpoint of the run, resumed ones included
+  std::string inherited;  // --init-from: the log line naming what was taken from the parent
 };
 
 // The CRC-32 (zlib's) of a file's bytes, as 8 hex digits: names the exact parent of a fine-tune.
@@ -416,6 +452,52 @@ std::string file_crc32(const std::string& path) {
   return crc32_hex(crc);
 }
 
+// The model config stored in a checkpoint, checked (every key, its kind and range), and checked
+// against the data's tokenizer: the one it was trained with (fingerprint) and its vocabulary.
+GPTConfig stored_model(const Checkpoint& ck, const Tokenizer& tok, const std::string& path, const std::string& where,
+                       const std::string& data_dir) {
+  const nlohmann::json& m = ck.metadata;
+  LM_CHECK(m.is_object() && m.contains("model"), where << "not a training checkpoint (no model config in its metadata)");
+  const std::string fingerprint = meta_string(m, "tokenizer_fingerprint", where);
+  LM_CHECK(fingerprint == tok.fingerprint(), where << "trained with tokenizer " << fingerprint << " but the data in "
+                                                   << data_dir << " uses " << tok.fingerprint()
+                                                   << "; prepare the data with the checkpoint's tokenizer");
+  GPTConfig c;
+  try {
+    c = gpt_config_from_json(m["model"]);
+  } catch (const Error& e) {
+    LM_FAIL(where << e.what());
+  }
+  LM_CHECK(c.vocab_size == tok.vocab_size(), where << "vocab_size is " << c.vocab_size << " in its model config but "
+                                                   << tok.vocab_size() << " in the data's tokenizer");
+  check_config_fits_checkpoint(c, ck, path);
+  return c;
+}
+
+// --init-from: the keys of the model config the command line did not give (TrainOptions::given)
+// are the parent's; the log line lists them. Those that shape the weights (layers, width, heads)
+// must be the parent's either way: 4 heads would read the parent's 2 heads of 16 as 4 of 8.
+void inherit_from_parent(Start& st, const TrainOptions& o, const GPTConfig& pc) {
+  const std::string where = "train: --init-from " + o.init_from + ": ";
+  const nlohmann::json parent = gpt_config_to_json(pc);
+  nlohmann::json child = gpt_config_to_json(st.model);
+  std::string list;
+  for (const char* key : {"n_layer", "n_embd", "n_head", "block_size", "landmark_every", "rotary_base", "ln_eps", "bias"}) {
+    if (o.given.count(key)) continue;
+    child[key] = parent[key];
+    list += std::string(list.empty() ? "" : ", ") + key + " " + shown(parent[key]);
+  }
+  for (const char* key : {"n_layer", "n_embd", "n_head"})
+    LM_CHECK(child[key] == parent[key], where << key << " is " << shown(child[key]) << " on the command line but "
+                                              << shown(parent[key]) << " in the parent (fine-tuning keeps the parent's "
+                                              << "layout of weights: leave the flag out to take the parent's)");
+  child["vocab_size"] = st.model.vocab_size;
+  const bool fused = st.model.fused_attention;  // not part of the stored config
+  st.model = gpt_config_from_json(child);
+  st.model.fused_attention = fused;
+  if (!list.empty()) st.inherited = "from the parent (not given here): " + list + "\n";
+}
+
 Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
   Start st;
   st.model = o.model;
@@ -423,19 +505,19 @@ Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
   LM_CHECK(o.resume.empty() || o.init_from.empty(),
            "train: --init-from starts a new run from another model's weights and --resume continues a run: give one of them");
   if (!o.init_from.empty()) {
-    st.parent = o.init_parent ? *o.init_parent : load_safetensors(o.init_from);
+    const std::string where = "train: --init-from " + o.init_from + ": ";
+    st.parent = load_safetensors(o.init_from);
     if (const std::string note = unverified_note(st.parent, o.init_from); !note.empty()) log << note << "\n";
-    const nlohmann::json& m = st.parent.metadata;
-    LM_CHECK(m.is_object() && m.contains("tokenizer_fingerprint") && m.contains("model") && m.contains("step"),
-             "train: --init-from " << o.init_from << " is not a training checkpoint (no step/model/tokenizer in its metadata)");
-    LM_CHECK(m["tokenizer_fingerprint"].get<std::string>() == tok.fingerprint(),
-             "train: --init-from " << o.init_from << " was trained with tokenizer " << m["tokenizer_fingerprint"].get<std::string>()
-                                   << " but the data in " << o.data_dir << " uses " << tok.fingerprint()
-                                   << "; prepare the data with the parent's tokenizer");
+    const GPTConfig pc = stored_model(st.parent, tok, o.init_from, where, o.data_dir);
+    const uint64_t parent_step = meta_count(st.parent.metadata, "step", uint64_t(1) << 40, "2^40", where);
+    inherit_from_parent(st, o, pc);
     st.parent_record = {{"path", o.init_from},
                         {"crc32", file_crc32(o.init_from)},
-                        {"step", m["step"]},
-                        {"attention", m["model"].value("attention", "standard")}};
+                        {"step", parent_step},
+                        {"attention", attention_kind_name(pc.attention)}};
+    TrainOptions child = o;  // the inherited block size and landmark_every pass the flags' checks
+    child.model = st.model;
+    validate(child);
   }
   if (o.resume.empty()) return st;
   st.ck = load_safetensors(o.resume);
@@ -754,7 +836,7 @@ TrainResult train(const TrainOptions& opts, std::ostream& log_all) {
   open_metrics(o, metrics_path, st.step, world, metrics_file, metrics);
   if (!o.init_from.empty()) metrics << nlohmann::json{{"parent", start.parent_record}}.dump() << "\n";
   log_header(log, o, mc, st.model, data, st.step);
-  log << st.init_note;
+  log << start.inherited << st.init_note;
   log_data_parallel(log, st.model, o, world);
 
   TrainResult res;

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <functional>
 #include <iosfwd>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -50,8 +51,11 @@ struct TrainOptions {
   std::string resume;            // checkpoint to continue from ("" = start fresh)
   std::string init_from;         // a new run starting from this checkpoint's weights (fine-tuning;
                                  // init_from_parent), with a fresh optimizer and schedule
-  const Checkpoint* init_parent = nullptr;  // init_from already loaded by the caller (the CLI reads
-                                            // its shape first); null: train() loads it
+  // The keys of the model config and the training settings (and "seed") that the command line gave
+  // explicitly; the other values above are defaults. With --init-from, n_layer, n_embd, n_head,
+  // block_size, landmark_every, rotary_base, ln_eps and bias not listed are the parent's (the log
+  // lists them), and n_layer, n_embd and n_head must be.
+  std::set<std::string> given;
   bool quiet = false;            // no progress lines
   double log_every_s = 0;        // a progress line at most this often (0: every step)
   // Landmark models only (model.landmark(); F and the CMT switch live in model):

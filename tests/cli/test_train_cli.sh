@@ -4,7 +4,9 @@
 #   - `train --doc-starts` says how many documents its windows start at;
 #   - `train --init-from` a standard model into a landmark one logs what it copied and records the
 #     parent (path and CRC-32, checked against Python's zlib when python3 is there) in the
-#     checkpoint; with --resume it is a usage error;
+#     checkpoint; with --resume it is a usage error; --layers, --embd or --heads other than the
+#     parent's are errors naming the key and both values; the block size and landmark_every not
+#     given are the parent's, and the log says so;
 #   - `prepare --tokenizer-from` makes token files of other text with the same tokenizer (byte for
 #     byte), so a model trained on one set can go on with `--init-from` on the other; a BPE trained
 #     on that other text is refused by name;
@@ -42,6 +44,23 @@ if "$LANDMARK" train "${TINY[@]}" --steps 3 --out "$WORK/bad" --init-from "$PARE
 fi
 expect "$WORK/bad.log" "excludes"
 
+# A child's flags that contradict the parent's architecture are errors naming the key and both
+# values: 4 heads would read the parent's 2 heads of 16 as 4 of 8, a second layer would start fresh.
+for bad in "--heads 4|n_head is 4 on the command line but 2 in the parent" \
+           "--layers 2|n_layer is 2 on the command line but 1 in the parent" \
+           "--embd 64|n_embd is 64 on the command line but 32 in the parent"; do
+  read -r -a flags <<< "${bad%%|*}"
+  exits_with 1 "$WORK/contra.log" "$LANDMARK" train --data "$WORK/tok" --batch 2 --eval-every 0 --steps 2 \
+    --out "$WORK/contra" --init-from "$PARENT" "${flags[@]}"
+  expect "$WORK/contra.log" "--init-from $PARENT: ${bad#*|}"
+done
+# Not given, the landmark parent's block size and landmark_every are the child's, and the log says so.
+"$LANDMARK" train --data "$WORK/tok" --batch 2 --eval-every 0 --steps 2 --out "$WORK/ft2" \
+  --init-from "$WORK/ft/checkpoint.safetensors" --attention landmark > "$WORK/ft2.log"
+expect "$WORK/ft2.log" "from the parent (not given here): n_layer 1, n_embd 32, n_head 2, block_size 128, landmark_every 10"
+"$LANDMARK" info "$WORK/ft2/checkpoint.safetensors" > "$WORK/ft2.info"
+expect "$WORK/ft2.info" '"block_size": 128,'
+expect "$WORK/ft2.info" '"landmark_every": 10,'
 # A curriculum over two texts with one tokenizer: BPE on the first, reused for the second.
 "$LANDMARK" passkey-data --out "$WORK/lists" --docs 200 --max-fillers 2 --list-docs 0.5 --seed 4 > /dev/null
 "$LANDMARK" prepare --train "$WORK/data/train.txt" --val "$WORK/data/val.txt" --out "$WORK/bpe_a" --tokenizer bpe \
