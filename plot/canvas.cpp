@@ -1,7 +1,9 @@
 // canvas.cpp: the pixel work behind canvas.h: coverage-based anti-aliased lines, stb_easy_font
 // quads rasterised as blocks, and PNG I/O. This is the one file that compiles the stb image
 // reader and writer (STB_IMAGE_IMPLEMENTATION, STB_IMAGE_WRITE_IMPLEMENTATION); stb_easy_font
-// is all static functions and needs no such define.
+// is all static functions and needs no such define. stb's writer only encodes here, into memory
+// (STBI_WRITE_NO_STDIO): its own file writer checks neither its writes nor the close, so the file
+// is written by write_file_atomic (tensor/files.h), which does.
 #include "plot/canvas.h"
 
 #include <algorithm>
@@ -11,6 +13,7 @@
 #include <cstring>
 
 #include "tensor/check.h"
+#include "tensor/files.h"
 
 // stb is C written for many compilers; its warnings are not ours to fix.
 #pragma GCC diagnostic push
@@ -21,6 +24,7 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #pragma GCC diagnostic ignored "-Wimplicit-fallthrough"
 #define STB_IMAGE_WRITE_IMPLEMENTATION
+#define STBI_WRITE_NO_STDIO
 #include <stb/stb_image_write.h>
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_ONLY_PNG
@@ -204,17 +208,13 @@ void Canvas::text_up(int cx, int cy, const std::string& s, Rgb c, int scale) {
 
 void Canvas::write_png(const std::string& path) const {
   LM_CHECK(!path.empty(), "write_png: the path is empty");
-  const std::string tmp = path + ".tmp";
-  if (!stbi_write_png(tmp.c_str(), w_, h_, 3, px_.data(), w_ * 3)) {
-    std::remove(tmp.c_str());
-    LM_FAIL("write_png: could not write '" << tmp << "' (on the way to '" << path
-                                           << "'); does its folder exist and is it writable?");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const int err = errno;
-    std::remove(tmp.c_str());
-    LM_FAIL("write_png: could not rename '" << tmp << "' to '" << path << "': " << std::strerror(err));
-  }
+  std::string png;
+  const auto append = [](void* context, void* data, int size) {
+    static_cast<std::string*>(context)->append(static_cast<const char*>(data), static_cast<size_t>(size));
+  };
+  LM_CHECK(stbi_write_png_to_func(append, &png, w_, h_, 3, px_.data(), w_ * 3) && !png.empty(),
+           "write_png: could not encode the " << w_ << " x " << h_ << " image for " << path << " (out of memory?)");
+  write_file_atomic(path, png, "write_png");
 }
 
 Rgb Image::at(int x, int y) const {

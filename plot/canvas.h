@@ -67,8 +67,10 @@ class Canvas {
   // The same text turned 90 degrees counter-clockwise (reads bottom to top), centred on (cx, cy).
   void text_up(int cx, int cy, const std::string& s, Rgb c, int scale = 1);
 
-  // PNG through stb_image_write, written to path + ".tmp" and renamed onto path, so a reader
-  // never sees half a file. Throws lm::Error naming the path.
+  // PNG encoded by stb_image_write and written by write_file_atomic (tensor/files.h): to
+  // path + ".tmp", every write checked, then renamed onto path, so a reader never sees half a
+  // file and a failed write keeps the old one. Throws lm::Error naming the path, also when the
+  // path is not a regular file (a FIFO, a device, a directory, a symbolic link).
   void write_png(const std::string& path) const;
 
  private:

@@ -1,10 +1,15 @@
-// files.cpp: require_regular_file and the CRC-32 helpers (files.h).
+// files.cpp: require_regular_file, require_replaceable_output, write_file_atomic and the CRC-32
+// helpers (files.h).
 #include "tensor/files.h"
 
+#include <fcntl.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <system_error>
 
@@ -12,20 +17,91 @@
 
 namespace lm {
 
+namespace {
+
+namespace fs = std::filesystem;
+
+// What a path that is not a regular file is, in words.
+const char* kind_of(const fs::file_status& st) {
+  return fs::is_symlink(st)                                     ? "a symbolic link"
+         : fs::is_directory(st)                                 ? "a directory"
+         : fs::is_fifo(st)                                      ? "a FIFO (named pipe)"
+         : fs::is_socket(st)                                    ? "a socket"
+         : fs::is_block_file(st) || fs::is_character_file(st) ? "a device"
+                                                                : "not a regular file";
+}
+
+// The status of `path` itself (a symbolic link is not followed); not_found when there is nothing.
+fs::file_status own_status(const std::string& path, const std::string& where) {
+  std::error_code ec;
+  const fs::file_status st = fs::symlink_status(path, ec);
+  LM_CHECK(!ec || ec == std::errc::no_such_file_or_directory || ec == std::errc::not_a_directory,
+           where << ": cannot look at " << path << ": " << ec.message());
+  return st;
+}
+
+}  // namespace
+
 void require_regular_file(const std::string& path, const std::string& what) {
-  namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   LM_CHECK(!ec && fs::exists(st), what << " " << path << ": cannot open it: "
                                        << (ec && ec != std::errc::no_such_file_or_directory ? ec.message()
                                                                                            : "No such file or directory"));
-  const char* kind = fs::is_directory(st)  ? "a directory"
-                     : fs::is_fifo(st)     ? "a FIFO (named pipe)"
-                     : fs::is_socket(st)   ? "a socket"
-                     : fs::is_block_file(st) || fs::is_character_file(st) ? "a device"
-                                                                         : nullptr;
-  LM_CHECK(fs::is_regular_file(st), what << " " << path << ": this is " << (kind ? kind : "not a regular file")
-                                         << ", not a regular file");
+  LM_CHECK(fs::is_regular_file(st), what << " " << path << ": this is " << kind_of(st) << ", not a regular file");
+}
+
+void require_replaceable_output(const std::string& path, const std::string& where) {
+  const fs::file_status st = own_status(path, where);
+  if (!fs::exists(st) && !fs::is_symlink(st)) return;  // nothing there yet (exists() is false for a dangling link)
+  if (fs::is_symlink(st)) {
+    std::error_code ec;
+    const fs::path target = fs::read_symlink(path, ec);
+    LM_FAIL(where << ": " << path << " is a symbolic link" << (ec ? std::string() : " to " + target.string())
+                  << ", not a regular file: refusing to write through it (write to the file it names, if that "
+                     "is what you mean, or remove the link)");
+  }
+  LM_CHECK(fs::is_regular_file(st), where << ": " << path << " is " << kind_of(st)
+                                          << ", not a regular file: refusing to replace it (choose another path)");
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& where) {
+  require_replaceable_output(path, where);
+  const std::string tmp = path + ".tmp";
+  // A regular PATH.tmp is what an interrupted earlier write left: ours to remove. Anything else
+  // under that name (a link, a FIFO, a device) is not, and opening it would write through it.
+  const fs::file_status tmp_st = own_status(tmp, where);
+  if (fs::is_regular_file(tmp_st)) {
+    std::remove(tmp.c_str());
+  } else if (fs::exists(tmp_st) || fs::is_symlink(tmp_st)) {
+    LM_FAIL(where << ": " << tmp << " (the temporary name for " << path << ") is " << kind_of(tmp_st)
+                  << ": refusing to write through it; remove it first");
+  }
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+  LM_CHECK(fd >= 0, where << ": cannot open " << tmp << " for writing: " << std::strerror(errno));
+  // Every write and the close are checked: a full disk shows at either (written data may sit in
+  // the kernel until the close reports it, e.g. on NFS).
+  const auto give_up = [&](const char* what, int err) {
+    std::remove(tmp.c_str());  // the old `path`, if any, is untouched
+    LM_FAIL(where << ": " << what << " " << tmp << " failed: " << std::strerror(err) << " (" << path
+                  << " is left as it was)");
+  };
+  for (size_t done = 0; done < bytes.size();) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      ::close(fd);
+      give_up("writing", err);
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::close(fd) != 0) give_up("closing", errno);
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    std::remove(tmp.c_str());
+    LM_FAIL(where << ": cannot rename " << tmp << " to " << path << ": " << std::strerror(err));
+  }
 }
 
 uint32_t crc32_update(uint32_t crc, const void* data, size_t n) {

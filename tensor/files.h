@@ -1,8 +1,9 @@
-// files.h: checks every reader makes before it opens a path it was given, and the checksum
-// the file formats record. Opening a FIFO for
+// files.h: checks every reader makes before it opens a path it was given, the one way a whole
+// file is written, and the checksum the file formats record. Opening a FIFO for
 // reading blocks until some other process writes to it, and a directory or a device "opens" and
 // then fails in confusing ways; a reader that calls require_regular_file first gets a clear
-// error naming the path and what it is instead.
+// error naming the path and what it is instead. A writer must not replace what is not its own:
+// write_file_atomic refuses an output path that is anything but a regular file or nothing.
 #pragma once
 
 #include <cstddef>
@@ -20,5 +21,20 @@ std::string crc32_hex(uint32_t crc);  // 8 lowercase hex digits
 // Throws lm::Error ("<what> <path>: ...") unless `path` exists and is a regular file (symbolic
 // links are followed). Never opens the file, so it cannot block.
 void require_regular_file(const std::string& path, const std::string& what);
+
+// Throws lm::Error ("<where>: <path> is a FIFO (named pipe), not a regular file: ...") unless
+// `path` is missing or a regular file. A symbolic link there is refused too, not followed: the
+// writer renames a new file over the path, and the link's target may be anyone's file anywhere
+// (docs/design.md section 6). Links among the path's folders are followed as usual.
+void require_replaceable_output(const std::string& path, const std::string& where);
+
+// Writes `bytes` to `path` whole or not at all: into a temporary file PATH.tmp created afresh
+// (O_EXCL, so it writes through nothing already there; a leftover regular PATH.tmp is removed
+// first, anything else under that name is refused), every write and the close checked, then one
+// rename over `path`. `path` must pass require_replaceable_output. On any failure (a full disk,
+// a file-size limit) the temporary file is removed, the old `path` is left as it was, and an
+// lm::Error names the file, led by `where`. Token files, tokenizers, tables, pages and PNGs
+// (plot/canvas.cpp) are written by it.
+void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& where = "write");
 
 }  // namespace lm

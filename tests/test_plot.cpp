@@ -16,6 +16,7 @@
 #include "plot/canvas.h"
 #include "plot/plot.h"
 #include "tensor/check.h"
+#include "tests/helpers.h"
 
 namespace fs = std::filesystem;
 using namespace lm::plot;
@@ -292,6 +293,54 @@ TEST_CASE("plot: canvas: PNG round trip, no temp file left behind, errors name t
   CHECK_THAT(error_of([&] { c.write_png(bad); }), Catch::Contains(bad));
   CHECK_FALSE(fs::exists(bad + ".tmp"));
   CHECK_THAT(error_of([&] { read_png(tmp.file("missing.png")); }), Catch::Contains("missing.png"));
+}
+
+TEST_CASE("plot: canvas: a PNG write that fails keeps the old file; a path that is not a regular file is refused",
+          "[plot]") {
+  TempDir tmp;
+  const std::string path = tmp.file("chart.png");
+  Canvas old_chart(7, 5, kBlack);
+  old_chart.write_png(path);
+  const std::uintmax_t old_size = fs::file_size(path);
+  // A big image, then a write that fails midway: a file-size limit of 200 bytes stands in for a
+  // full disk (writes past it fail with EFBIG as a full disk's fail with ENOSPC). stb's own file
+  // writer checked neither its writes nor the close: the truncated file replaced the old one and
+  // the call reported success.
+  Canvas big(300, 200);
+  for (int y = 0; y < 200; ++y)
+    for (int x = 0; x < 300; ++x) big.set(x, y, Rgb{uint8_t(x * 7 + y), uint8_t(x * y), uint8_t(y * 13)});
+  std::string error;
+  {
+    lm::test::FileSizeLimit limit(200);
+    error = error_of([&] { big.write_png(path); });
+  }
+  CHECK_THAT(error, Catch::Contains("chart.png.tmp") && Catch::Contains("File too large"));
+  CHECK(fs::file_size(path) == old_size);
+  CHECK(read_png(path).width == 7);  // still the old picture, whole
+  CHECK_FALSE(fs::exists(path + ".tmp"));
+  // A FIFO at the path is refused and stays one; so is a device of our own, where we may make one
+  // (as root). Both are required: the last case names the system's /dev/null.
+  const std::string pipe = tmp.file("pipe.png"), node = tmp.file("null.png");
+  REQUIRE(lm::test::make_fifo(pipe));
+  REQUIRE_THAT(error_of([&] { old_chart.write_png(pipe); }), Catch::Contains(pipe + " is a FIFO (named pipe)"));
+  CHECK(fs::is_fifo(fs::symlink_status(pipe)));
+  bool own_device_refused = false;
+  if (lm::test::make_char_device(node)) {
+    REQUIRE_THAT(error_of([&] { old_chart.write_png(node); }), Catch::Contains(node + " is a device"));
+    REQUIRE(fs::is_character_file(fs::symlink_status(node)));
+    own_device_refused = true;
+  }
+  // A symbolic link is refused; its target keeps its picture.
+  fs::create_symlink(path, tmp.file("link.png"));
+  CHECK_THAT(error_of([&] { big.write_png(tmp.file("link.png")); }), Catch::Contains("is a symbolic link to " + path));
+  CHECK(read_png(path).width == 7);
+  // /dev/null, a device on every machine: refused, left a device (tried only where a writer that
+  // failed the cases above could not replace it).
+  if (lm::test::may_aim_at_dev_null(own_device_refused)) {
+    CHECK_THAT(error_of([&] { old_chart.write_png("/dev/null"); }), Catch::Contains("/dev/null is a device"));
+    CHECK(fs::is_character_file(fs::symlink_status("/dev/null")));
+    CHECK_FALSE(fs::exists("/dev/null.tmp"));
+  }
 }
 
 // ---- line chart ----

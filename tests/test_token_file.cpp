@@ -309,15 +309,93 @@ TEST_CASE("write_file_atomic: replaces the file whole, and a failed write leaves
   lm::write_file_atomic(f.string(), std::string("x\0y", 3));  // binary bytes, shorter than before
   CHECK(read_bytes(f) == std::string("x\0y", 3));
   CHECK_FALSE(fs::exists(dir / "table.tsv.tmp"));
-  // A directory where the file should go: the rename fails; the message names both paths.
+  // A write that fails midway (a file-size limit of 1000 bytes here, a full disk elsewhere): an
+  // error that says so, the old file as it was, no temp file.
+  {
+    lm::test::FileSizeLimit limit(1000);
+    CHECK_THROWS_WITH(lm::write_file_atomic(f.string(), std::string(5000, 'z'), "tsv"),
+                      Catch::Contains("tsv: writing") && Catch::Contains("table.tsv.tmp") &&
+                          Catch::Contains("File too large"));
+  }
+  CHECK(read_bytes(f) == std::string("x\0y", 3));
+  CHECK_FALSE(fs::exists(dir / "table.tsv.tmp"));
+  // A leftover regular temp file (an earlier write interrupted) is replaced, not appended to.
+  lm::test::write_text_file(dir / "table.tsv.tmp", "stale stale stale");
+  lm::write_file_atomic(f.string(), "new");
+  CHECK(read_bytes(f) == "new");
+  CHECK_FALSE(fs::exists(dir / "table.tsv.tmp"));
+  // A directory where the file should go is refused before anything is written.
   fs::create_directories(dir / "taken");
   fs::path inner = dir / "taken" / "keep.txt";
   lm::write_file_atomic(inner.string(), "kept");
   CHECK_THROWS_WITH(lm::write_file_atomic((dir / "taken").string(), "new", "tsv"),
-                    Catch::Contains("tsv: cannot rename") && Catch::Contains("taken.tmp"));
+                    Catch::Contains("tsv: ") && Catch::Contains("taken is a directory"));
   CHECK_FALSE(fs::exists(dir / "taken.tmp"));
   CHECK(read_bytes(inner) == "kept");
   // A folder that does not exist: nothing is written, the error names the file.
   CHECK_THROWS_WITH(lm::write_file_atomic((dir / "missing" / "t.tsv").string(), "z"), Catch::Contains("t.tsv.tmp"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("write_file_atomic: an output path that is not a regular file is refused and left as it was", "[io]") {
+  // Before the writer refused them, each of these became a regular file (the rename replaced it)
+  // and the write reported success; run as root with --out /dev/full, it replaced the system's
+  // device. Every node here is made in the test's own folder, except /dev/null at the end.
+  const fs::path dir = lm::test::fresh_temp_dir("atomic_not_regular");
+  const auto refused = [&](const fs::path& p, const std::string& kind) {
+    std::string error;
+    try {
+      lm::write_file_atomic(p.string(), "replaced", "explore");
+    } catch (const lm::Error& e) {
+      error = e.what();
+    }
+    INFO("writing " << p << " gave: " << (error.empty() ? "no error" : error));
+    CHECK_THAT(error, Catch::Contains("explore: " + p.string() + " is " + kind + ", not a regular file"));
+    CHECK_FALSE(fs::exists(fs::symlink_status(p.string() + ".tmp")));
+    return !error.empty();
+  };
+  // A FIFO: first, and required, because the cases below must not run against a writer that
+  // replaces what it is given (the last one names a real device).
+  REQUIRE(lm::test::make_fifo(dir / "pipe"));
+  REQUIRE(refused(dir / "pipe", "a FIFO (named pipe)"));
+  CHECK(fs::is_fifo(fs::symlink_status(dir / "pipe")));
+  bool own_device_refused = false;
+  if (lm::test::make_char_device(dir / "null")) {  // only as root; a twin of /dev/null, ours to lose
+    REQUIRE(refused(dir / "null", "a device"));
+    REQUIRE(fs::is_character_file(fs::symlink_status(dir / "null")));
+    own_device_refused = true;
+  }
+  if (lm::test::make_socket(dir / "sock")) {
+    CHECK(refused(dir / "sock", "a socket"));
+    CHECK(fs::is_socket(fs::symlink_status(dir / "sock")));
+  }
+  // A symbolic link is refused, not written through: its target keeps its bytes, the link stays
+  // a link, and a dangling link does not create the file it names.
+  lm::test::write_text_file(dir / "theirs.txt", "someone else's");
+  fs::create_symlink(dir / "theirs.txt", dir / "link");
+  CHECK(refused(dir / "link", "a symbolic link to " + (dir / "theirs.txt").string()));
+  CHECK(fs::is_symlink(fs::symlink_status(dir / "link")));
+  CHECK(read_bytes(dir / "theirs.txt") == "someone else's");
+  fs::create_symlink(dir / "nowhere.txt", dir / "dangling");
+  CHECK(refused(dir / "dangling", "a symbolic link to " + (dir / "nowhere.txt").string()));
+  CHECK_FALSE(fs::exists(dir / "nowhere.txt"));
+  // Something other than a regular file under the temporary name is not written through either
+  // (a FIFO there would block the open; a link would send the bytes to its target).
+  fs::create_symlink(dir / "theirs.txt", dir / "out.tsv.tmp");
+  CHECK_THROWS_WITH(lm::write_file_atomic((dir / "out.tsv").string(), "x", "tsv"),
+                    Catch::Contains("out.tsv.tmp") && Catch::Contains("is a symbolic link"));
+  CHECK(read_bytes(dir / "theirs.txt") == "someone else's");
+  CHECK_FALSE(fs::exists(dir / "out.tsv"));
+  REQUIRE(lm::test::make_fifo(dir / "out2.tsv.tmp"));
+  CHECK_THROWS_WITH(lm::write_file_atomic((dir / "out2.tsv").string(), "x", "tsv"),
+                    Catch::Contains("out2.tsv.tmp") && Catch::Contains("is a FIFO"));
+  // /dev/null, a character device on every machine: refused, still a device, no /dev/null.tmp;
+  // tried only where a writer that failed the cases above could not replace it.
+  if (lm::test::may_aim_at_dev_null(own_device_refused)) {
+    CHECK(refused("/dev/null", "a device"));
+    CHECK(fs::is_character_file(fs::symlink_status("/dev/null")));
+  } else {
+    WARN("/dev/null not tried: this process may write to /dev but could not make a device of its own to try first");
+  }
   fs::remove_all(dir);
 }
