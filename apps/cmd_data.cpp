@@ -175,7 +175,9 @@ Command passkey_data_command(CLI::App& app) {
                   "Filler sentences between a list and its repeat, at most (uniform from 0)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  sub->add_option("--seed", *seed, "Seed (the validation text uses seed + 1)")->capture_default_str();
+  sub->add_option("--seed", *seed, "Seed (the validation text uses seed + 1)")
+      ->check(non_negative_int())
+      ->capture_default_str();
   auto run = [=]() {
     LM_CHECK(*min_fill <= *max_fill, "passkey-data: --min-fillers " << *min_fill << " is above --max-fillers " << *max_fill);
     // About 90 bytes per filler sentence and 250 for the rest of a document; refuse before

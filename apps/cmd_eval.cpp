@@ -21,6 +21,7 @@
 #include "infer/passkey_eval.h"
 #include "plot/plot.h"
 #include "tensor/check.h"
+#include "tensor/files.h"
 #include "train/file_io.h"
 #include "train/token_file.h"
 
@@ -39,14 +40,16 @@ std::string pct(double share) {  // a share as a percentage with one decimal, fo
   return buf;
 }
 
-// Refuses an output file whose directory is missing before a long evaluation, not after it:
+// Refuses an output file whose directory is missing, or a path the writer would refuse (a FIFO,
+// a device, a link: require_replaceable_output), before a long evaluation, not after it:
 // outputs are (flag, path) pairs; an empty path, or none, means the file will not be written.
 void check_output_dirs(const char* command, std::initializer_list<std::pair<const char*, const std::string*>> outputs) {
   for (const auto& [flag, path] : outputs) {
-    if (path == nullptr) continue;
+    if (path == nullptr || path->empty()) continue;
     const std::filesystem::path dir = std::filesystem::path(*path).parent_path();
-    LM_CHECK(path->empty() || dir.empty() || std::filesystem::is_directory(dir),
+    LM_CHECK(dir.empty() || std::filesystem::is_directory(dir),
              command << ": " << flag << " " << *path << ": the directory " << dir.string() << " does not exist");
+    require_replaceable_output(*path, std::string(command) + " " + flag);
   }
 }
 
@@ -108,7 +111,9 @@ Command passkey_command(CLI::App& app) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 26))
       ->capture_default_str();
   sub->add_option("--trials", opts->trials, "Prompts per length")->check(CLI::Range(int64_t(1), int64_t(1) << 20))->capture_default_str();
-  sub->add_option("--seed", opts->seed, "Seed for keys and key positions")->capture_default_str();
+  sub->add_option("--seed", opts->seed, "Seed for keys and key positions")
+      ->check(non_negative_int())
+      ->capture_default_str();
   sub->add_option("--depth", opts->depth,
                   "Put the key at this fraction of the filler text (0: first, 1: right before the question) "
                   "instead of at random; a sweep over depths shows how far back each model can copy from")
@@ -341,6 +346,8 @@ Command eval_command(CLI::App& app) {
              "a Transformer-XL model's its block size");
     TokenFile data(*tokens);
     data.check_fingerprint(m.tokenizer->fingerprint());
+    if (!data.checksummed())  // the note train prints for such files
+      std::fprintf(stderr, "note: %s has no CRC-32 (written before version 2): read unverified\n", tokens->c_str());
     if (!paired->empty()) {
       const int64_t N = static_cast<int64_t>(data.tokens().size());
       LM_CHECK(other.windows <= (N - 1) / other_length,

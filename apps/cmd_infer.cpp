@@ -27,13 +27,15 @@ Command generate_command(CLI::App& app) {
   auto echo = std::make_shared<bool>(false);
   auto flags = std::make_shared<InferFlags>();
   sub->add_option("--checkpoint", *ckpt, "Model checkpoint")->required()->check(CLI::ExistingFile);
-  sub->add_option("--prompt", *prompt, "Prompt text");
+  auto* prompt_opt = sub->add_option("--prompt", *prompt, "Prompt text");
   sub->add_flag("--echo", *echo, "Print the prompt before the continuation (default: the continuation only)");
-  sub->add_option("--prompt-file", *prompt_file, "Read the prompt from this file")->check(CLI::ExistingFile);
+  sub->add_option("--prompt-file", *prompt_file, "Read the prompt from this file (not with --prompt)")
+      ->check(CLI::ExistingFile)
+      ->excludes(prompt_opt);
   sub->add_option("--max-new", *max_new, "Tokens to generate")->check(CLI::Range(int64_t(1), int64_t(1) << 24))->capture_default_str();
   sub->add_option("--temperature", sample->temperature, "0: greedy")->check(real_in(0.0, 1e6))->capture_default_str();
   sub->add_option("--top-k", sample->top_k, "Sample among the k most likely tokens (0: all)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  sub->add_option("--seed", sample->seed, "Sampling seed")->capture_default_str();
+  sub->add_option("--seed", sample->seed, "Sampling seed")->check(non_negative_int())->capture_default_str();
   flags->add(sub);
   auto run = [=]() {
     LoadedModel m = load_trained_model(*ckpt, flags->dev());
@@ -70,8 +72,10 @@ Command attn_map_command(CLI::App& app) {
   auto out = std::make_shared<std::string>("attention.png");
   auto flags = std::make_shared<InferFlags>();
   sub->add_option("--checkpoint", *ckpt, "A landmark model's checkpoint")->required()->check(CLI::ExistingFile);
-  sub->add_option("--text", *text, "Text to read");
-  sub->add_option("--text-file", *text_file, "Read the text from this file")->check(CLI::ExistingFile);
+  auto* text_opt = sub->add_option("--text", *text, "Text to read");
+  sub->add_option("--text-file", *text_file, "Read the text from this file (not with --text)")
+      ->check(CLI::ExistingFile)
+      ->excludes(text_opt);
   sub->add_option("--layer", *layer, "Layer")->check(CLI::NonNegativeNumber)->capture_default_str();
   sub->add_option("--head", *head, "Head")->check(CLI::NonNegativeNumber)->capture_default_str();
   sub->add_option("--max-tokens", *max_tokens, "Read at most this many tokens (the map is square in them)")

@@ -24,7 +24,8 @@ Command groups_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_flag("--cmt", *cmt, "Put a context-miss token at position 0");
-  sub->add_option("--controlled", *controlled, "Indices (0-based) of landmarks controlled by the CMT");
+  sub->add_option("--controlled", *controlled, "Indices (0-based) of landmarks controlled by the CMT")
+      ->check(non_negative_int());
   sub->add_option("--out", *out, "PNG to write")->capture_default_str();
   auto run = [=]() {
     LM_CHECK(*phase < *every, "groups: --phase must be smaller than --every");
@@ -43,6 +44,10 @@ Command groups_command(CLI::App& app) {
         ++p;
       }
     }
+    // An index past the window's landmarks would control nothing: refused rather than dropped.
+    for (int c : *controlled)
+      LM_CHECK(c < landmark_index, "groups: --controlled " << c << " is past the window's " << landmark_index
+                                       << " landmarks (indices count from 0)");
     plot_groups(kinds, *out, "grouped softmax: T " + std::to_string(*length) + ", F " + std::to_string(*every) +
                                  (*cmt ? ", with CMT" : ""));
     std::cout << "wrote " << *out << "\n";

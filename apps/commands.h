@@ -35,6 +35,18 @@ inline CLI::Validator real_in(double lo, double hi) {  // lo <= x <= hi
 inline CLI::Validator real_positive() { return real_check(0, HUGE_VAL, true, "a positive number"); }
 inline CLI::Validator real_non_negative() { return real_check(0, HUGE_VAL, false, "a number >= 0"); }
 
+// For integer flags that cannot be negative, above all unsigned ones (seeds): CLI11 reads an
+// unsigned value with strtoull, which takes "-1" and wraps it to 2^64-1. This refuses a minus
+// sign at parse time (exit 2); whether the rest is a number is left to the conversion.
+inline CLI::Validator non_negative_int() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        const size_t first = s.find_first_not_of(" \t");
+        return first != std::string::npos && s[first] == '-' ? "must be >= 0, got " + s : std::string();
+      },
+      "NONNEGATIVE");
+}
+
 // The whole file as bytes; `what` names the command in the error when it cannot be read.
 std::string read_text_file(const std::string& path, const char* what);  // apps/cmd_data.cpp
 

@@ -4,7 +4,9 @@
 # clean run (exit 0) -- never a signal, a hang (20 s) or, outside sanitizer builds, more than
 # 4 GB of address space. The flags come from each subcommand's --help (every option typed INT,
 # UINT or FLOAT), so a new flag is covered the day it is added. Each trial starts from valid,
-# tiny arguments (a one-layer model, a few tokens) with only the flag under test changed.
+# tiny arguments (a one-layer model, a few tokens) with only the flag under test changed. An
+# unsigned (UINT) flag must refuse -1 rather than wrap it. First, a table of flags and pairs of
+# flags that must be refused with a given message instead of one of them silently losing.
 source "$(dirname "$0")/lib.sh"
 LANDMARK=$(readlink -f "$LANDMARK")  # the trials run inside $WORK
 
@@ -43,6 +45,46 @@ memory_limit="ulimit -v 4000000;"
 case "$linked" in *libasan*) memory_limit="" ;; esac
 
 trials=0 failures=0
+
+# ---- flags that must be refused, not silently lose ----
+# refused STATUS MESSAGE SUB ARGS...: SUB's base arguments plus ARGS must exit with STATUS, with
+# MESSAGE in what it prints on stderr (left in $WORK/err).
+refused() {
+  local want=$1 message=$2 sub=$3 i rc=0
+  shift 3
+  read -r -a base <<< "${BASE[$sub]}"
+  args=()
+  for ((i = 0; i < ${#base[@]}; i += 2)); do
+    args+=("${base[i]}")
+    [ "${base[i + 1]}" != "-" ] && args+=("${base[i + 1]}")
+  done
+  trials=$((trials + 1))
+  (cd "$WORK" && exec timeout -s KILL 20 "$LANDMARK" "$sub" "${args[@]}" "$@" > "$WORK/out" 2> "$WORK/err") || rc=$?
+  if [ "$rc" -ne "$want" ] || ! grep -qF -- "$message" "$WORK/err"; then
+    failures=$((failures + 1))
+    echo "FAIL: landmark $sub ... $*: exit $rc (expected $want with \"$message\")" >&2
+    head -c 400 "$WORK/err" | sed 's/^/    /' >&2
+    return 1
+  fi
+}
+# Before these were refused, the first of each pair was dropped without a word (the base gives
+# --prompt-file or --text-file), and a negative landmark index or one past the window controlled
+# nothing. (`--seed -1`, which wrapped to 2^64-1, is covered below for every UINT flag.)
+refused 2 "--prompt excludes --prompt-file" generate --prompt hello || true
+refused 2 "--text excludes --text-file" attn-map --text hello || true
+refused 2 "--controlled: must be >= 0, got -1" groups --controlled 1 -1 || true
+refused 1 "--controlled 99 is past the window's 5 landmarks" groups --controlled 99 || true
+# An output that is a FIFO is refused before the evaluation, not after it, and left a FIFO (the
+# writer used to rename its file over it).
+mkfifo "$WORK/fifo.tsv"
+if refused 1 "eval --tsv: $WORK/fifo.tsv is a FIFO (named pipe), not a regular file" eval --tsv "$WORK/fifo.tsv"; then
+  if grep -q "window 1/" "$WORK/err" || [ ! -p "$WORK/fifo.tsv" ]; then
+    failures=$((failures + 1))
+    echo "FAIL: eval --tsv FIFO: refused only after the evaluation, or the FIFO was replaced" >&2
+  fi
+fi
+
+# ---- every numeric flag with bad values ----
 for sub in "${!BASE[@]}"; do
   flags=$("$LANDMARK" "$sub" --help | grep -oE '^ +--[a-z0-9-]+ (INT|UINT|FLOAT)' | awk '{print $1 ":" $2}' | sort -u)
   for flag_type in $flags --no-such-flag:-; do
@@ -68,7 +110,9 @@ for sub in "${!BASE[@]}"; do
          > "$WORK/out" 2> "$WORK/err") || rc=$?
       verdict=ok
       case $rc in
-        0|2) ;;
+        0) # An unsigned flag that took -1 would hold 2^64-1 (CLI11 parses it with strtoull).
+           [ "$value" = -1 ] && [ "${flag_type#*:}" = UINT ] && verdict="-1 accepted by an unsigned flag" ;;
+        2) ;;
         1) grep -q '^error: ' "$WORK/err" || verdict="exit 1 without an error line"
            name=${flag#--}
            if [ "$verdict" = ok ] && ! grep -qiF -e "$name" -e "${name//-/_}" -e "$value" "$WORK/err"; then

@@ -10,7 +10,8 @@
 # `eval --search approx` reports the rows it could not prove exact, and `eval --windows-tsv` /
 # `--paired-with` compare two evaluations window for window, and `passkey --answers` writes one
 # row per prompt whose `correct` column adds up to the printed count (RAM and disk: the same rows),
-# and `passkey --search approx` reports its unproven rows as eval does.
+# and `passkey --search approx` reports its unproven rows as eval does, and eval notes a version-1
+# token file (no CRC-32) as read unverified, as train does.
 # Usage: test_infer_cli.sh path/to/landmark
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect, passkey_tokens
 
@@ -21,8 +22,19 @@ TINY=(--data "$WORK/tok" --layers 1 --embd 32 --heads 2 --block-size 128 --batch
 "$LANDMARK" train "${TINY[@]}" --out "$WORK/plain" > /dev/null
 EVAL=(eval --tokens "$WORK/tok/val.tokens" --length 300 --windows 2 --chunk 50 --k 2)
 
-"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/cmt/checkpoint.safetensors" --cmt-cutoff 0 > "$WORK/out0" 2> /dev/null
+"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/cmt/checkpoint.safetensors" --cmt-cutoff 0 > "$WORK/out0" 2> "$WORK/err0"
 expect "$WORK/out0" "drop_rate=0 "
+grep -q "read unverified" "$WORK/err0" && fail "eval called a checksummed token file unverified"
+# A version-1 copy of the token file (its header says 1 and has no CRC-32 field; such files are
+# still read): eval notes that it was read unverified, in the words train uses.
+V2="$WORK/tok/val.tokens" V1="$WORK/val_v1.tokens"
+fp_len=$(od -An -tu4 -j32 -N4 "$V2" | tr -d ' ')
+crc_at=$((36 + fp_len))  # magic 8, version 4, width 4, vocab 8, count 8, fingerprint 4 + its bytes
+{ head -c 8 "$V2"; printf '\001\000\000\000'; head -c "$crc_at" "$V2" | tail -c +13; tail -c +$((crc_at + 5)) "$V2"; } > "$V1"
+"$LANDMARK" eval --tokens "$V1" --length 300 --windows 2 --chunk 50 --k 2 --checkpoint "$WORK/cmt/checkpoint.safetensors" \
+  --cmt-cutoff 0 > "$WORK/out_v1" 2> "$WORK/err_v1"
+expect "$WORK/err_v1" "note: $V1 has no CRC-32 (written before version 2): read unverified"
+expect "$WORK/out_v1" "drop_rate=0 "
 "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/cmt/checkpoint.safetensors" --cmt-cutoff 1 > "$WORK/out1" 2> /dev/null
 expect "$WORK/out1" "drop_rate=1 "
 expect "$WORK/out1" "tokens scored: every position of each window"
