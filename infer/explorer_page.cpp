@@ -168,10 +168,17 @@ std::string explorer_html(const ExploreData& d, const Tokenizer& tok, const Expl
   j["nextProb"] = base64(next_prob.bytes);
   j["ids"] = base64(ids.bytes);
   j["pieces"] = pieces;
-  // ASCII only (every other character as \uXXXX), and "</" broken up, so that nothing in the
-  // data can end the <script> element that holds it.
-  std::string data = j.dump(-1, ' ', true);
-  for (size_t at = data.find("</"); at != std::string::npos; at = data.find("</", at + 3)) data.insert(at + 1, "\\");
+  // ASCII only (every other character as \uXXXX), and every '<' written as \u003c, so that
+  // nothing in the data can end the <script> element that holds it ("</script>") or put the HTML
+  // parser in the state where that end tag no longer counts ("<!--" then "<script"). A '<' can
+  // only stand inside a JSON string, where \u003c means the same character.
+  const std::string dumped = j.dump(-1, ' ', true);
+  std::string data;
+  data.reserve(dumped.size());
+  for (char ch : dumped) {
+    if (ch == '<') data += "\\u003c";
+    else data += ch;
+  }
 
   const std::string settings = "k " + std::to_string(c.k) + ", chunks of " + std::to_string(c.chunk_len) +
                                " tokens, " + position_mode_name(c.positions) + " positions, " +

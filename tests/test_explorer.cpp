@@ -287,6 +287,44 @@ TEST_CASE("explorer: the page has one data-pos element per token and its arrays 
     CHECK(std::fabs(static_cast<uint8_t>(mass[i]) / 255.0 - d.mass[i]) <= 0.5 / 255 + 1e-9);
 }
 
+TEST_CASE("explorer: names from a tokenizer stay inert: the embedded JSON holds no '<' at all", "[infer]") {
+  // A tokenizer special renamed to "<!--<script>": inside the page's <script> element, "<!--"
+  // followed by "<script" puts an HTML parser into a state where the element's own "</script>"
+  // no longer closes it, so the page's code never ran (Chromium showed a blank page). Breaking up
+  // "</" alone did not help; every '<' in the JSON is now written as \u003c. The special is
+  // named both as a token of the text and as a next-token candidate, beside the byte '<' itself.
+  const auto model = make_model(DType::F32);
+  InferConfig cfg;
+  cfg.chunk_len = 8;
+  cfg.k = 2;
+  ExploreData d = explore_tokens(*model, cfg, random_raw(20, 5), kLandmarkId);
+  ByteTokenizer tok;
+  const int32_t hostile = tok.add_special("<!--<script>");
+  d.ids[3] = hostile;
+  d.ids[4] = '<';
+  d.top_ids[0] = hostile;
+  d.top_ids[1] = '<';
+  ExplorePage page;
+  page.title = "</script><!--<script>";
+  page.model = "<!--<script>";
+  const std::string html = explorer_html(d, tok, page);
+  const size_t open = html.find("<script type=\"application/json\" id=\"data\">");
+  REQUIRE(open != std::string::npos);
+  const size_t from = html.find('>', open) + 1, to = html.find("</script>", from);
+  REQUIRE(to != std::string::npos);
+  const std::string data = html.substr(from, to - from);
+  CHECK(data.find('<') == std::string::npos);
+  // The escapes are JSON's own: the names come back whole.
+  const nlohmann::json j = nlohmann::json::parse(data);
+  CHECK(j["pieces"][std::to_string(hostile)] == "<!--<script>");
+  CHECK(j["pieces"]["60"] == "<");
+  // Elsewhere on the page the names are HTML-escaped text: the page's only script elements and
+  // comment openers are its template's (two <script>, no "<!--").
+  CHECK(count_of(html, "<script") == 2);
+  CHECK(count_of(html, "<!--") == 0);
+  CHECK(count_of(html, "&lt;!--&lt;script&gt;") == 4);  // the title (in <title> and <h1>), the model, the token
+}
+
 TEST_CASE("explorer: the pass key is found in its sentence, alone, and asked for", "[infer]") {
   // Hand-worked: the key sentence gives 4213; both of its occurrences count, not the 4213 inside
   // 142130; the closing question ("The pass key is" and nothing) gives no key.

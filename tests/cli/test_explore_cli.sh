@@ -6,7 +6,9 @@
 # or empty file, a key not in the text, a standard model, CUDA, a bad --select) ends in a clear
 # error. With Debian's chromium: the page is opened headless at #pos=N, and the DOM it dumps must
 # list, in the panel with id "retrieval", every layer and head with exactly the blocks the C++ side
-# wrote to the TSV for that token; then a screenshot is written to the second argument (default:
+# wrote to the TSV for that token; a page made with hostile names (a tokenizer special renamed
+# "<!--<script>", a text file named so, a text that spells "</script>") must run its script just
+# the same; then a screenshot is written to the second argument (default:
 # a file in the temporary directory) for a reader to look at. Without chromium the test prints why
 # and exits 77 (CTest: skipped) after the checks that need no browser.
 # Usage: test_explore_cli.sh path/to/landmark [screenshot.png]
@@ -82,6 +84,32 @@ diff "$WORK/cpp_cells.txt" "$WORK/page_cells.txt" > "$WORK/cells.diff" ||
 grep -qE ' [0-9]' "$WORK/cpp_cells.txt" || fail "no head retrieved a block for token $POS: the comparison proves nothing"
 chips=$(awk -F'\t' -v pos="$POS" '$1 == pos && $4 != "-" { n += split($4, a, ",") } END { print n + 0 }' "$WORK/out/retrieval.tsv")
 [ "$(grep -o 'class="chip' "$WORK/dom.html" | wc -l)" -ge "$chips" ] || fail "fewer block chips than retrieved blocks"
+
+# Hostile names: a tokenizer special renamed "<!--<script>" (as long as "<|landmark|>", which
+# prepare then adds back as a special of its own), a text file named after it and a text that
+# spells "</script><!--<script>". The renamed special used to reach the page's JSON as it was,
+# and inside the page's <script> element "<!--" then "<script" keeps the element's own end tag
+# from closing it: the page's code never ran and Chromium showed a blank page.
+sed 's/<|landmark|>/<!--<script>/' "$WORK/tok/tokenizer.json" > "$WORK/renamed.json"
+grep -qF '"<!--<script>"' "$WORK/renamed.json" || fail "the tokenizer has no <|landmark|> special to rename"
+"$LANDMARK" prepare --train "$WORK/data/train.txt" --val "$WORK/data/val.txt" --out "$WORK/tok2" \
+  --tokenizer-from "$WORK/renamed.json" > /dev/null 2>&1
+"$LANDMARK" train "${TINY[@]:2}" --data "$WORK/tok2" --attention landmark --landmark-every 10 --out "$WORK/lm2" > /dev/null
+HOSTILE_TEXT="$WORK/<!--<script>.txt"
+{ cat "$WORK/prompt.txt"; printf ' </script><!--<script>alert(1)</script>'; } > "$HOSTILE_TEXT"
+mkdir "$WORK/hostile"
+"$LANDMARK" explore --checkpoint "$WORK/lm2/checkpoint.safetensors" --text-file "$HOSTILE_TEXT" --top 50 \
+  --out "$WORK/hostile/page.html" --k 2 --chunk 100 --select "$POS" > /dev/null
+# The renamed special must be among the names the page's data carries, or this proves nothing.
+grep -qE '(<|\\u003c)!--(<|\\u003c)script' "$WORK/hostile/page.html" ||
+  fail "the renamed special is not among the page's next-token candidates: the hostile-name check proves nothing"
+HPAGE="file://$WORK/hostile/page.html#pos=$POS"
+timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-quic --no-first-run \
+  --disable-background-networking --disable-component-update --disable-sync --user-data-dir="$(mktemp -d -p "$WORK")" \
+  --virtual-time-budget=5000 --dump-dom "$HPAGE" > "$WORK/hostile_dom.html" 2> "$WORK/chromium.err" ||
+  { tail -5 "$WORK/chromium.err" >&2; fail "chromium could not open the page with hostile names"; }
+expect "$WORK/hostile_dom.html" "id=\"retrieval\" data-selected=\"$POS\""
+[ "$(grep -o '<script' "$WORK/hostile_dom.html" | wc -l)" -eq 2 ] || fail "the hostile names added a script element"
 
 browser --window-size=1400,900 --screenshot="$SHOT" > /dev/null || { tail -5 "$WORK/chromium.err" >&2; fail "no screenshot"; }
 [ "$(head -c 4 "$SHOT" | od -An -c | tr -d ' ')" = "211PNG" ] || fail "the screenshot $SHOT is not a PNG"
