@@ -36,8 +36,8 @@ Preset preset_of(const std::string& name) {
 }
 
 // The flags that set a key of the model config or a training setting (TrainOptions::given): with
-// --init-from the model's not given are the parent's. An explicit --preset gives the five keys it
-// sets.
+// --resume they must agree with the checkpoint, and with --init-from the model's not given are the
+// parent's. An explicit --preset gives the five keys it sets.
 constexpr std::pair<const char*, const char*> kFlagKeys[] = {
     {"--layers", "n_layer"},        {"--embd", "n_embd"},         {"--heads", "n_head"},
     {"--block-size", "block_size"}, {"--batch", "batch_size"},    {"--attention", "attention"},
@@ -128,12 +128,12 @@ Command train_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--stop-at", o->stop_at, "Stop and checkpoint at this step (the schedule still spans --steps)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--seed", o->seed, "Seed for initialisation, dropout and batches")
-      ->check(non_negative_int())
-      ->capture_default_str();
+  sub->add_option("--seed", o->seed, "Seed for initialisation, dropout and batches")->capture_default_str();
   sub->add_option("--device", *device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   auto* resume_opt = sub->add_option("--resume", o->resume, "Continue from this checkpoint: the model and training settings "
-                                                            "(seed, batch, lr, schedule, ...) come from it; --steps may extend the run")
+                                                            "(seed, batch, lr, schedule, ...) come from it, and a model or "
+                                                            "training flag that contradicts them is an error; --steps may "
+                                                            "extend the run")
                          ->check(CLI::ExistingFile);
   sub->add_option("--init-from", o->init_from,
                   "Start a new run from this checkpoint's weights (fine-tuning, e.g. a standard model with --attention "

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <sstream>
 #include <tuple>
 
@@ -359,6 +360,64 @@ TEST_CASE("trainer: bad options and inputs are reported clearly", "[trainer]") {
   o.resume = o.out_dir + "/edited.safetensors";
   o.steps = 20;
   CHECK_THROWS_WITH(train(o, log), Catch::Contains("edited.safetensors") && Catch::Contains("--grad-accum"));
+}
+
+TEST_CASE("trainer: --resume refuses a cursor, seed, RNG state or setting out of range, naming the field in words",
+          "[trainer][resume]") {
+  // A run of 4 steps stopped at 2, batch 4: its checkpoint holds step 2, data_cursor 2 x 4 = 8
+  // (the windows drawn so far), seed 1337 and the generator's state. Each edit below is saved
+  // through the writer (valid checksums): only the values are wrong.
+  ByteTokenizer tok;
+  std::string data = make_data_dir("resume_fields", tok), out = out_dir("resume_fields");
+  TrainOptions o = small_options(data, out);
+  o.steps = 4;
+  o.stop_at = 2;
+  std::ostringstream log;
+  train(o, log);
+  const Checkpoint ck = load_safetensors(out + "/checkpoint.safetensors");
+  REQUIRE(ck.metadata["data_cursor"] == 8);
+  REQUIRE(ck.metadata["rng"]["seed"] == 1337);
+  const std::string edited = out + "/edited.safetensors";
+  o.stop_at = 0;
+  o.resume = edited;
+  o.out_dir = out_dir("resume_fields_child");
+  auto outcome = [&](const Checkpoint& c) {
+    save_safetensors(edited, c);
+    try {
+      train(o, log);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("(resumed)");
+  };
+  REQUIRE(outcome(ck) == "(resumed)");
+  const uint64_t u64_max = std::numeric_limits<uint64_t>::max();
+  // (path of the field, a bad value, the field as the message must name it). A seed of 2^64 - 1 is
+  // one --seed accepts, but not the one the generator was seeded with (rng.seed 1337).
+  const std::vector<std::tuple<std::vector<std::string>, nlohmann::json, std::string>> bad = {
+      {{"data_cursor"}, -1, "data_cursor"},       {{"data_cursor"}, u64_max, "data_cursor"},
+      {{"data_cursor"}, 17, "data_cursor"},       {{"data_cursor"}, "8", "data_cursor"},
+      {{"seed"}, -1, "seed"},                     {{"seed"}, u64_max, "seed"},
+      {{"rng", "offset"}, -1, "rng.offset"},      {{"rng", "offset"}, u64_max, "rng.offset"},
+      {{"rng", "seed"}, 7, "rng.seed"},           {{"step"}, -3, "step"},
+      {{"step"}, 2.5, "step"},                    {{"train", "batch_size"}, 2.5, "batch_size"},
+      {{"train", "lr"}, "fast", "lr"},            {{"train", "doc_starts"}, 1, "doc_starts"},
+      {{"tokenizer_fingerprint"}, 42, "tokenizer_fingerprint"}};
+  for (const auto& [path, value, name] : bad) {
+    Checkpoint c = ck;
+    nlohmann::json* field = &c.metadata;
+    for (const std::string& key : path) field = &(*field)[key];
+    *field = value;
+    INFO(name << " = " << value.dump());
+    CHECK_THAT(outcome(c), Catch::Contains("edited.safetensors") && Catch::Contains(name) &&
+                               !Catch::Contains("json.exception"));
+  }
+  for (const char* key : {"data_cursor", "seed", "step", "rng"}) {
+    Checkpoint c = ck;
+    c.metadata.erase(key);
+    INFO("without " << key);
+    CHECK_THAT(outcome(c), Catch::Contains(key) && Catch::Contains("missing") && !Catch::Contains("json.exception"));
+  }
 }
 
 namespace {

@@ -153,10 +153,31 @@ nlohmann::json settings_to_json(const TrainOptions& o) {
   return j;
 }
 
-void settings_from_json(const nlohmann::json& j, TrainOptions& o, const std::string& path) {
+// The training settings of a checkpoint (its "train" object) into `o`, each checked for its kind
+// first: nlohmann would read 2.5 as a batch of 2, and say "type must be number" without the name.
+void settings_from_json(const nlohmann::json& j, TrainOptions& o, const std::string& where) {
+  LM_CHECK(j.is_object(), where << "'train' (the training settings) must be an object, got " << j.dump().substr(0, 80));
   for_each_setting(o, [&](const char* name, auto& v, bool required) {
-    LM_CHECK(!required || j.contains(name), "train: checkpoint " << path << " lacks the training setting '" << name << "'");
-    if (j.contains(name)) v = j.at(name).get<std::decay_t<decltype(v)>>();
+    using T = std::decay_t<decltype(v)>;
+    if (!j.contains(name)) {
+      LM_CHECK(!required, where << "the training setting '" << name << "' is missing");
+      return;  // a setting that arrived later: the command line's value
+    }
+    const nlohmann::json& x = j[name];
+    const char* kind = "a string";
+    bool ok = x.is_string();
+    if constexpr (std::is_same_v<T, bool>) {
+      kind = "true or false";
+      ok = x.is_boolean();
+    } else if constexpr (std::is_integral_v<T>) {
+      kind = "a whole number";
+      ok = x.is_number_integer() && !(x.is_number_unsigned() && x.get<uint64_t>() > uint64_t(INT64_MAX));
+    } else if constexpr (std::is_floating_point_v<T>) {
+      kind = "a number";
+      ok = x.is_number();
+    }
+    LM_CHECK(ok, where << "the training setting '" << name << "' must be " << kind << ", got " << x.dump().substr(0, 80));
+    v = x.get<T>();
   });
 }
 
@@ -193,6 +214,16 @@ std::string meta_string(const nlohmann::json& m, const std::string& name, const 
 
 // A JSON value as a message shows it: a string without its quotes.
 std::string shown(const nlohmann::json& v) { return v.is_string() ? v.get<std::string>() : v.dump(); }
+
+// The command line's value of a key in TrainOptions::given: a model config key, a training
+// setting, or "seed".
+nlohmann::json given_value(const TrainOptions& o, const std::string& key) {
+  const nlohmann::json model = gpt_config_to_json(o.model), settings = settings_to_json(o);
+  if (model.contains(key)) return model[key];
+  if (settings.contains(key)) return settings[key];
+  LM_CHECK(key == "seed", "train: TrainOptions::given names '" << key << "', which is no model or training setting");
+  return o.seed;
+}
 
 void validate(const TrainOptions& o) {
   LM_CHECK(o.batch_size > 0, "train: --batch must be positive, got " << o.batch_size);
@@ -427,12 +458,15 @@ void find_document_starts(TrainData& data, const GPTConfig& mc, int64_t row) {
 // Where a run starts: fresh, or from a checkpoint whose model config and training settings
 // replace the command line's (a resumed run is the run that was interrupted; only --steps, to
 // extend it, and bookkeeping flags such as output, evaluation, checkpoint cadence and time limits
-// come from the command line), or from a parent's weights (--init-from: the parent's architecture where the
+// come from the command line, and a model or training flag given explicitly must agree with the
+// checkpoint), or from a parent's weights (--init-from: the parent's architecture where the
 // command line gives none).
 struct Start {
   GPTConfig model;
   Checkpoint ck;          // empty for a fresh start
-  nlohmann::json meta;    // the checkpoint's metadata (null for a fresh start)
+  int64_t step = 0;       // --resume: the checkpoint's step, data cursor and generator state
+  uint64_t cursor = 0;
+  RngState rng;
   Checkpoint parent;      // --init-from: the checkpoint whose weights the run starts from
   nlohmann::json parent_record;  // path, CRC-32, step and attention of the parent (null: none);
                                  // kept in every checkpoint of the run, resumed ones included
@@ -498,6 +532,43 @@ void inherit_from_parent(Start& st, const TrainOptions& o, const GPTConfig& pc) 
   if (!list.empty()) st.inherited = "from the parent (not given here): " + list + "\n";
 }
 
+// --resume: every key the command line gave (TrainOptions::given) must equal the checkpoint's, the
+// model config's, a training setting's or the seed: a resumed run is the run that was interrupted.
+// A setting the checkpoint does not hold (one that arrived later) is the command line's.
+void check_given_against_checkpoint(const TrainOptions& o, const nlohmann::json& m, const std::string& where) {
+  for (const std::string& key : o.given) {
+    const nlohmann::json& model = m["model"];
+    const nlohmann::json* stored = model.contains(key) ? &model[key] : nullptr;
+    if (!stored && m["train"].is_object() && m["train"].contains(key)) stored = &m["train"][key];
+    if (!stored && key == "seed" && m.contains("seed")) stored = &m["seed"];
+    const nlohmann::json cli = given_value(o, key);
+    LM_CHECK(!stored || *stored == cli, where << key << " is " << shown(cli) << " on the command line but "
+                                              << shown(*stored) << " in the checkpoint (a resumed run continues the run "
+                                              << "as it was: leave the flag out, or start a new run from these weights "
+                                              << "with --init-from)");
+  }
+}
+
+// A checkpoint's step, data cursor and generator state, each checked: the cursor is the number of
+// windows drawn so far, step x batch x grad_accum (every micro-batch draws a batch); the
+// generator was seeded with the run's seed; its offset counts draws, far below 2^63 in any run
+// (and near 2^64 its next draws would wrap).
+void read_position(Start& st, const TrainOptions& o, const nlohmann::json& m, const std::string& where) {
+  constexpr uint64_t kMaxSteps = uint64_t(1) << 40, kMaxOffset = uint64_t(INT64_MAX);
+  st.step = static_cast<int64_t>(meta_count(m, "step", kMaxSteps, "2^40", where));
+  st.cursor = meta_count(m, "data_cursor", UINT64_MAX, "2^64 - 1", where);
+  const uint64_t per_step = static_cast<uint64_t>(o.batch_size) * static_cast<uint64_t>(o.grad_accum);
+  LM_CHECK(st.cursor % per_step == 0 && st.cursor / per_step == static_cast<uint64_t>(st.step),
+           where << "'data_cursor' is " << st.cursor << ", but a run at step " << st.step << " with batch " << o.batch_size
+                 << " and grad_accum " << o.grad_accum << " has drawn " << st.step << " x " << per_step
+                 << " windows (step x batch x grad_accum)");
+  st.rng.seed = meta_count(m, "rng.seed", UINT64_MAX, "2^64 - 1", where);
+  LM_CHECK(st.rng.seed == o.seed, where << "'rng.seed' is " << st.rng.seed << " but 'seed' is " << o.seed
+                                        << " (training seeds its generator with the run's seed)");
+  st.rng.offset = meta_count(m, "rng.offset", kMaxOffset, "2^63 - 1", where);
+  LM_CHECK(st.step < o.steps, "train: checkpoint " << o.resume << " is already at step " << st.step << " of --steps " << o.steps);
+}
+
 Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
   Start st;
   st.model = o.model;
@@ -520,23 +591,22 @@ Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
     validate(child);
   }
   if (o.resume.empty()) return st;
+  const std::string where = "train: --resume " + o.resume + ": ";
   st.ck = load_safetensors(o.resume);
   if (const std::string note = unverified_note(st.ck, o.resume); !note.empty()) log << note << "\n";
-  st.meta = st.ck.metadata;
-  const nlohmann::json& m = st.meta;
-  LM_CHECK(m.contains("tokenizer_fingerprint") && m.contains("model") && m.contains("step") && m.contains("train"),
-           "train: " << o.resume << " is not a training checkpoint (no step/model/train/tokenizer in its metadata)");
-  LM_CHECK(m["tokenizer_fingerprint"].get<std::string>() == tok.fingerprint(),
-           "train: checkpoint " << o.resume << " was trained with tokenizer " << m["tokenizer_fingerprint"].get<std::string>()
-                                << " but the data in " << o.data_dir << " uses " << tok.fingerprint());
-  st.model = gpt_config_from_json(m["model"]);
-  check_config_fits_checkpoint(st.model, st.ck, o.resume);
+  const nlohmann::json& m = st.ck.metadata;
+  st.model = stored_model(st.ck, tok, o.resume, where, o.data_dir);
+  meta_field(m, "train", where);
+  check_given_against_checkpoint(o, m, where);
   if (m.contains("parent")) st.parent_record = m["parent"];
-  o.seed = m.at("seed").get<uint64_t>();
-  settings_from_json(m.at("train"), o, o.resume);
+  o.seed = meta_count(m, "seed", UINT64_MAX, "2^64 - 1", where);
+  settings_from_json(m["train"], o, where);
   // Without --steps a resumed run ends where it was going to: its schedule is the one it had
   // (the command line's default of 1000 once stretched a 20-step run's schedule to 1000 steps).
-  if (!o.steps_given && m.contains("total_steps")) o.steps = m.at("total_steps").get<int64_t>();
+  const int64_t total = m.contains("total_steps")
+                            ? static_cast<int64_t>(meta_count(m, "total_steps", uint64_t(1) << 40, "2^40", where))
+                            : o.steps;
+  if (!o.steps_given) o.steps = total;
   // The checkpoint's settings pass the same checks as the command line's (a file edited by hand,
   // or from a stranger, must not train with a batch of 0 or a wrapped size).
   TrainOptions resumed = o;
@@ -546,8 +616,9 @@ Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
   } catch (const Error& e) {
     LM_FAIL("train: the training settings stored in " << o.resume << " are invalid: " << e.what());
   }
-  if (m.value("total_steps", o.steps) != o.steps)
-    log << "note: --steps " << o.steps << " differs from the checkpoint's " << m.value("total_steps", o.steps)
+  read_position(st, o, m, where);
+  if (total != o.steps)
+    log << "note: --steps " << o.steps << " differs from the checkpoint's " << total
         << "; the learning-rate schedule now spans " << o.steps << " steps\n";
   return st;
 }
@@ -646,11 +717,10 @@ struct State {
     }
     if (!o.resume.empty()) {
       load_model_weights(start.ck, model, &opt);
-      step = start.meta.at("step").get<int64_t>();
-      cursor = start.meta.at("data_cursor").get<uint64_t>();
+      step = start.step;
+      cursor = start.cursor;
       opt.set_steps(step);
-      global_rng() = RngState{start.meta["rng"]["seed"].get<uint64_t>(), start.meta["rng"]["offset"].get<uint64_t>()};
-      LM_CHECK(step < o.steps, "train: checkpoint " << o.resume << " is already at step " << step << " of --steps " << o.steps);
+      global_rng() = start.rng;
     }
     model.to(o.device);
     opt.to(o.device);

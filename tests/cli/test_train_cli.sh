@@ -7,6 +7,8 @@
 #     checkpoint; with --resume it is a usage error; --layers, --embd or --heads other than the
 #     parent's are errors naming the key and both values; the block size and landmark_every not
 #     given are the parent's, and the log says so;
+#   - `train --resume` with a model or training flag (or --seed) that contradicts the checkpoint is an
+#     error naming the key and both values; flags that agree with it are accepted;
 #   - `prepare --tokenizer-from` makes token files of other text with the same tokenizer (byte for
 #     byte), so a model trained on one set can go on with `--init-from` on the other; a BPE trained
 #     on that other text is refused by name;
@@ -61,6 +63,22 @@ expect "$WORK/ft2.log" "from the parent (not given here): n_layer 1, n_embd 32, 
 "$LANDMARK" info "$WORK/ft2/checkpoint.safetensors" > "$WORK/ft2.info"
 expect "$WORK/ft2.info" '"block_size": 128,'
 expect "$WORK/ft2.info" '"landmark_every": 10,'
+# --resume continues the run as it was: a model or training flag that contradicts the checkpoint is
+# an error naming the key and both values; flags that agree with it are accepted.
+cp -r "$WORK/ft" "$WORK/ft_resume"
+for bad in "--landmark-every 20|landmark_every is 20 on the command line but 10 in the checkpoint" \
+           "--heads 1|n_head is 1 on the command line but 2 in the checkpoint" \
+           "--lr 0.5|lr is 0.5 on the command line but 0.002 in the checkpoint" \
+           "--seed 7|seed is 7 on the command line but 1337 in the checkpoint"; do
+  read -r -a flags <<< "${bad%%|*}"
+  exits_with 1 "$WORK/contra.log" "$LANDMARK" train --data "$WORK/tok" --steps 5 --out "$WORK/ft_resume" \
+    --resume "$WORK/ft_resume/checkpoint.safetensors" "${flags[@]}"
+  expect "$WORK/contra.log" "--resume $WORK/ft_resume/checkpoint.safetensors: ${bad#*|}"
+done
+"$LANDMARK" train "${TINY[@]}" --steps 5 --out "$WORK/ft_resume" --resume "$WORK/ft_resume/checkpoint.safetensors" \
+  --attention landmark --landmark-every 10 > "$WORK/ft_resume.log"
+expect "$WORK/ft_resume.log" "stopped: done at step 5"
+
 # A curriculum over two texts with one tokenizer: BPE on the first, reused for the second.
 "$LANDMARK" passkey-data --out "$WORK/lists" --docs 200 --max-fillers 2 --list-docs 0.5 --seed 4 > /dev/null
 "$LANDMARK" prepare --train "$WORK/data/train.txt" --val "$WORK/data/val.txt" --out "$WORK/bpe_a" --tokenizer bpe \
