@@ -4,9 +4,10 @@
   written from R's XDR serialisation format (the same layout tests/test_corpus.cpp builds).
 - gpt2_files/: a small GPT-2 encoder.json + vocab.bpe pair.
 - cli/: argument lists of the `landmark` program, NUL-separated.
-- unchecked copies of the checkpoints and token files make_seeds.sh wrote: a checkpoint without
-  __metadata__["crc32"] and a version-1 token file (both still read, unverified), so that
-  mutations reach the code past the checksums instead of stopping at a CRC mismatch.
+- unchecked copies of the checkpoints and token files make_seeds.sh wrote: checkpoints without
+  __metadata__["crc32"] and ["header_crc32"], and without the header's alone (as written before
+  it had one), and a version-1 token file (all still read, unverified), so that byte mutations
+  reach the code past the checksums instead of stopping at a CRC mismatch.
 """
 import gzip
 import json
@@ -103,13 +104,21 @@ CLI = [
     ["passkey-data", "--out", "o", "--docs", "10", "--max-fillers", "3"],
     ["attn-map", "--checkpoint", "c", "--text-file", "t", "--layer", "0", "--head", "1"],
     ["groups", "--help"],
+    # Flags that must not silently lose (fuzz_cli's oracle); /dev/null passes CLI11's ExistingFile
+    # and is never opened, since the harness only parses.
+    ["generate", "--checkpoint", "/dev/null", "--prompt", "Hi", "--prompt-file", "/dev/null"],
+    ["generate", "--checkpoint", "/dev/null", "--prompt", "Hi", "--seed", "-1"],
+    ["attn-map", "--checkpoint", "/dev/null", "--text", "t", "--text-file", "/dev/null"],
+    ["groups", "--controlled", "1", "-1", "--out", "g.png"],
+    ["passkey-data", "--out", "o", "--seed", " -1"],
 ]
 
 
-def without_crc(safetensors):
+def without_crc(safetensors, keys=("crc32", "header_crc32")):
     n = struct.unpack("<Q", safetensors[:8])[0]
     header = json.loads(safetensors[8:8 + n])
-    del header["__metadata__"]["crc32"]
+    for key in keys:
+        del header["__metadata__"][key]
     text = json.dumps(header).encode()
     return struct.pack("<Q", len(text)) + text + safetensors[8 + n:]
 
@@ -124,6 +133,8 @@ def main():
     corpus = Path(sys.argv[1])
     for f in sorted((corpus / "checkpoint").glob("*.safetensors")):
         (corpus / "checkpoint" / (f.stem + "_nocrc.safetensors")).write_bytes(without_crc(f.read_bytes()))
+        (corpus / "checkpoint" / (f.stem + "_noheadercrc.safetensors")).write_bytes(
+            without_crc(f.read_bytes(), ("header_crc32",)))
     for f in sorted((corpus / "token_file").glob("*.tokens")):
         (corpus / "token_file" / (f.stem + "_v1.tokens")).write_bytes(token_file_v1(f.read_bytes()))
     (corpus / "rdata" / "zlib_entries.bin").write_bytes(rdata(True))
