@@ -35,7 +35,7 @@ int64_t config_int(const nlohmann::json& j, const char* key) {
 }
 double config_real(const nlohmann::json& j, const char* key) {
   const nlohmann::json& v = config_key(j, key);
-  // JSON has no NaN, but 1e999 parses to an infinity.
+  // Parsed JSON holds no NaN or infinity, but a config built in memory can.
   LM_CHECK(v.is_number() && std::isfinite(v.get<double>()),
            "model config: '" << key << "' must be a finite number, got " << v.dump());
   return v.get<double>();
