@@ -34,8 +34,10 @@ Command explore_command(CLI::App& app) {
   auto dump = std::make_shared<std::string>();
   auto flags = std::make_shared<InferFlags>();
   sub->add_option("--checkpoint", *ckpt, "A landmark model's checkpoint")->required()->check(CLI::ExistingFile);
-  sub->add_option("--text", *text, "Text to read");
-  sub->add_option("--text-file", *text_file, "Read the text from this file")->check(CLI::ExistingFile);
+  auto* text_opt = sub->add_option("--text", *text, "Text to read");
+  sub->add_option("--text-file", *text_file, "Read the text from this file (not with --text)")
+      ->check(CLI::ExistingFile)
+      ->excludes(text_opt);
   sub->add_option("--out", *out, "HTML page to write")->capture_default_str();
   sub->add_option("--max-tokens", *max_tokens, "Read at most this many tokens of the text")
       ->check(CLI::Range(int64_t(1), int64_t(100000)))
@@ -58,7 +60,6 @@ Command explore_command(CLI::App& app) {
     const GPTConfig& mc = m.model->config();
     LM_CHECK(mc.landmark(), "explore: needs a landmark model (retrieval is what it shows); " << *ckpt << " was trained "
                                                                                                "with standard attention");
-    LM_CHECK(text->empty() || text_file->empty(), "explore: give --text or --text-file, not both");
     std::string t = text_file->empty() ? *text : read_text_file(*text_file, "explore");
     LM_CHECK(!t.empty(), "explore: the text is empty (give --text or a non-empty --text-file)");
     std::vector<int32_t> ids = m.tokenizer->encode(t);

@@ -2,6 +2,7 @@
 // the CLI11 app and returns a runner that calls the library once parsing succeeded.
 #pragma once
 
+#include <cctype>
 #include <cmath>
 #include <functional>
 #include <sstream>
@@ -36,13 +37,15 @@ inline CLI::Validator real_positive() { return real_check(0, HUGE_VAL, true, "a 
 inline CLI::Validator real_non_negative() { return real_check(0, HUGE_VAL, false, "a number >= 0"); }
 
 // For integer flags that cannot be negative, above all unsigned ones (seeds): CLI11 reads an
-// unsigned value with strtoull, which takes "-1" and wraps it to 2^64-1. This refuses a minus
-// sign at parse time (exit 2); whether the rest is a number is left to the conversion.
+// unsigned value with strtoull, which skips leading white space and takes "-1", wrapping it to
+// 2^64-1. This refuses a minus sign after any white space at parse time (exit 2); whether the
+// rest is a number is left to the conversion.
 inline CLI::Validator non_negative_int() {
   return CLI::Validator(
       [](std::string& s) -> std::string {
-        const size_t first = s.find_first_not_of(" \t");
-        return first != std::string::npos && s[first] == '-' ? "must be >= 0, got " + s : std::string();
+        size_t first = 0;
+        while (first < s.size() && std::isspace(static_cast<unsigned char>(s[first]))) ++first;
+        return first < s.size() && s[first] == '-' ? "must be >= 0, got " + s : std::string();
       },
       "NONNEGATIVE");
 }

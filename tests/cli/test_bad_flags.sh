@@ -68,11 +68,14 @@ refused() {
   fi
 }
 # Before these were refused, the first of each pair was dropped without a word (the base gives
-# --prompt-file or --text-file), and a negative landmark index or one past the window controlled
-# nothing. (`--seed -1`, which wrapped to 2^64-1, is covered below for every UINT flag.)
+# --prompt-file or --text-file; explore refused the pair, but only when run, as exit 1), and a
+# negative landmark index or one past the window controlled nothing. (`--seed -1`, which wrapped
+# to 2^64-1, is covered below for every UINT flag.)
 refused 2 "--prompt excludes --prompt-file" generate --prompt hello || true
 refused 2 "--text excludes --text-file" attn-map --text hello || true
+refused 2 "--text excludes --text-file" explore --text hello || true
 refused 2 "--controlled: must be >= 0, got -1" groups --controlled 1 -1 || true
+refused 2 "--seed: must be >= 0, got  -1" passkey-data --seed " -1" || true  # strtoull skips the space
 refused 1 "--controlled 99 is past the window's 5 landmarks" groups --controlled 99 || true
 # An output that is a FIFO is refused before the evaluation, not after it, and left a FIFO (the
 # writer used to rename its file over it).

@@ -94,7 +94,8 @@ sed 's/<|landmark|>/<!--<script>/' "$WORK/tok/tokenizer.json" > "$WORK/renamed.j
 grep -qF '"<!--<script>"' "$WORK/renamed.json" || fail "the tokenizer has no <|landmark|> special to rename"
 "$LANDMARK" prepare --train "$WORK/data/train.txt" --val "$WORK/data/val.txt" --out "$WORK/tok2" \
   --tokenizer-from "$WORK/renamed.json" > /dev/null 2>&1
-"$LANDMARK" train "${TINY[@]:2}" --data "$WORK/tok2" --attention landmark --landmark-every 10 --out "$WORK/lm2" > /dev/null
+"$LANDMARK" train "${TINY[@]:2}" --data "$WORK/tok2" --attention landmark --landmark-every 10 --out "$WORK/lm2" \
+  > /dev/null
 HOSTILE_TEXT="$WORK/<!--<script>.txt"
 { cat "$WORK/prompt.txt"; printf ' </script><!--<script>alert(1)</script>'; } > "$HOSTILE_TEXT"
 mkdir "$WORK/hostile"

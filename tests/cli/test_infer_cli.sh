@@ -30,9 +30,10 @@ grep -q "read unverified" "$WORK/err0" && fail "eval called a checksummed token 
 V2="$WORK/tok/val.tokens" V1="$WORK/val_v1.tokens"
 fp_len=$(od -An -tu4 -j32 -N4 "$V2" | tr -d ' ')
 crc_at=$((36 + fp_len))  # magic 8, version 4, width 4, vocab 8, count 8, fingerprint 4 + its bytes
-{ head -c 8 "$V2"; printf '\001\000\000\000'; head -c "$crc_at" "$V2" | tail -c +13; tail -c +$((crc_at + 5)) "$V2"; } > "$V1"
-"$LANDMARK" eval --tokens "$V1" --length 300 --windows 2 --chunk 50 --k 2 --checkpoint "$WORK/cmt/checkpoint.safetensors" \
-  --cmt-cutoff 0 > "$WORK/out_v1" 2> "$WORK/err_v1"
+{ head -c 8 "$V2"; printf '\001\000\000\000'; head -c "$crc_at" "$V2" | tail -c +13
+  tail -c +$((crc_at + 5)) "$V2"; } > "$V1"
+"$LANDMARK" eval --tokens "$V1" --length 300 --windows 2 --chunk 50 --k 2 --cmt-cutoff 0 \
+  --checkpoint "$WORK/cmt/checkpoint.safetensors" > "$WORK/out_v1" 2> "$WORK/err_v1"
 expect "$WORK/err_v1" "note: $V1 has no CRC-32 (written before version 2): read unverified"
 expect "$WORK/out_v1" "drop_rate=0 "
 "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/cmt/checkpoint.safetensors" --cmt-cutoff 1 > "$WORK/out1" 2> /dev/null
