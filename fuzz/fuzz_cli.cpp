@@ -2,6 +2,11 @@
 // bytes); the harness parses it with the program's parser (apps/commands.h register_commands).
 // It does not run the command: that would write files and train models. Flags that parse are
 // checked further by each command before it does work; tests/cli/test_bad_flags.sh runs those.
+// Beyond "no crash", a parse that succeeds must not let a flag silently lose: no option --NAME
+// was given together with its alternative --NAME-file (generate --prompt and --prompt-file,
+// attn-map and explore --text and --text-file: one of the two would be dropped), and no unsigned
+// (UINT) option took a value with a minus sign, which CLI11's strtoull would wrap to 2^64-1
+// (every --seed). A violation aborts: a finding.
 //
 // The parser is built once per process, as apps/landmark.cpp builds it, and reused: CLI11's
 // App::parse clears the results of the previous parse first (also after one that threw), so each
@@ -16,6 +21,8 @@
 // inputs bounds it (a rebuild costs as much as about 40 parses).
 #include <CLI/CLI.hpp>
 
+#include <cctype>
+#include <cstdlib>
 #include <memory>
 
 #include "apps/commands.h"
@@ -33,6 +40,25 @@ struct Parser {
   }
 };
 
+// The checks a successful parse must pass (see the file comment); aborts on a violation.
+void check_parsed(const CLI::App& app) {
+  for (const CLI::App* sub : app.get_subcommands()) {  // the subcommands this input used
+    for (const CLI::Option* opt : sub->get_options()) {
+      if (opt->count() == 0) continue;
+      const std::string name = opt->get_name();  // "--prompt"
+      for (const CLI::Option* other : sub->get_options())
+        if (other->count() > 0 && other->get_name() == name + "-file") std::abort();
+      if (opt->get_type_name().rfind("UINT", 0) != 0) continue;
+      for (const std::string& r : opt->results()) {
+        size_t i = 0;
+        while (i < r.size() && std::isspace(static_cast<unsigned char>(r[i]))) ++i;
+        if (i < r.size() && r[i] == '-') std::abort();
+      }
+    }
+    check_parsed(*sub);
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -49,6 +75,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {
     parser->app.parse(reversed);
   } catch (const CLI::ParseError&) {
+    return 0;
   }
+  check_parsed(parser->app);
   return 0;
 }
