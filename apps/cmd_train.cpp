@@ -130,10 +130,10 @@ Command train_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--seed", o->seed, "Seed for initialisation, dropout and batches")->capture_default_str();
   sub->add_option("--device", *device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
-  auto* resume_opt = sub->add_option("--resume", o->resume, "Continue from this checkpoint: the model and training settings "
-                                                            "(seed, batch, lr, schedule, ...) come from it, and a model or "
-                                                            "training flag that contradicts them is an error; --steps may "
-                                                            "extend the run")
+  auto* resume_opt = sub->add_option("--resume", o->resume,
+                                     "Continue from this checkpoint: the model and training settings (seed, batch, lr, "
+                                     "schedule, ...) come from it, and a model or training flag that contradicts them "
+                                     "is an error; --steps may extend the run")
                          ->check(CLI::ExistingFile);
   sub->add_option("--init-from", o->init_from,
                   "Start a new run from this checkpoint's weights (fine-tuning, e.g. a standard model with --attention "

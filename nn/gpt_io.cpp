@@ -61,7 +61,8 @@ GPTConfig gpt_config_from_json(const nlohmann::json& j) {
   c.ln_eps = config_real(j, "ln_eps");
   c.bias = config_bool(j, "bias");
   const nlohmann::json& attention = config_key(j, "attention");
-  LM_CHECK(attention.is_string(), "model config: 'attention' must be \"standard\" or \"landmark\", got " << attention.dump());
+  LM_CHECK(attention.is_string(),
+           "model config: 'attention' must be \"standard\" or \"landmark\", got " << attention.dump());
   c.attention = parse_attention_kind(attention.get<std::string>());
   c.landmark_every = config_int(j, "landmark_every");
   c.context_miss = config_bool(j, "context_miss");

@@ -176,7 +176,8 @@ void settings_from_json(const nlohmann::json& j, TrainOptions& o, const std::str
       kind = "a number";
       ok = x.is_number();
     }
-    LM_CHECK(ok, where << "the training setting '" << name << "' must be " << kind << ", got " << x.dump().substr(0, 80));
+    LM_CHECK(ok, where << "the training setting '" << name << "' must be " << kind << ", got "
+                       << x.dump().substr(0, 80));
     v = x.get<T>();
   });
 }
@@ -202,7 +203,8 @@ uint64_t meta_count(const nlohmann::json& m, const std::string& name, uint64_t m
   const nlohmann::json& v = meta_field(m, name, where);
   const bool whole = v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
   LM_CHECK(whole && v.get<uint64_t>() <= max,
-           where << "'" << name << "' must be a whole number in [0, " << max_text << "], got " << v.dump().substr(0, 80));
+           where << "'" << name << "' must be a whole number in [0, " << max_text << "], got "
+                 << v.dump().substr(0, 80));
   return v.get<uint64_t>();
 }
 
@@ -491,7 +493,8 @@ std::string file_crc32(const std::string& path) {
 GPTConfig stored_model(const Checkpoint& ck, const Tokenizer& tok, const std::string& path, const std::string& where,
                        const std::string& data_dir) {
   const nlohmann::json& m = ck.metadata;
-  LM_CHECK(m.is_object() && m.contains("model"), where << "not a training checkpoint (no model config in its metadata)");
+  LM_CHECK(m.is_object() && m.contains("model"),
+           where << "not a training checkpoint (no model config in its metadata)");
   const std::string fingerprint = meta_string(m, "tokenizer_fingerprint", where);
   LM_CHECK(fingerprint == tok.fingerprint(), where << "trained with tokenizer " << fingerprint << " but the data in "
                                                    << data_dir << " uses " << tok.fingerprint()
@@ -516,7 +519,8 @@ void inherit_from_parent(Start& st, const TrainOptions& o, const GPTConfig& pc) 
   const nlohmann::json parent = gpt_config_to_json(pc);
   nlohmann::json child = gpt_config_to_json(st.model);
   std::string list;
-  for (const char* key : {"n_layer", "n_embd", "n_head", "block_size", "landmark_every", "rotary_base", "ln_eps", "bias"}) {
+  for (const char* key :
+       {"n_layer", "n_embd", "n_head", "block_size", "landmark_every", "rotary_base", "ln_eps", "bias"}) {
     if (o.given.count(key)) continue;
     child[key] = parent[key];
     list += std::string(list.empty() ? "" : ", ") + key + " " + shown(parent[key]);
@@ -542,10 +546,10 @@ void check_given_against_checkpoint(const TrainOptions& o, const nlohmann::json&
     if (!stored && m["train"].is_object() && m["train"].contains(key)) stored = &m["train"][key];
     if (!stored && key == "seed" && m.contains("seed")) stored = &m["seed"];
     const nlohmann::json cli = given_value(o, key);
-    LM_CHECK(!stored || *stored == cli, where << key << " is " << shown(cli) << " on the command line but "
-                                              << shown(*stored) << " in the checkpoint (a resumed run continues the run "
-                                              << "as it was: leave the flag out, or start a new run from these weights "
-                                              << "with --init-from)");
+    LM_CHECK(!stored || *stored == cli,
+             where << key << " is " << shown(cli) << " on the command line but " << shown(*stored)
+                   << " in the checkpoint (a resumed run continues the run as it was: leave the flag out, or start a "
+                   << "new run from these weights with --init-from)");
   }
 }
 
@@ -559,14 +563,15 @@ void read_position(Start& st, const TrainOptions& o, const nlohmann::json& m, co
   st.cursor = meta_count(m, "data_cursor", UINT64_MAX, "2^64 - 1", where);
   const uint64_t per_step = static_cast<uint64_t>(o.batch_size) * static_cast<uint64_t>(o.grad_accum);
   LM_CHECK(st.cursor % per_step == 0 && st.cursor / per_step == static_cast<uint64_t>(st.step),
-           where << "'data_cursor' is " << st.cursor << ", but a run at step " << st.step << " with batch " << o.batch_size
-                 << " and grad_accum " << o.grad_accum << " has drawn " << st.step << " x " << per_step
+           where << "'data_cursor' is " << st.cursor << ", but a run at step " << st.step << " with batch "
+                 << o.batch_size << " and grad_accum " << o.grad_accum << " has drawn " << st.step << " x " << per_step
                  << " windows (step x batch x grad_accum)");
   st.rng.seed = meta_count(m, "rng.seed", UINT64_MAX, "2^64 - 1", where);
   LM_CHECK(st.rng.seed == o.seed, where << "'rng.seed' is " << st.rng.seed << " but 'seed' is " << o.seed
                                         << " (training seeds its generator with the run's seed)");
   st.rng.offset = meta_count(m, "rng.offset", kMaxOffset, "2^63 - 1", where);
-  LM_CHECK(st.step < o.steps, "train: checkpoint " << o.resume << " is already at step " << st.step << " of --steps " << o.steps);
+  LM_CHECK(st.step < o.steps,
+           "train: checkpoint " << o.resume << " is already at step " << st.step << " of --steps " << o.steps);
 }
 
 Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {

@@ -59,7 +59,8 @@ done
 # Not given, the landmark parent's block size and landmark_every are the child's, and the log says so.
 "$LANDMARK" train --data "$WORK/tok" --batch 2 --eval-every 0 --steps 2 --out "$WORK/ft2" \
   --init-from "$WORK/ft/checkpoint.safetensors" --attention landmark > "$WORK/ft2.log"
-expect "$WORK/ft2.log" "from the parent (not given here): n_layer 1, n_embd 32, n_head 2, block_size 128, landmark_every 10"
+inherited="from the parent (not given here): n_layer 1, n_embd 32, n_head 2, block_size 128, landmark_every 10"
+expect "$WORK/ft2.log" "$inherited"
 "$LANDMARK" info "$WORK/ft2/checkpoint.safetensors" > "$WORK/ft2.info"
 expect "$WORK/ft2.info" '"block_size": 128,'
 expect "$WORK/ft2.info" '"landmark_every": 10,'
