@@ -342,6 +342,13 @@ TEST_CASE("write_file_atomic: an output path that is not a regular file is refus
   // and the write reported success; run as root with --out /dev/full, it replaced the system's
   // device. Every node here is made in the test's own folder, except /dev/null at the end.
   const fs::path dir = lm::test::fresh_temp_dir("atomic_not_regular");
+  struct RemoveAtEnd {  // also when a REQUIRE below stops the test early
+    fs::path dir;
+    ~RemoveAtEnd() {
+      std::error_code ec;
+      fs::remove_all(dir, ec);
+    }
+  } remove_at_end{dir};
   const auto refused = [&](const fs::path& p, const std::string& kind) {
     std::string error;
     try {
@@ -397,5 +404,4 @@ TEST_CASE("write_file_atomic: an output path that is not a regular file is refus
   } else {
     WARN("/dev/null not tried: this process may write to /dev but could not make a device of its own to try first");
   }
-  fs::remove_all(dir);
 }
