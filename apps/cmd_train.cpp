@@ -128,7 +128,9 @@ Command train_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--stop-at", o->stop_at, "Stop and checkpoint at this step (the schedule still spans --steps)")
       ->check(CLI::NonNegativeNumber);
-  sub->add_option("--seed", o->seed, "Seed for initialisation, dropout and batches")->capture_default_str();
+  sub->add_option("--seed", o->seed, "Seed for initialisation, dropout and batches")
+      ->check(non_negative_int())
+      ->capture_default_str();
   sub->add_option("--device", *device, "cpu or cuda")->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
   auto* resume_opt = sub->add_option("--resume", o->resume,
                                      "Continue from this checkpoint: the model and training settings (seed, batch, lr, "
