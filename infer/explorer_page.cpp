@@ -110,14 +110,11 @@ std::string fill_placeholders(const std::string& tmpl, const std::map<std::strin
 
 }  // namespace
 
-std::string explorer_html(const ExploreData& d, const Tokenizer& tok, const ExplorePage& page) {
-  const int64_t n = static_cast<int64_t>(d.ids.size()), S = d.max_blocks, F = d.F;
-  LM_CHECK(n > 0, "explorer: nothing to show (no tokens)");
-  LM_CHECK((n + F - 1) / F < 65535, "explorer: " << n << " tokens make more blocks than the page packs (65534)");
-  for (int32_t id : d.ids)
-    LM_CHECK(id >= 0 && id < tok.vocab_size(), "explorer: token " << id << " is outside the tokenizer's vocabulary");
+namespace {
 
-  // --- the text: blocks of F tokens, each closed by its landmark; every token has data-pos ---
+// The text: blocks of F tokens, each closed by its landmark; every token has data-pos.
+std::string explorer_text(const ExploreData& d, const Tokenizer& tok) {
+  const int64_t n = static_cast<int64_t>(d.ids.size()), F = d.F;
   std::string text;
   const std::set<int64_t> keys(d.key_blocks.begin(), d.key_blocks.end());
   for (int64_t g = 0; g * F < n; ++g) {
@@ -127,8 +124,12 @@ std::string explorer_html(const ExploreData& d, const Tokenizer& tok, const Expl
     if ((g + 1) * F <= n) text += "<span class=\"lm\" title=\"landmark of block " + std::to_string(g) + "\"></span>";
     text += "</span>";
   }
+  return text;
+}
 
-  // --- the data: packed arrays and the pieces of every token the page names ---
+// The data: packed arrays and the pieces of every token the page names, as one JSON object.
+nlohmann::json explorer_json(const ExploreData& d, const Tokenizer& tok, const ExplorePage& page) {
+  const int64_t n = static_cast<int64_t>(d.ids.size()), S = d.max_blocks;
   Packer blocks, scores, mass, top_ids, top_probs, next_prob, ids;
   for (int64_t i = 0; i < d.rows() * S; ++i) {
     blocks.u16(d.blocks[i] + 1);                         // 0: no block in this slot
@@ -152,7 +153,7 @@ std::string explorer_html(const ExploreData& d, const Tokenizer& tok, const Expl
   j["L"] = d.n_layer;
   j["H"] = d.n_head;
   j["S"] = S;
-  j["F"] = F;
+  j["F"] = d.F;
   j["chunk"] = c.chunk_len;
   j["k"] = c.k;
   j["capacity"] = c.capacity;
@@ -168,10 +169,14 @@ std::string explorer_html(const ExploreData& d, const Tokenizer& tok, const Expl
   j["nextProb"] = base64(next_prob.bytes);
   j["ids"] = base64(ids.bytes);
   j["pieces"] = pieces;
-  // ASCII only (every other character as \uXXXX), and every '<' written as \u003c, so that
-  // nothing in the data can end the <script> element that holds it ("</script>") or put the HTML
-  // parser in the state where that end tag no longer counts ("<!--" then "<script"). A '<' can
-  // only stand inside a JSON string, where \u003c means the same character.
+  return j;
+}
+
+// ASCII only (every other character as \uXXXX), and every '<' written as \u003c, so that nothing
+// in the data can end the <script> element that holds it ("</script>") or put the HTML parser in
+// the state where that end tag no longer counts ("<!--" then "<script"). A '<' can only stand
+// inside a JSON string, where \u003c means the same character.
+std::string script_safe(const nlohmann::json& j) {
   const std::string dumped = j.dump(-1, ' ', true);
   std::string data;
   data.reserve(dumped.size());
@@ -179,7 +184,18 @@ std::string explorer_html(const ExploreData& d, const Tokenizer& tok, const Expl
     if (ch == '<') data += "\\u003c";
     else data += ch;
   }
+  return data;
+}
 
+}  // namespace
+
+std::string explorer_html(const ExploreData& d, const Tokenizer& tok, const ExplorePage& page) {
+  const int64_t n = static_cast<int64_t>(d.ids.size()), F = d.F;
+  LM_CHECK(n > 0, "explorer: nothing to show (no tokens)");
+  LM_CHECK((n + F - 1) / F < 65535, "explorer: " << n << " tokens make more blocks than the page packs (65534)");
+  for (int32_t id : d.ids)
+    LM_CHECK(id >= 0 && id < tok.vocab_size(), "explorer: token " << id << " is outside the tokenizer's vocabulary");
+  const InferConfig& c = d.cfg;
   const std::string settings = "k " + std::to_string(c.k) + ", chunks of " + std::to_string(c.chunk_len) +
                                " tokens, " + position_mode_name(c.positions) + " positions, " +
                                granularity_name(c.granularity) + " granularity" +
@@ -188,8 +204,8 @@ std::string explorer_html(const ExploreData& d, const Tokenizer& tok, const Expl
                                         {"MODEL", html_escape(valid_utf8(page.model))},
                                         {"SETTINGS", html_escape(settings + "; " + std::to_string(n) + " tokens, " +
                                                                  std::to_string(F) + " per block")},
-                                        {"TEXT", text},
-                                        {"DATA", data}});
+                                        {"TEXT", explorer_text(d, tok)},
+                                        {"DATA", script_safe(explorer_json(d, tok, page))}});
 }
 
 }  // namespace lm

@@ -29,7 +29,8 @@ header { padding: 8px 16px 7px; border-bottom: 1px solid var(--line); background
 header h1 { font-size: 16px; margin: 0 0 1px; }
 header .meta { color: var(--muted); font-size: 12.5px; }
 .legend { margin-top: 5px; font-size: 12px; color: var(--muted); display: flex; gap: 14px; flex-wrap: wrap; }
-.legend i { display: inline-block; width: 14px; height: 10px; vertical-align: -1px; margin-right: 4px; border-radius: 2px; }
+.legend i { display: inline-block; width: 14px; height: 10px; vertical-align: -1px; margin-right: 4px;
+  border-radius: 2px; }
 main { flex: 1; min-height: 0; display: grid; grid-template-columns: minmax(0, 1fr) 560px; }
 #text { overflow-y: auto; padding: 12px 18px 40px; white-space: pre-wrap; overflow-wrap: anywhere;
         font: 13px/1.7 ui-monospace, "DejaVu Sans Mono", Menlo, Consolas, monospace; }
@@ -119,7 +120,8 @@ table.grid { border-collapse: collapse; width: 100%; font-size: 12px; table-layo
     return out;
   }
   const blocks = ints(D.blocks, 2), scores = ints(D.scores, 2, true), mass = bytes(D.mass);
-  const topIds = ints(D.topIds, 4), topProbs = ints(D.topProbs, 2), nextProb = ints(D.nextProb, 2), ids = ints(D.ids, 4);
+  const topIds = ints(D.topIds, 4), topProbs = ints(D.topProbs, 2), nextProb = ints(D.nextProb, 2);
+  const ids = ints(D.ids, 4);
   const L = D.L, H = D.H, S = D.S, F = D.F, n = D.n, keys = new Set(D.keyBlocks);
   const text = document.getElementById("text");
   const tok = Array.from(text.querySelectorAll("[data-pos]"));
@@ -132,7 +134,8 @@ table.grid { border-collapse: collapse; width: 100%; font-size: 12px; table-layo
   const selMarks = [], focusMarks = [];
 
   function esc(s) {
-    return String(s).replace(/[&<>"]/g, function (c) { return { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;" }[c]; });
+    const named = { "&": "&amp;", "<": "&lt;", ">": "&gt;", "\"": "&quot;" };
+    return String(s).replace(/[&<>"]/g, function (c) { return named[c]; });
   }
   function piece(id) { const p = D.pieces[id]; return p === undefined ? "#" + id : p; }
   // A token as code: spaces as a visible mark, line breaks and other controls escaped.
@@ -155,12 +158,17 @@ table.grid { border-collapse: collapse; width: 100%; font-size: 12px; table-layo
   function retrievedMass(t) { let m = 0; for (const b of t.blocks) m += b.mass; return m; }
   function mark(list, e, cls) { e.classList.add(cls); list.push([e, cls]); }
   function unmark(list) {
-    for (const [e, cls] of list) { e.classList.remove(cls); e.style.removeProperty("--a"); e.style.removeProperty("--h"); }
+    for (const [e, cls] of list) {
+      e.classList.remove(cls);
+      e.style.removeProperty("--a");
+      e.style.removeProperty("--h");
+    }
     list.length = 0;
   }
   function bar(label, x, cls) {
     return "<div class=\"hb\"><span>" + label + "</span><span class=\"track\"><span class=\"fill " + cls +
-           "\" style=\"width:" + (100 * x).toFixed(1) + "%\"></span></span><span class=\"val\">" + pct(x) + "</span></div>";
+           "\" style=\"width:" + (100 * x).toFixed(1) + "%\"></span></span><span class=\"val\">" + pct(x) +
+           "</span></div>";
   }
 
   function select(r, scroll) {
@@ -203,7 +211,8 @@ table.grid { border-collapse: collapse; width: 100%; font-size: 12px; table-layo
     el.dataset.selected = r;
     let hits = 0, html = "<h2>Blocks retrieved, per layer and head</h2><div class=\"sub\">each chip: a block and its " +
       "landmark score; a block has the same colour in every cell; the bar: attention on retrieved blocks " +
-      "<span class=\"r\" style=\"padding:0 6px\"></span> | tail <span class=\"t\" style=\"padding:0 6px\"></span> | chunk " +
+      "<span class=\"r\" style=\"padding:0 6px\"></span> | tail " +
+      "<span class=\"t\" style=\"padding:0 6px\"></span> | chunk " +
       "<span class=\"c\" style=\"padding:0 6px\"></span></div>";
     let grid = "<table class=\"grid\"><thead><tr><th class=\"l\"></th>";
     for (let h = 0; h < H; h++) grid += "<th>head " + h + "</th>";
@@ -216,16 +225,19 @@ table.grid { border-collapse: collapse; width: 100%; font-size: 12px; table-layo
         for (const b of t.blocks) {
           const key = keys.has(b.g);
           hit = hit || key;
-          chips += "<span class=\"chip" + (key ? " key" : "") + "\" data-block=\"" + b.g + "\" style=\"--h:" + hue(b.g) +
+          chips += "<span class=\"chip" + (key ? " key" : "") + "\" data-block=\"" + b.g + "\" style=\"--h:" +
+                   hue(b.g) +
                    "\">" + b.g + "<small>" + b.score.toFixed(2) + "</small></span>";
         }
         hits += hit ? 1 : 0;
         if (!chips) chips = "<span class=\"none\">nothing cached</span>";
         grid += "<td class=\"cell\" data-layer=\"" + l + "\" data-head=\"" + h + "\" data-blocks=\"" +
                 t.blocks.map(function (b) { return b.g; }).join(",") + "\" title=\"layer " + l + ", head " + h +
-                ": retrieved " + pct(m) + ", tail " + pct(t.tail) + ", chunk " + pct(t.chunk) + "\"><div class=\"chips\">" +
+                ": retrieved " + pct(m) + ", tail " + pct(t.tail) + ", chunk " + pct(t.chunk) +
+                "\"><div class=\"chips\">" +
                 chips + "</div><div class=\"bar\"><span class=\"r\" style=\"width:" + (100 * m).toFixed(1) +
-                "%\"></span><span class=\"t\" style=\"width:" + (100 * t.tail).toFixed(1) + "%\"></span><span class=\"c\" " +
+                "%\"></span><span class=\"t\" style=\"width:" + (100 * t.tail).toFixed(1) +
+                "%\"></span><span class=\"c\" " +
                 "style=\"width:" + (100 * t.chunk).toFixed(1) + "%\"></span></div></td>";
       }
       grid += "</tr>";
@@ -263,7 +275,9 @@ table.grid { border-collapse: collapse; width: 100%; font-size: 12px; table-layo
 
   function drawNext(r) {
     let html = "<h2>Next token</h2>";
-    for (let j = 0; j < D.top; j++) html += bar(shown(piece(topIds[r * D.top + j])), topProbs[r * D.top + j] / 65535, "p");
+    for (let j = 0; j < D.top; j++) {
+      html += bar(shown(piece(topIds[r * D.top + j])), topProbs[r * D.top + j] / 65535, "p");
+    }
     html += r + 1 < n ? "<div class=\"sub\">the text goes on with " + shown(piece(ids[r + 1])) + ", given " +
                         pct(nextProb[r] / 65535) + "</div>" : "<div class=\"sub\">the last token of the text</div>";
     panel.next.innerHTML = html;

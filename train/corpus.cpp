@@ -111,6 +111,46 @@ class XdrReader {
     return static_cast<size_t>(n);
   }
 
+  // A CHARSXP: a length (-1 for NA) and the bytes, Latin-1 converted to UTF-8.
+  void read_char(RObject& obj, int levels, size_t at) {
+    obj.type = RObject::CHAR;
+    const int32_t n = i32();
+    if (n == -1) {
+      obj.is_na = true;
+      return;
+    }
+    LM_CHECK(n >= 0, "R unserialize: bad string length " << n << " at byte " << at);
+    const char* p = take(static_cast<size_t>(n));
+    obj.chars = (levels & kLatin1Mask) ? latin1_to_utf8(p, n) : std::string(p, static_cast<size_t>(n));
+  }
+
+  // A logical, integer or double vector: a length, then the values.
+  void read_numbers(RObject& obj, int type) {
+    obj.type = type;
+    if (type == RObject::REAL) {
+      obj.reals.resize(length(8));
+      for (double& v : obj.reals) v = f64();
+    } else {
+      obj.ints.resize(length(4));
+      for (int32_t& v : obj.ints) v = i32();
+    }
+  }
+
+  // A character vector: a length, then one CHARSXP per element.
+  void read_strings(RObject& obj, int depth, size_t at) {
+    obj.type = RObject::STR;
+    const size_t n = length(4);
+    obj.strings.resize(n);
+    obj.string_na.resize(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      std::shared_ptr<RObject> c = item(depth + 1);
+      LM_CHECK(c->type == RObject::CHAR, "R unserialize: element " << i << " of the character vector at byte "
+               << at << " has SEXP type " << c->type << ", expected a CHARSXP (9)");
+      obj.strings[i] = c->chars;
+      obj.string_na[i] = c->is_na;
+    }
+  }
+
   std::shared_ptr<RObject> item(int depth) {
     LM_CHECK(depth < 1000, "R unserialize: objects nested deeper than 1000 levels at byte " << pos_);
     const size_t at = pos_;
@@ -139,44 +179,15 @@ class XdrReader {
       case RObject::LIST:
         read_pairlist(*obj, flags, depth);
         return obj;
-      case RObject::CHAR: {
-        obj->type = RObject::CHAR;
-        const int32_t n = i32();
-        if (n == -1) {
-          obj->is_na = true;
-        } else {
-          LM_CHECK(n >= 0, "R unserialize: bad string length " << n << " at byte " << at);
-          const char* p = take(static_cast<size_t>(n));
-          obj->chars = (levels & kLatin1Mask) ? latin1_to_utf8(p, n) : std::string(p, static_cast<size_t>(n));
-        }
+      case RObject::CHAR:
+        read_char(*obj, levels, at);
         break;
-      }
-      case RObject::LGL: case RObject::INT: {
-        obj->type = type;
-        obj->ints.resize(length(4));
-        for (int32_t& v : obj->ints) v = i32();
+      case RObject::LGL: case RObject::INT: case RObject::REAL:
+        read_numbers(*obj, type);
         break;
-      }
-      case RObject::REAL: {
-        obj->type = type;
-        obj->reals.resize(length(8));
-        for (double& v : obj->reals) v = f64();
+      case RObject::STR:
+        read_strings(*obj, depth, at);
         break;
-      }
-      case RObject::STR: {
-        obj->type = type;
-        const size_t n = length(4);
-        obj->strings.resize(n);
-        obj->string_na.resize(n, 0);
-        for (size_t i = 0; i < n; ++i) {
-          std::shared_ptr<RObject> c = item(depth + 1);
-          LM_CHECK(c->type == RObject::CHAR, "R unserialize: element " << i << " of the character vector at byte "
-                   << at << " has SEXP type " << c->type << ", expected a CHARSXP (9)");
-          obj->strings[i] = c->chars;
-          obj->string_na[i] = c->is_na;
-        }
-        break;
-      }
       case RObject::VEC: {
         obj->type = type;
         obj->items.resize(length(4));
