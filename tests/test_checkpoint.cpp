@@ -475,7 +475,7 @@ TEST_CASE("checkpoint: every one-bit flip in the length prefix or the header is 
   }
 }
 
-TEST_CASE("checkpoint: the header's CRC-32 covers the header as written; files from before it load with a note",
+TEST_CASE("checkpoint: the header's CRC-32 covers the header as written, and files from before it load with a note",
           "[checkpoint]") {
   TempPath tmp("headercrc");
   write_valid(tmp.path);

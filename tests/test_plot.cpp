@@ -295,7 +295,7 @@ TEST_CASE("plot: canvas: PNG round trip, no temp file left behind, errors name t
   CHECK_THAT(error_of([&] { read_png(tmp.file("missing.png")); }), Catch::Contains("missing.png"));
 }
 
-TEST_CASE("plot: canvas: a PNG write that fails keeps the old file; a path that is not a regular file is refused",
+TEST_CASE("plot: canvas: a PNG write that fails keeps the old file, and a path that is not a regular file is refused",
           "[plot]") {
   TempDir tmp;
   const std::string path = tmp.file("chart.png");
