@@ -9,10 +9,10 @@
 #include <tuple>
 
 #include "apps/commands.h"
-#include "train/file_io.h"
-#include "tensor/files.h"
 #include "tensor/check.h"
+#include "tensor/files.h"
 #include "train/corpus.h"
+#include "train/file_io.h"
 #include "train/passkey.h"
 #include "train/token_file.h"
 #include "train/tokenizer.h"
@@ -37,7 +37,8 @@ std::string read_all(const std::string& path, int64_t max_bytes) {
 }
 
 void progress_bar(const char* what, int64_t done, int64_t total) {
-  std::fprintf(stderr, "\r%s: %5.1f%%", what, total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0);
+  std::fprintf(stderr, "\r%s: %5.1f%%", what,
+               total > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0);
   if (done >= total) std::fprintf(stderr, "\n");
 }
 }  // namespace
@@ -75,8 +76,10 @@ Command prepare_command(CLI::App& app) {
       ->excludes("--gpt2-files")
       ->excludes("--split-digits");
   auto run = [=]() {
-    LM_CHECK(!*split_digits || *kind == "bpe", "prepare: --split-digits applies to a BPE trained here "
-             "(--tokenizer bpe), not to --tokenizer " << *kind);
+    LM_CHECK(!*split_digits || *kind == "bpe",
+             "prepare: --split-digits applies to a BPE trained here "
+             "(--tokenizer bpe), not to --tokenizer "
+                 << *kind);
     std::filesystem::create_directories(*out);
     std::unique_ptr<Tokenizer> tok;
     if (!tokenizer_from->empty()) {
@@ -149,7 +152,8 @@ Command passkey_data_command(CLI::App& app) {
   sub->add_option("--max-fillers", *max_fill, "Filler sentences per document, at most")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  sub->add_option("--min-fillers", *min_fill, "Filler sentences per document, at least (uniform from here to --max-fillers)")
+  sub->add_option("--min-fillers", *min_fill,
+                  "Filler sentences per document, at least (uniform from here to --max-fillers)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   sub->add_option("--filler-only", *filler_only, "Fraction of documents that are plain filler")
@@ -179,7 +183,8 @@ Command passkey_data_command(CLI::App& app) {
       ->check(non_negative_int())
       ->capture_default_str();
   auto run = [=]() {
-    LM_CHECK(*min_fill <= *max_fill, "passkey-data: --min-fillers " << *min_fill << " is above --max-fillers " << *max_fill);
+    LM_CHECK(*min_fill <= *max_fill,
+             "passkey-data: --min-fillers " << *min_fill << " is above --max-fillers " << *max_fill);
     // About 90 bytes per filler sentence and 250 for the rest of a document; refuse before
     // building a string that cannot fit in memory.
     const double fillers =
@@ -192,8 +197,9 @@ Command passkey_data_command(CLI::App& app) {
                                                << " GB of text; lower --docs, --max-fillers, --questions or "
                                                   "--list-fillers (at most 8 GB)");
     std::filesystem::create_directories(*out);
-    for (auto [name, n, s] : {std::tuple<std::string, int64_t, uint64_t>{"train.txt", *docs, *seed},
-                              std::tuple<std::string, int64_t, uint64_t>{"val.txt", std::max<int64_t>(*docs / 20, 50), *seed + 1}}) {
+    for (auto [name, n, s] :
+         {std::tuple<std::string, int64_t, uint64_t>{"train.txt", *docs, *seed},
+          std::tuple<std::string, int64_t, uint64_t>{"val.txt", std::max<int64_t>(*docs / 20, 50), *seed + 1}}) {
       const std::string path = *out + "/" + name;
       PasskeyDataOptions o;
       o.docs = n;
@@ -216,9 +222,9 @@ Command passkey_data_command(CLI::App& app) {
 }
 
 std::vector<Command> register_commands(CLI::App& app) {
-  return {prepare_command(app), corpus_command(app),  passkey_data_command(app), train_command(app),
-          plot_command(app),    plot_table_command(app), info_command(app),      groups_command(app),
-          passkey_command(app), eval_command(app),    generate_command(app),     attn_map_command(app),
+  return {prepare_command(app), corpus_command(app),     passkey_data_command(app), train_command(app),
+          plot_command(app),    plot_table_command(app), info_command(app),         groups_command(app),
+          passkey_command(app), eval_command(app),       generate_command(app),     attn_map_command(app),
           explore_command(app)};
 }
 

@@ -1,5 +1,7 @@
 // cmd_eval.cpp: `landmark passkey` and `landmark eval`, the paper's evaluations: thin wrappers over
 // infer/passkey_eval.h and infer/eval.h that print their tables and draw their plots.
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -10,8 +12,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <sys/resource.h>
 
 #include "apps/commands.h"
 #include "apps/infer_flags.h"
@@ -56,10 +56,14 @@ void check_output_dirs(const char* command, std::initializer_list<std::pair<cons
 std::string escape_tabs(const std::string& s) {  // one TSV cell: tabs, newlines and backslashes escaped
   std::string out;
   for (char c : s) {
-    if (c == '\t') out += "\\t";
-    else if (c == '\n') out += "\\n";
-    else if (c == '\\') out += "\\\\";
-    else out += c;
+    if (c == '\t')
+      out += "\\t";
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\\')
+      out += "\\\\";
+    else
+      out += c;
   }
   return out;
 }
@@ -74,19 +78,23 @@ void print_recall(const PasskeyResult& r, int64_t n_layer, int64_t n_head, const
     std::printf("  layer %-2lld", static_cast<long long>(l));
     for (int64_t h = 0; h < n_head; ++h) {
       const double v = r.recall(l, h, n_head);
-      if (v < 0) std::printf("  %8s", "-");
-      else std::printf("  %7.1f%%", 100 * v);
+      if (v < 0)
+        std::printf("  %8s", "-");
+      else
+        std::printf("  %7.1f%%", 100 * v);
     }
-    std::printf("   (%lld queries per head)\n", static_cast<long long>(r.recall_queries[static_cast<size_t>(l * n_head)]));
+    std::printf("   (%lld queries per head)\n",
+                static_cast<long long>(r.recall_queries[static_cast<size_t>(l * n_head)]));
   }
 }
 
 // --search approx: how many (query, layer, head) rows could not prove their top k (eval, passkey).
 void print_approx_search(const InferConfig& cfg, int64_t budget_cut, int64_t rows) {
-  std::printf("approx search (%lld tiles): %lld of %lld (query, layer, head) rows ran out of tiles before their top k "
-              "was proven (%.2f%%); the rest chose exactly the scan's blocks\n",
-              static_cast<long long>(cfg.search_tiles), static_cast<long long>(budget_cut), static_cast<long long>(rows),
-              rows ? 100.0 * static_cast<double>(budget_cut) / static_cast<double>(rows) : 0.0);
+  std::printf(
+      "approx search (%lld tiles): %lld of %lld (query, layer, head) rows ran out of tiles before their top k "
+      "was proven (%.2f%%); the rest chose exactly the scan's blocks\n",
+      static_cast<long long>(cfg.search_tiles), static_cast<long long>(budget_cut), static_cast<long long>(rows),
+      rows ? 100.0 * static_cast<double>(budget_cut) / static_cast<double>(rows) : 0.0);
 }
 }  // namespace
 
@@ -94,7 +102,8 @@ Command passkey_command(CLI::App& app) {
   auto* sub = app.add_subcommand("passkey", "Pass-key retrieval accuracy against prompt length (Section 4.2)");
   auto ckpt = std::make_shared<std::string>();
   auto baseline = std::make_shared<std::string>();
-  auto lengths = std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{512, 1024, 2048, 4096, 8192, 16384, 32768});
+  auto lengths =
+      std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{512, 1024, 2048, 4096, 8192, 16384, 32768});
   auto opts = std::make_shared<PasskeyOptions>();
   auto scoring = std::make_shared<std::string>("strict");
   auto png = std::make_shared<std::string>();
@@ -102,15 +111,20 @@ Command passkey_command(CLI::App& app) {
   auto answers = std::make_shared<std::string>();
   auto recall_png = std::make_shared<std::string>("passkey_recall.png");
   auto flags = std::make_shared<InferFlags>();
-  sub->add_option("--checkpoint", *ckpt, "A landmark model's checkpoint (or a standard model's: it then reads the "
-                                        "last window of each prompt, as --baseline does)")->required()->check(CLI::ExistingFile);
+  sub->add_option("--checkpoint", *ckpt,
+                  "A landmark model's checkpoint (or a standard model's: it then reads the "
+                  "last window of each prompt, as --baseline does)")
+      ->required()
+      ->check(CLI::ExistingFile);
   sub->add_option("--baseline", *baseline, "A standard model's checkpoint, evaluated with its own window")
       ->check(CLI::ExistingFile);
   sub->add_option("--lengths", *lengths, "Prompt lengths in tokens")
       ->delimiter(',')
       ->check(CLI::Range(int64_t(1), int64_t(1) << 26))
       ->capture_default_str();
-  sub->add_option("--trials", opts->trials, "Prompts per length")->check(CLI::Range(int64_t(1), int64_t(1) << 20))->capture_default_str();
+  sub->add_option("--trials", opts->trials, "Prompts per length")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->capture_default_str();
   sub->add_option("--seed", opts->seed, "Seed for keys and key positions")
       ->check(non_negative_int())
       ->capture_default_str();
@@ -119,27 +133,35 @@ Command passkey_command(CLI::App& app) {
                   "instead of at random; a sweep over depths shows how far back each model can copy from")
       ->check(real_in(0.0, 1.0));
   sub->add_option("--scoring", *scoring,
-                  "strict: the answer starts with the key's digits | paper: the first integer in 100 generated tokens is the key")
+                  "strict: the answer starts with the key's digits | paper: the first integer in 100 generated tokens "
+                  "is the key")
       ->check(CLI::IsMember({"strict", "paper"}))
       ->capture_default_str();
-  sub->add_flag("--recall", opts->recall,
-                "Also report retrieval recall per layer and head: how often the answer's queries retrieve the key's block");
+  sub->add_flag(
+      "--recall", opts->recall,
+      "Also report retrieval recall per layer and head: how often the answer's queries retrieve the key's block");
   sub->add_option("--recall-plot", *recall_png, "With --recall: the layer x head heat map PNG")->capture_default_str();
   sub->add_option("--plot", *png, "Write accuracy against length to this PNG");
-  sub->add_option("--tsv", *tsv, "Write the table to this file, tab-separated: length landmark_pct baseline_pct (length standard_pct for a standard model)");
-  sub->add_option("--answers", *answers, "Write every prompt's answer to this file, tab-separated: length trial key "
-                                         "correct answer (the model's decoded answer; tabs and newlines shown as \\t, \\n)");
+  sub->add_option("--tsv", *tsv,
+                  "Write the table to this file, tab-separated: length landmark_pct baseline_pct (length standard_pct "
+                  "for a standard model)");
+  sub->add_option("--answers", *answers,
+                  "Write every prompt's answer to this file, tab-separated: length trial key "
+                  "correct answer (the model's decoded answer; tabs and newlines shown as \\t, \\n)");
   flags->add(sub);
   auto run = [=]() {
-    check_output_dirs("passkey", {{"--tsv", tsv.get()}, {"--plot", png.get()}, {"--answers", answers.get()},
+    check_output_dirs("passkey", {{"--tsv", tsv.get()},
+                                  {"--plot", png.get()},
+                                  {"--answers", answers.get()},
                                   {"--recall-plot", opts->recall ? recall_png.get() : nullptr}});
     LoadedModel lm_model = load_trained_model(*ckpt, flags->dev());
     const InferConfig cfg = flags->get(lm_model);
     // A standard model as --checkpoint is evaluated alone, with its own window.
     const bool standard = !lm_model.model->config().landmark();
-    LM_CHECK(!standard || baseline->empty(), "passkey: --baseline is compared with a landmark --checkpoint, but "
-                                                 << *ckpt << " is a standard model");
-    LM_CHECK(!standard || !opts->recall, "passkey: --recall needs a landmark model; " << *ckpt << " is a standard model");
+    LM_CHECK(!standard || baseline->empty(),
+             "passkey: --baseline is compared with a landmark --checkpoint, but " << *ckpt << " is a standard model");
+    LM_CHECK(!standard || !opts->recall,
+             "passkey: --recall needs a landmark model; " << *ckpt << " is a standard model");
     LoadedModel base;
     if (!baseline->empty()) {
       base = load_trained_model(*baseline, flags->dev());
@@ -152,11 +174,12 @@ Command passkey_command(CLI::App& app) {
     if (standard) o.window = mc.block_size;
     char cutoff_note[128] = "";
     if (mc.context_miss) std::snprintf(cutoff_note, sizeof cutoff_note, ", CMT cutoff %g", cfg.cmt_cutoff);
-    if (cfg.kv_f16) std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note),
-                                  ", block K/V in f16");
+    if (cfg.kv_f16)
+      std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note),
+                    ", block K/V in f16");
     if (cfg.search == KeySearch::Bounded)
-      std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note), ", %s top-k search",
-                    key_search_name(cfg.search));
+      std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note),
+                    ", %s top-k search", key_search_name(cfg.search));
     if (cfg.search == KeySearch::Approx)
       std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note),
                     ", approx top-k search (%lld tiles)", static_cast<long long>(cfg.search_tiles));
@@ -165,13 +188,17 @@ Command passkey_command(CLI::App& app) {
                   static_cast<long long>(o.trials), static_cast<long long>(mc.block_size));
     else
       std::printf("pass-key retrieval: %lld trials per length, k %lld, chunk %lld, %s positions, %s granularity%s\n",
-                  static_cast<long long>(o.trials), static_cast<long long>(cfg.k), static_cast<long long>(cfg.chunk_len),
-                  position_mode_name(cfg.positions), granularity_name(cfg.granularity), cutoff_note);
-    if (o.depth >= 0) std::printf("key depth: %g of the filler text (0: first, 1: right before the question)\n", o.depth);
-    std::printf("scoring: %s\n", o.scoring == PasskeyScoring::Strict
-                                     ? "strict (after leading spaces, the answer starts with exactly the key's digits)"
-                                     : "paper (the first integer within the first 100 generated tokens equals the key)");
-    std::printf("%8s  %14s%s\n", "length", standard ? "standard" : "landmark", base.model ? "  baseline (own window)" : "");
+                  static_cast<long long>(o.trials), static_cast<long long>(cfg.k),
+                  static_cast<long long>(cfg.chunk_len), position_mode_name(cfg.positions),
+                  granularity_name(cfg.granularity), cutoff_note);
+    if (o.depth >= 0)
+      std::printf("key depth: %g of the filler text (0: first, 1: right before the question)\n", o.depth);
+    std::printf("scoring: %s\n",
+                o.scoring == PasskeyScoring::Strict
+                    ? "strict (after leading spaces, the answer starts with exactly the key's digits)"
+                    : "paper (the first integer within the first 100 generated tokens equals the key)");
+    std::printf("%8s  %14s%s\n", "length", standard ? "standard" : "landmark",
+                base.model ? "  baseline (own window)" : "");
     plot::Series s_lm{standard ? "standard (window)" : "landmark (k " + std::to_string(cfg.k) + ")", {}, {}, {}},
         s_base{"baseline (window)", {}, {}, {}};
     PasskeyResult pooled;
@@ -183,11 +210,14 @@ Command passkey_command(CLI::App& app) {
     // current prompt has been read.
     auto progress_for = [](ProgressLine& line, int64_t len) {
       return [&line, len](const PasskeyProgress& p) {
-        const std::string where = "length " + std::to_string(len) + ", trial " + std::to_string(p.trials_done + 1) + "/" +
-                                  std::to_string(p.trials) + " (" + std::to_string(p.correct) + " correct)";
-        if (p.prompt > 0) line.update(p.read, p.prompt, where);
-        else if (p.trials_done == p.trials) line.finish();
-        else line.restart();
+        const std::string where = "length " + std::to_string(len) + ", trial " + std::to_string(p.trials_done + 1) +
+                                  "/" + std::to_string(p.trials) + " (" + std::to_string(p.correct) + " correct)";
+        if (p.prompt > 0)
+          line.update(p.read, p.prompt, where);
+        else if (p.trials_done == p.trials)
+          line.finish();
+        else
+          line.restart();
       };
     };
     for (int64_t len : *lengths) {
@@ -276,7 +306,8 @@ Command passkey_command(CLI::App& app) {
     }
     // The most resident memory this process held at any point (Linux reports kilobytes).
     struct rusage ru {};
-    if (getrusage(RUSAGE_SELF, &ru) == 0) std::printf("peak resident memory: %.0f MB\n", static_cast<double>(ru.ru_maxrss) / 1024.0);
+    if (getrusage(RUSAGE_SELF, &ru) == 0)
+      std::printf("peak resident memory: %.0f MB\n", static_cast<double>(ru.ru_maxrss) / 1024.0);
     return 0;
   };
   return {sub, run};
@@ -291,7 +322,8 @@ Command eval_command(CLI::App& app) {
   auto hist = std::make_shared<std::string>();
   auto flags = std::make_shared<InferFlags>();
   sub->add_option("--checkpoint", *ckpt, "Model checkpoint")->required()->check(CLI::ExistingFile);
-  sub->add_option("--tokens", *tokens, "A token file made by `landmark prepare` with the same tokenizer (e.g. val.tokens)")
+  sub->add_option("--tokens", *tokens,
+                  "A token file made by `landmark prepare` with the same tokenizer (e.g. val.tokens)")
       ->required()
       ->check(CLI::ExistingFile);
   sub->add_option("--length", *length, "Evaluation length: raw tokens per window, all of them scored")
@@ -368,8 +400,10 @@ Command eval_command(CLI::App& app) {
     std::string rows =
         "model\ttrain_len\teval_len\tk\tppl\tci_low\tci_high\tl_local\txl_cache\tblocks\tattention_size\t"
         "granularity\tpositions\tcmt_cutoff\tdrop_rate\tblocks_per_step\tunique_per_token\twindows\ttokens\tseconds\n";
-    const std::string model_name =
-        !label->empty() ? *label : landmark ? (mc.context_miss ? "landmark-cmt" : "landmark") : xl ? "xl" : "standard";
+    const std::string model_name = !label->empty() ? *label
+                                   : landmark      ? (mc.context_miss ? "landmark-cmt" : "landmark")
+                                   : xl            ? "xl"
+                                                   : "standard";
     LM_CHECK(model_name.size() <= 64 && model_name.find_first_of("\t\n") == std::string::npos,
              "eval: --label must be at most 64 characters with no tab or newline, got '" << model_name << "'");
     auto interval = [&](const PerplexityResult& r) {
@@ -379,18 +413,23 @@ Command eval_command(CLI::App& app) {
       return ci;
     };
     auto add_row = [&](const InferConfig& c, const PerplexityResult& r, const PerplexityInterval& ci) {
-      const int64_t l_local = landmark ? c.chunk_len : xl ? mc.block_size : c.standard_local > 0 ? std::min(c.standard_local, *length) : *length;
+      const int64_t l_local = landmark               ? c.chunk_len
+                              : xl                   ? mc.block_size
+                              : c.standard_local > 0 ? std::min(c.standard_local, *length)
+                                                     : *length;
       const int64_t attention = landmark ? c.chunk_len + c.k * (F + 1) : xl ? mc.block_size + mc.xl_cache : l_local;
       char buf[1024];
-      std::snprintf(buf, sizeof buf, "%s\t%lld\t%lld\t%s\t%.4f\t%.4f\t%.4f\t%lld\t%s\t%s\t%lld\t%s\t%s\t%s\t%s\t%s\t%s\t%lld\t%lld\t%.1f\n",
-                    model_name.c_str(), (long long)mc.block_size, (long long)*length,
-                    landmark ? std::to_string(c.k).c_str() : "-", r.perplexity(), ci.low, ci.high, (long long)l_local,
-                    xl ? std::to_string(mc.xl_cache).c_str() : "-",
-                    landmark ? (c.capacity > 0 ? std::to_string(c.capacity).c_str() : "all") : "-", (long long)attention,
-                    landmark ? granularity_name(c.granularity) : "-", landmark ? position_mode_name(c.positions) : "-",
-                    mc.context_miss ? fmt_g(c.cmt_cutoff).c_str() : "-", mc.context_miss ? fmt_g(r.drop_rate()).c_str() : "-",
-                    landmark ? fmt_g(r.fetched_per_step()).c_str() : "-", landmark ? fmt_g(r.unique_per_token()).c_str() : "-",
-                    (long long)r.windows, (long long)r.tokens, r.seconds);
+      std::snprintf(
+          buf, sizeof buf,
+          "%s\t%lld\t%lld\t%s\t%.4f\t%.4f\t%.4f\t%lld\t%s\t%s\t%lld\t%s\t%s\t%s\t%s\t%s\t%s\t%lld\t%lld\t%.1f\n",
+          model_name.c_str(), (long long)mc.block_size, (long long)*length,
+          landmark ? std::to_string(c.k).c_str() : "-", r.perplexity(), ci.low, ci.high, (long long)l_local,
+          xl ? std::to_string(mc.xl_cache).c_str() : "-",
+          landmark ? (c.capacity > 0 ? std::to_string(c.capacity).c_str() : "all") : "-", (long long)attention,
+          landmark ? granularity_name(c.granularity) : "-", landmark ? position_mode_name(c.positions) : "-",
+          mc.context_miss ? fmt_g(c.cmt_cutoff).c_str() : "-", mc.context_miss ? fmt_g(r.drop_rate()).c_str() : "-",
+          landmark ? fmt_g(r.fetched_per_step()).c_str() : "-", landmark ? fmt_g(r.unique_per_token()).c_str() : "-",
+          (long long)r.windows, (long long)r.tokens, r.seconds);
       rows += buf;
     };
     auto write_tsv = [&]() {
@@ -399,16 +438,16 @@ Command eval_command(CLI::App& app) {
       std::printf("wrote %s\n", tsv->c_str());
     };
     auto evaluate = [&](const InferConfig& c) {
-      PerplexityResult r = evaluate_perplexity(*m.model, data.tokens(), c, m.landmark_id(), m.cmt_id(), *length, *windows,
-                                               [](int64_t d, int64_t t) {
-                                                 std::fprintf(stderr, "\rwindow %lld/%lld", (long long)d, (long long)t);
-                                               });
+      PerplexityResult r = evaluate_perplexity(
+          *m.model, data.tokens(), c, m.landmark_id(), m.cmt_id(), *length, *windows,
+          [](int64_t d, int64_t t) { std::fprintf(stderr, "\rwindow %lld/%lld", (long long)d, (long long)t); });
       std::fprintf(stderr, "\n");
       return r;
     };
     if (flags->all()) {  // the paper's Table 2: the three granularities
       std::printf("%-8s %-9s %-12s %-3s %-14s %-26s %-13s %-10s%s\n", "Per Head", "Per Token", "Eval. Length", "k",
-                  "Blocks (all)", "Blocks (per chunk, layer)", "unique/token", "Perplexity", mc.context_miss ? "  drop_rate" : "");
+                  "Blocks (all)", "Blocks (per chunk, layer)", "unique/token", "Perplexity",
+                  mc.context_miss ? "  drop_rate" : "");
       std::string intervals;
       for (Granularity g : {Granularity::TokenHead, Granularity::Head, Granularity::Token}) {
         InferConfig c = cfg;
@@ -429,17 +468,19 @@ Command eval_command(CLI::App& app) {
       }
       std::printf("%s(%lld resamples of the windows)\n", intervals.c_str(), (long long)*resamples);
       write_tsv();
-      std::printf("(chunk %lld; Blocks: blocks retrieved per chunk and layer with a cache, a set shared by the heads of a "
-                  "token or the tokens of a head counted once; unique/token: distinct blocks per chunk and layer over its queries)\n",
-                  (long long)cfg.chunk_len);
+      std::printf(
+          "(chunk %lld; Blocks: blocks retrieved per chunk and layer with a cache, a set shared by the heads of a "
+          "token or the tokens of a head counted once; unique/token: distinct blocks per chunk and layer over its "
+          "queries)\n",
+          (long long)cfg.chunk_len);
       return 0;
     }
     PerplexityResult r = evaluate(cfg);
-    std::printf("%-12s %-8s %-9s %-7s %-3s %-15s %s\n", "Eval. Length", "l_local", "XL cache", "Blocks", "k", "Attention Size",
-                "Perplexity");
+    std::printf("%-12s %-8s %-9s %-7s %-3s %-15s %s\n", "Eval. Length", "l_local", "XL cache", "Blocks", "k",
+                "Attention Size", "Perplexity");
     if (landmark)
-      std::printf("%-12lld %-8lld %-9s %-7s %-3lld %-15lld %.4f\n", (long long)*length, (long long)cfg.chunk_len, "None",
-                  cfg.capacity > 0 ? std::to_string(cfg.capacity).c_str() : "all", (long long)cfg.k,
+      std::printf("%-12lld %-8lld %-9s %-7s %-3lld %-15lld %.4f\n", (long long)*length, (long long)cfg.chunk_len,
+                  "None", cfg.capacity > 0 ? std::to_string(cfg.capacity).c_str() : "all", (long long)cfg.k,
                   (long long)(cfg.chunk_len + cfg.k * (F + 1)), r.perplexity());
     else if (xl)  // Table 1's XL rows: local length T, an XL cache of M, attention size T + M
       std::printf("%-12lld %-8lld %-9lld %-7s %-3s %-15lld %.4f\n", (long long)*length, (long long)mc.block_size,
@@ -450,14 +491,16 @@ Command eval_command(CLI::App& app) {
                   (long long)l, r.perplexity());
     }
     if (xl)
-      std::printf("(%lld windows, %lld tokens scored: every position of each window, read in pieces of %lld tokens with "
-                  "the XL cache carried across, empty at each window's start; %.4f nats/token, %.1f s; attention size = "
-                  "local length + XL cache)\n",
-                  (long long)r.windows, (long long)r.tokens, (long long)mc.block_size, r.nll, r.seconds);
+      std::printf(
+          "(%lld windows, %lld tokens scored: every position of each window, read in pieces of %lld tokens with "
+          "the XL cache carried across, empty at each window's start; %.4f nats/token, %.1f s; attention size = "
+          "local length + XL cache)\n",
+          (long long)r.windows, (long long)r.tokens, (long long)mc.block_size, r.nll, r.seconds);
     else
       std::printf("(%lld windows, %lld tokens scored: every position of each window; %.4f nats/token, %.1f s; %s)\n",
                   (long long)r.windows, (long long)r.tokens, r.nll, r.seconds,
-                  landmark ? (cfg.kv_f16 ? "attention size = chunk + k (F + 1); block K/V in f16" : "attention size = chunk + k (F + 1)")
+                  landmark ? (cfg.kv_f16 ? "attention size = chunk + k (F + 1); block K/V in f16"
+                                         : "attention size = chunk + k (F + 1)")
                   : cfg.standard_local > 0 && cfg.standard_local < *length
                       ? "each window read in independent pieces of l_local tokens, no memory between them"
                       : "each window read at once");
@@ -469,23 +512,27 @@ Command eval_command(CLI::App& app) {
     }
     if (!paired->empty()) {
       const PairedRatio p = paired_bootstrap_ratio(r, *length, other, other_length, 0.95, *resamples);
-      std::printf("paired with %s (windows of %lld): on the %lld tokens both scored (%lld spans of %lld), perplexity "
-                  "%.4f here against %.4f there, ratio %.4f, 95%% paired bootstrap interval [%.4f, %.4f] (%lld "
-                  "resamples of the spans)\n",
-                  paired->c_str(), (long long)other_length, (long long)p.tokens, (long long)p.spans,
-                  (long long)p.span_length, p.ppl_a, p.ppl_b, p.ratio, p.low, p.high, (long long)*resamples);
+      std::printf(
+          "paired with %s (windows of %lld): on the %lld tokens both scored (%lld spans of %lld), perplexity "
+          "%.4f here against %.4f there, ratio %.4f, 95%% paired bootstrap interval [%.4f, %.4f] (%lld "
+          "resamples of the spans)\n",
+          paired->c_str(), (long long)other_length, (long long)p.tokens, (long long)p.spans, (long long)p.span_length,
+          p.ppl_a, p.ppl_b, p.ratio, p.low, p.high, (long long)*resamples);
       std::printf("paired ratio=%.4f ci_low=%.4f ci_high=%.4f ppl=%.4f ppl_other=%.4f spans=%lld span_length=%lld\n",
                   p.ratio, p.low, p.high, p.ppl_a, p.ppl_b, (long long)p.spans, (long long)p.span_length);
     }
     if (landmark)
-      std::printf("retrieval (%s granularity): %lld blocks retrieved in all, %.1f per chunk and layer (Table 2's count), "
-                  "%.3f unique blocks per token, over %lld (chunk, layer) pairs with a cache\n",
-                  granularity_name(cfg.granularity), (long long)r.fetched, r.fetched_per_step(), r.unique_per_token(),
-                  (long long)r.retrieval_steps);
+      std::printf(
+          "retrieval (%s granularity): %lld blocks retrieved in all, %.1f per chunk and layer (Table 2's count), "
+          "%.3f unique blocks per token, over %lld (chunk, layer) pairs with a cache\n",
+          granularity_name(cfg.granularity), (long long)r.fetched, r.fetched_per_step(), r.unique_per_token(),
+          (long long)r.retrieval_steps);
     if (landmark && cfg.search == KeySearch::Approx) print_approx_search(cfg, r.budget_cut, r.search_rows);
     if (mc.context_miss)
-      std::printf("perplexity=%.4f drop_rate=%.4g (CMT cutoff %g: share of the %lld (query, layer, head) CMT scores below it)\n",
-                  r.perplexity(), r.drop_rate(), cfg.cmt_cutoff, (long long)r.cmt_rows);
+      std::printf(
+          "perplexity=%.4f drop_rate=%.4g (CMT cutoff %g: share of the %lld (query, layer, head) CMT scores below "
+          "it)\n",
+          r.perplexity(), r.drop_rate(), cfg.cmt_cutoff, (long long)r.cmt_rows);
     if (!r.unique_blocks.empty()) {
       double mean = 0;
       for (int64_t u : r.unique_blocks) mean += static_cast<double>(u);
@@ -494,7 +541,8 @@ Command eval_command(CLI::App& app) {
                   (long long)r.cached_at_penultimate, granularity_name(cfg.granularity));
       const std::vector<double> by_layer = r.unique_by_layer();
       std::printf("  by layer:");
-      for (size_t l = 0; l < by_layer.size(); ++l) std::printf(" layer %zu %.2f%s", l, by_layer[l], l + 1 < by_layer.size() ? "," : "\n");
+      for (size_t l = 0; l < by_layer.size(); ++l)
+        std::printf(" layer %zu %.2f%s", l, by_layer[l], l + 1 < by_layer.size() ? "," : "\n");
       if (!hist->empty()) {
         plot::HistogramOptions o;
         o.title = "unique retrieved blocks, penultimate chunk (" + std::string(granularity_name(cfg.granularity)) + ")";

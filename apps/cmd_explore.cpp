@@ -21,8 +21,9 @@ namespace lm {
 namespace app {
 
 Command explore_command(CLI::App& app) {
-  auto* sub = app.add_subcommand("explore", "Write an HTML page showing, for every token of a text, the blocks each "
-                                            "layer and head retrieved (open it from disk)");
+  auto* sub = app.add_subcommand("explore",
+                                 "Write an HTML page showing, for every token of a text, the blocks each "
+                                 "layer and head retrieved (open it from disk)");
   auto ckpt = std::make_shared<std::string>();
   auto text = std::make_shared<std::string>();
   auto text_file = std::make_shared<std::string>();
@@ -54,31 +55,37 @@ Command explore_command(CLI::App& app) {
                   "Also write the retrieved blocks as TSV: pos, layer, head, blocks, scores (for tests and scripts)");
   flags->add(sub);
   auto run = [=]() {
-    LM_CHECK(flags->dev() == Device::CPU, "explore: runs on the CPU (--device cpu): the CPU rows record where each "
-                                          "row's attention went");
+    LM_CHECK(flags->dev() == Device::CPU,
+             "explore: runs on the CPU (--device cpu): the CPU rows record where each "
+             "row's attention went");
     LoadedModel m = load_trained_model(*ckpt, flags->dev());
     const GPTConfig& mc = m.model->config();
-    LM_CHECK(mc.landmark(), "explore: needs a landmark model (retrieval is what it shows); " << *ckpt << " was trained "
-                                                                                               "with standard attention");
+    LM_CHECK(mc.landmark(), "explore: needs a landmark model (retrieval is what it shows); "
+                                << *ckpt
+                                << " was trained "
+                                   "with standard attention");
     std::string t = text_file->empty() ? *text : read_text_file(*text_file, "explore");
     LM_CHECK(!t.empty(), "explore: the text is empty (give --text or a non-empty --text-file)");
     std::vector<int32_t> ids = m.tokenizer->encode(t);
     LM_CHECK(!ids.empty(), "explore: the text encodes to no tokens");
     if (static_cast<int64_t>(ids.size()) > *max_tokens) {
-      std::fprintf(stderr, "note: reading the first %lld of %zu tokens (--max-tokens)\n", static_cast<long long>(*max_tokens),
-                   ids.size());
+      std::fprintf(stderr, "note: reading the first %lld of %zu tokens (--max-tokens)\n",
+                   static_cast<long long>(*max_tokens), ids.size());
       ids.resize(static_cast<size_t>(*max_tokens));
     }
     const int64_t n = static_cast<int64_t>(ids.size());
     LM_CHECK(*select < n, "explore: --select " << *select << " is past the text's " << n << " tokens");
     const InferConfig cfg = flags->get(m);
-    LM_CHECK(cfg.search == KeySearch::Scan, "explore: --search " << key_search_name(cfg.search)
+    LM_CHECK(cfg.search == KeySearch::Scan, "explore: --search "
+                                                << key_search_name(cfg.search)
                                                 << " keeps no scores of the blocks it chose; use --search scan (the "
                                                    "explorer shows every block's score)");
 
-    ExploreData d = explore_tokens(*m.model, cfg, ids, m.landmark_id(), m.cmt_id(), std::min<int64_t>(*top, mc.vocab_size));
+    ExploreData d =
+        explore_tokens(*m.model, cfg, ids, m.landmark_id(), m.cmt_id(), std::min<int64_t>(*top, mc.vocab_size));
     const PasskeyInText key = find_passkey(t, *passkey);
-    LM_CHECK(*passkey < 0 || !key.spans.empty(), "explore: --passkey-key " << *passkey << " does not appear in the text");
+    LM_CHECK(*passkey < 0 || !key.spans.empty(),
+             "explore: --passkey-key " << *passkey << " does not appear in the text");
     if (!key.spans.empty()) d.key_blocks = passkey_key_blocks(*m.tokenizer, ids, key.spans, mc.landmark_every);
 
     ExplorePage page;

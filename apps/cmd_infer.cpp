@@ -32,9 +32,13 @@ Command generate_command(CLI::App& app) {
   sub->add_option("--prompt-file", *prompt_file, "Read the prompt from this file (not with --prompt)")
       ->check(CLI::ExistingFile)
       ->excludes(prompt_opt);
-  sub->add_option("--max-new", *max_new, "Tokens to generate")->check(CLI::Range(int64_t(1), int64_t(1) << 24))->capture_default_str();
+  sub->add_option("--max-new", *max_new, "Tokens to generate")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24))
+      ->capture_default_str();
   sub->add_option("--temperature", sample->temperature, "0: greedy")->check(real_in(0.0, 1e6))->capture_default_str();
-  sub->add_option("--top-k", sample->top_k, "Sample among the k most likely tokens (0: all)")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--top-k", sample->top_k, "Sample among the k most likely tokens (0: all)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   sub->add_option("--seed", sample->seed, "Sampling seed")->check(non_negative_int())->capture_default_str();
   flags->add(sub);
   auto run = [=]() {
@@ -62,7 +66,8 @@ Command generate_command(CLI::App& app) {
 }
 
 Command attn_map_command(CLI::App& app) {
-  auto* sub = app.add_subcommand("attn-map", "Heat map of one layer and head over a text, with landmarks and retrieved blocks");
+  auto* sub =
+      app.add_subcommand("attn-map", "Heat map of one layer and head over a text, with landmarks and retrieved blocks");
   auto ckpt = std::make_shared<std::string>();
   auto text = std::make_shared<std::string>();
   auto text_file = std::make_shared<std::string>();
@@ -87,7 +92,8 @@ Command attn_map_command(CLI::App& app) {
     LoadedModel m = load_trained_model(*ckpt, flags->dev());
     LM_CHECK(m.model->config().landmark(), "attn-map: needs a landmark model (retrieval is what it shows)");
     LM_CHECK(*layer < m.model->config().n_layer && *head < m.model->config().n_head,
-             "attn-map: the model has " << m.model->config().n_layer << " layers and " << m.model->config().n_head << " heads");
+             "attn-map: the model has " << m.model->config().n_layer << " layers and " << m.model->config().n_head
+                                        << " heads");
     std::string t = *text;
     if (!text_file->empty()) {
       t = read_text_file(*text_file, "attn-map");
@@ -108,7 +114,8 @@ Command attn_map_command(CLI::App& app) {
     for (const auto& row : cap.rows) {
       for (size_t j = 0; j < row.keys.size(); ++j) w[row.query * N + row.keys[j]] = row.weights[j];
       for (int64_t g : row.retrieved)
-        o.outlined.push_back({static_cast<int>(row.query), static_cast<int>(g * (F + 1)), static_cast<int>(g * (F + 1) + F + 1)});
+        o.outlined.push_back(
+            {static_cast<int>(row.query), static_cast<int>(g * (F + 1)), static_cast<int>(g * (F + 1) + F + 1)});
     }
     for (int64_t p = F; p < N; p += F + 1) o.marked_columns.push_back(static_cast<int>(p));
     o.title = "layer " + std::to_string(*layer) + ", head " + std::to_string(*head) + ": attention weights (" +

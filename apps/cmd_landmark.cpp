@@ -47,9 +47,10 @@ Command groups_command(CLI::App& app) {
     // An index past the window's landmarks would control nothing: refused rather than dropped.
     for (int c : *controlled)
       LM_CHECK(c < landmark_index, "groups: --controlled " << c << " is past the window's " << landmark_index
-                                       << " landmarks (indices count from 0)");
-    plot_groups(kinds, *out, "grouped softmax: T " + std::to_string(*length) + ", F " + std::to_string(*every) +
-                                 (*cmt ? ", with CMT" : ""));
+                                                           << " landmarks (indices count from 0)");
+    plot_groups(
+        kinds, *out,
+        "grouped softmax: T " + std::to_string(*length) + ", F " + std::to_string(*every) + (*cmt ? ", with CMT" : ""));
     std::cout << "wrote " << *out << "\n";
     return 0;
   };

@@ -5,8 +5,8 @@
 #include <utility>
 
 #include "apps/commands.h"
-#include "tensor/check.h"
 #include "nn/checkpoint.h"
+#include "tensor/check.h"
 #include "train/distributed.h"
 #include "train/metrics.h"
 #include "train/trainer.h"
@@ -38,15 +38,30 @@ Preset preset_of(const std::string& name) {
 // The flags that set a key of the model config or a training setting (TrainOptions::given): with
 // --resume they must agree with the checkpoint, and with --init-from the model's not given are the
 // parent's. An explicit --preset gives the five keys it sets.
-constexpr std::pair<const char*, const char*> kFlagKeys[] = {
-    {"--layers", "n_layer"},        {"--embd", "n_embd"},         {"--heads", "n_head"},
-    {"--block-size", "block_size"}, {"--batch", "batch_size"},    {"--attention", "attention"},
-    {"--landmark-every", "landmark_every"}, {"--cmt", "context_miss"}, {"--xl-cache", "xl_cache"},
-    {"--dropout", "dropout"},       {"--cmt-prob", "cmt_prob"},   {"--jump", "jump_max"},
-    {"--segment", "segment"},       {"--doc-starts", "doc_starts"}, {"--lr", "lr"},
-    {"--schedule", "schedule"},     {"--warmup", "warmup"},       {"--min-lr", "min_lr"},
-    {"--weight-decay", "weight_decay"}, {"--beta1", "beta1"},     {"--beta2", "beta2"},
-    {"--grad-clip", "grad_clip"},   {"--grad-accum", "grad_accum"}, {"--seed", "seed"}};
+constexpr std::pair<const char*, const char*> kFlagKeys[] = {{"--layers", "n_layer"},
+                                                             {"--embd", "n_embd"},
+                                                             {"--heads", "n_head"},
+                                                             {"--block-size", "block_size"},
+                                                             {"--batch", "batch_size"},
+                                                             {"--attention", "attention"},
+                                                             {"--landmark-every", "landmark_every"},
+                                                             {"--cmt", "context_miss"},
+                                                             {"--xl-cache", "xl_cache"},
+                                                             {"--dropout", "dropout"},
+                                                             {"--cmt-prob", "cmt_prob"},
+                                                             {"--jump", "jump_max"},
+                                                             {"--segment", "segment"},
+                                                             {"--doc-starts", "doc_starts"},
+                                                             {"--lr", "lr"},
+                                                             {"--schedule", "schedule"},
+                                                             {"--warmup", "warmup"},
+                                                             {"--min-lr", "min_lr"},
+                                                             {"--weight-decay", "weight_decay"},
+                                                             {"--beta1", "beta1"},
+                                                             {"--beta2", "beta2"},
+                                                             {"--grad-clip", "grad_clip"},
+                                                             {"--grad-accum", "grad_accum"},
+                                                             {"--seed", "seed"}};
 }  // namespace
 
 Command train_command(CLI::App& app) {
@@ -57,17 +72,23 @@ Command train_command(CLI::App& app) {
   auto attention = std::make_shared<std::string>("standard");
   auto layers = std::make_shared<int64_t>(0), embd = std::make_shared<int64_t>(0), heads = std::make_shared<int64_t>(0),
        block = std::make_shared<int64_t>(0), batch = std::make_shared<int64_t>(0);
-  sub->add_option("--preset", *preset, "Model size: tiny (4 layers, d 256, 4 heads, T 512, B 8), small (6, 512, 8), "
-                                       "paper (12, 1024, 8)")
+  sub->add_option("--preset", *preset,
+                  "Model size: tiny (4 layers, d 256, 4 heads, T 512, B 8), small (6, 512, 8), "
+                  "paper (12, 1024, 8)")
       ->check(CLI::IsMember({"tiny", "small", "paper"}))
       ->capture_default_str();
   sub->add_option("--data", o->data_dir, "Directory with tokenizer.json, train.tokens, val.tokens")->required();
   sub->add_option("--out", o->out_dir, "Output directory (checkpoint, metrics.jsonl, loss.png)")->capture_default_str();
-  sub->add_option("--layers", *layers, "Override the preset's number of layers")->check(CLI::Range(int64_t(1), int64_t(4096)));
-  sub->add_option("--embd", *embd, "Override the preset's embedding size")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-  sub->add_option("--heads", *heads, "Override the preset's number of heads")->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-  sub->add_option("--block-size", *block, "Override the preset's context length T")->check(CLI::Range(int64_t(1), int64_t(1) << 24));
-  sub->add_option("--batch", *batch, "Override the preset's batch size B")->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  sub->add_option("--layers", *layers, "Override the preset's number of layers")
+      ->check(CLI::Range(int64_t(1), int64_t(4096)));
+  sub->add_option("--embd", *embd, "Override the preset's embedding size")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  sub->add_option("--heads", *heads, "Override the preset's number of heads")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  sub->add_option("--block-size", *block, "Override the preset's context length T")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  sub->add_option("--batch", *batch, "Override the preset's batch size B")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
   sub->add_option("--attention", *attention, "standard (causal) or landmark (grouped softmax, Section 3.1)")
       ->check(CLI::IsMember({"standard", "landmark"}))
       ->capture_default_str();
@@ -78,46 +99,66 @@ Command train_command(CLI::App& app) {
   sub->add_option("--cmt-prob", o->cmt_prob, "P_CMT: chance that a landmark is CMT-controlled in training")
       ->check(real_in(0.0, 1.0))
       ->capture_default_str();
-  sub->add_option("--cmt-cutoff", o->cmt_cutoff, "Validation with a CMT: drop the controlled blocks where P(CMT) < this "
-                                                 "(Appendix D); the drop rate is logged")
+  sub->add_option("--cmt-cutoff", o->cmt_cutoff,
+                  "Validation with a CMT: drop the controlled blocks where P(CMT) < this "
+                  "(Appendix D); the drop rate is logged")
       ->check(real_in(0.0, 1.0))
       ->capture_default_str();
-  sub->add_option("--jump", o->jump_max, "p_jump: positions advance by U{1..p_jump} after each landmark in training "
-                                         "(Appendix E; 1 = off)")
+  sub->add_option("--jump", o->jump_max,
+                  "p_jump: positions advance by U{1..p_jump} after each landmark in training "
+                  "(Appendix E; 1 = off)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
       ->capture_default_str();
-  sub->add_option("--xl-cache", o->model.xl_cache,
-                  "Transformer-XL: each window also sees this many cached positions (keys and values, per layer) of "
-                  "the windows before it, with no gradient through them; needs --segment (0: off; standard attention, CPU)")
+  sub->add_option(
+         "--xl-cache", o->model.xl_cache,
+         "Transformer-XL: each window also sees this many cached positions (keys and values, per layer) of "
+         "the windows before it, with no gradient through them; needs --segment (0: off; standard attention, CPU)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
       ->capture_default_str();
-  sub->add_option("--segment", o->segment,
-                  "With --xl-cache: the tokens of each batch row, a multiple of --block-size read as consecutive windows "
-                  "with the cache carried across (the paper: --block-size 256 --xl-cache 256 --segment 2048); one "
-                  "optimizer step per batch of segments")
+  sub->add_option(
+         "--segment", o->segment,
+         "With --xl-cache: the tokens of each batch row, a multiple of --block-size read as consecutive windows "
+         "with the cache carried across (the paper: --block-size 256 --xl-cache 256 --segment 2048); one "
+         "optimizer step per batch of segments")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 30))
       ->capture_default_str();
-  sub->add_flag("--doc-starts", o->doc_starts, "Start every window at a document (right after a newline token) "
-                                              "instead of anywhere: each window then holds a whole document, as a prompt does");
-  sub->add_option("--dropout", o->model.dropout, "Dropout probability")->check(real_in(0.0, 0.95))->capture_default_str();
-  sub->add_option("--steps", o->steps, "Total optimizer steps")->check(CLI::Range(int64_t(2), int64_t(1) << 40))->capture_default_str();
+  sub->add_flag("--doc-starts", o->doc_starts,
+                "Start every window at a document (right after a newline token) "
+                "instead of anywhere: each window then holds a whole document, as a prompt does");
+  sub->add_option("--dropout", o->model.dropout, "Dropout probability")
+      ->check(real_in(0.0, 0.95))
+      ->capture_default_str();
+  sub->add_option("--steps", o->steps, "Total optimizer steps")
+      ->check(CLI::Range(int64_t(2), int64_t(1) << 40))
+      ->capture_default_str();
   sub->add_option("--lr", o->lr, "Peak learning rate")->check(real_positive())->capture_default_str();
-  sub->add_option("--schedule", o->schedule, "one-cycle (paper: lr/100, 2% cosine warm-up, cosine to lr/5) | cosine | constant")
+  sub->add_option("--schedule", o->schedule,
+                  "one-cycle (paper: lr/100, 2% cosine warm-up, cosine to lr/5) | cosine | constant")
       ->check(CLI::IsMember({"one-cycle", "cosine", "constant"}))
       ->capture_default_str();
-  sub->add_option("--warmup", o->warmup, "Warm-up steps (cosine schedule)")->check(CLI::NonNegativeNumber)->capture_default_str();
-  sub->add_option("--min-lr", o->min_lr, "Final learning rate (cosine schedule)")->check(real_non_negative())->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "Warm-up steps (cosine schedule)")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  sub->add_option("--min-lr", o->min_lr, "Final learning rate (cosine schedule)")
+      ->check(real_non_negative())
+      ->capture_default_str();
   sub->add_option("--weight-decay", o->adamw.weight_decay, "AdamW weight decay (Linear weights only)")
       ->check(real_non_negative())
       ->capture_default_str();
   sub->add_option("--beta1", o->adamw.beta1, "AdamW beta1")->check(real_in(0.0, 0.9999))->capture_default_str();
   sub->add_option("--beta2", o->adamw.beta2, "AdamW beta2")->check(real_in(0.0, 0.99999))->capture_default_str();
-  sub->add_option("--grad-clip", o->grad_clip, "Clip the global gradient norm (0: off)")->check(real_non_negative())->capture_default_str();
-  sub->add_option("--grad-accum", o->grad_accum, "Micro-batches per step")->check(CLI::Range(int64_t(1), int64_t(1) << 20))->capture_default_str();
+  sub->add_option("--grad-clip", o->grad_clip, "Clip the global gradient norm (0: off)")
+      ->check(real_non_negative())
+      ->capture_default_str();
+  sub->add_option("--grad-accum", o->grad_accum, "Micro-batches per step")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->capture_default_str();
   sub->add_option("--eval-every", o->eval_every, "Validation every N steps and at the end (0: never)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
-  sub->add_option("--eval-batches", o->eval_batches, "Batches per validation")->check(CLI::Range(int64_t(1), int64_t(1) << 20))->capture_default_str();
+  sub->add_option("--eval-batches", o->eval_batches, "Batches per validation")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+      ->capture_default_str();
   sub->add_option("--ckpt-every", o->ckpt_every, "Checkpoint every N steps (always at the end and on Ctrl-C)")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
@@ -167,7 +208,8 @@ Command train_command(CLI::App& app) {
     for (int sig : kStopSignals) std::signal(sig, on_stop_signal);
     TrainResult r = train(*o, std::cout);
     for (int sig : kStopSignals) std::signal(sig, SIG_DFL);
-    const int status = r.stop_reason == "interrupted" ? 128 + (g_stop_signal ? static_cast<int>(g_stop_signal) : SIGINT) : 0;
+    const int status =
+        r.stop_reason == "interrupted" ? 128 + (g_stop_signal ? static_cast<int>(g_stop_signal) : SIGINT) : 0;
     if (!dist::world().root()) return status;  // rank 0 draws and reports for all
     const std::string png = o->out_dir + "/loss.png";
     plot_loss_curves({o->out_dir + "/metrics.jsonl"}, {""}, png, "training " + *preset + " (" + o->out_dir + ")");
@@ -192,8 +234,9 @@ Command plot_command(CLI::App& app) {
   auto log_y = std::make_shared<bool>(false);
   sub->add_flag("--log-y", *log_y, "A log-scale loss axis");
   auto offsets = std::make_shared<std::vector<int64_t>>();
-  sub->add_option("--offsets", *offsets,
-                  "One step offset per file, added to its steps (a run that continued another, drawn where its parent stopped)")
+  sub->add_option(
+         "--offsets", *offsets,
+         "One step offset per file, added to its steps (a run that continued another, drawn where its parent stopped)")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   auto run = [=]() {
     std::vector<std::string> l = *labels;
@@ -209,8 +252,9 @@ Command plot_command(CLI::App& app) {
 }
 
 Command plot_table_command(CLI::App& app) {
-  auto* sub = app.add_subcommand("plot-table", "Draw every column of a tab-separated table against its first "
-                                               "(e.g. pass-key accuracy per model against length)");
+  auto* sub = app.add_subcommand("plot-table",
+                                 "Draw every column of a tab-separated table against its first "
+                                 "(e.g. pass-key accuracy per model against length)");
   auto path = std::make_shared<std::string>();
   auto out = std::make_shared<std::string>("table.png");
   auto o = std::make_shared<TableChartOptions>();
@@ -223,11 +267,14 @@ Command plot_table_command(CLI::App& app) {
   sub->add_option("--x-label", o->x_label, "x axis label (default: the first column's name)");
   sub->add_option("--y-label", o->y_label, "y axis label");
   sub->add_flag("--log-x", o->log_x, "A log-scale x axis");
-  sub->add_option("--y-range", *y_range, "y axis range, e.g. 0,100")->delimiter(',')->expected(2)->check(real_in(-1e30, 1e30));
+  sub->add_option("--y-range", *y_range, "y axis range, e.g. 0,100")
+      ->delimiter(',')
+      ->expected(2)
+      ->check(real_in(-1e30, 1e30));
   auto run = [=]() {
     if (!y_range->empty()) {
-      LM_CHECK((*y_range)[0] < (*y_range)[1], "plot-table: --y-range needs low < high, got " << (*y_range)[0] << ","
-                                                                                           << (*y_range)[1]);
+      LM_CHECK((*y_range)[0] < (*y_range)[1],
+               "plot-table: --y-range needs low < high, got " << (*y_range)[0] << "," << (*y_range)[1]);
       o->y_range = std::make_pair((*y_range)[0], (*y_range)[1]);
     }
     plot_number_table(*path, *out, *o);
@@ -244,7 +291,8 @@ Command info_command(CLI::App& app) {
   auto run = [=]() {
     Checkpoint ck = load_safetensors(*path);
     nlohmann::json meta = ck.metadata;
-    if (meta.contains("tokenizer")) meta["tokenizer"] = "(" + meta["tokenizer"].value("kind", std::string("?")) + " tokenizer, omitted)";
+    if (meta.contains("tokenizer"))
+      meta["tokenizer"] = "(" + meta["tokenizer"].value("kind", std::string("?")) + " tokenizer, omitted)";
     std::cout << meta.dump(2) << "\n" << ck.tensors.size() << " tensors:\n";
     for (auto& [name, t] : ck.tensors) std::cout << "  " << name << "  " << describe(t) << "\n";
     return 0;

@@ -2,14 +2,13 @@
 // the CLI11 app and returns a runner that calls the library once parsing succeeded.
 #pragma once
 
+#include <CLI/CLI.hpp>
 #include <cctype>
 #include <cmath>
 #include <functional>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 namespace lm {
 namespace app {
@@ -58,19 +57,19 @@ struct Command {
   std::function<int()> run;
 };
 
-Command prepare_command(CLI::App& app);  // apps/cmd_data.cpp
-Command corpus_command(CLI::App& app);   // apps/cmd_data.cpp
+Command prepare_command(CLI::App& app);       // apps/cmd_data.cpp
+Command corpus_command(CLI::App& app);        // apps/cmd_data.cpp
 Command passkey_data_command(CLI::App& app);  // apps/cmd_data.cpp
-Command train_command(CLI::App& app);    // apps/cmd_train.cpp
-Command plot_command(CLI::App& app);     // apps/cmd_train.cpp
-Command plot_table_command(CLI::App& app);  // apps/cmd_train.cpp
-Command info_command(CLI::App& app);     // apps/cmd_train.cpp
-Command groups_command(CLI::App& app);   // apps/cmd_landmark.cpp
-Command passkey_command(CLI::App& app);  // apps/cmd_infer.cpp
-Command eval_command(CLI::App& app);     // apps/cmd_infer.cpp
-Command generate_command(CLI::App& app); // apps/cmd_infer.cpp
-Command attn_map_command(CLI::App& app); // apps/cmd_infer.cpp
-Command explore_command(CLI::App& app);  // apps/cmd_explore.cpp
+Command train_command(CLI::App& app);         // apps/cmd_train.cpp
+Command plot_command(CLI::App& app);          // apps/cmd_train.cpp
+Command plot_table_command(CLI::App& app);    // apps/cmd_train.cpp
+Command info_command(CLI::App& app);          // apps/cmd_train.cpp
+Command groups_command(CLI::App& app);        // apps/cmd_landmark.cpp
+Command passkey_command(CLI::App& app);       // apps/cmd_infer.cpp
+Command eval_command(CLI::App& app);          // apps/cmd_infer.cpp
+Command generate_command(CLI::App& app);      // apps/cmd_infer.cpp
+Command attn_map_command(CLI::App& app);      // apps/cmd_infer.cpp
+Command explore_command(CLI::App& app);       // apps/cmd_explore.cpp
 
 // Every subcommand above registered on `app`, in the order `--help` lists them (apps/cmd_data.cpp).
 // The program and the command-line fuzz harness (fuzz/fuzz_cli.cpp) build the same parser with it.

@@ -2,9 +2,8 @@
 // apps/cmd_eval.cpp), checked against the model they will run.
 #pragma once
 
-#include <string>
-
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "apps/commands.h"
 #include "infer/config.h"
@@ -29,20 +28,26 @@ struct InferFlags {
     sub->add_option("--chunk", cfg.chunk_len, "Raw tokens per chunk (local context)")
         ->check(CLI::Range(int64_t(1), int64_t(1) << 30))
         ->capture_default_str();
-    sub->add_option("--k", cfg.k, "Blocks retrieved per query")->check(CLI::Range(int64_t(0), int64_t(1) << 20))->capture_default_str();
+    sub->add_option("--k", cfg.k, "Blocks retrieved per query")
+        ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
+        ->capture_default_str();
     sub->add_option("--capacity", cfg.capacity, "Keep only the newest S blocks (0: all)")
         ->check(CLI::Range(int64_t(0), int64_t(1) << 40))
         ->capture_default_str();
     std::vector<std::string> modes{"token-head", "token", "head"};
     if (all_granularities) modes.push_back("all");
     sub->add_option("--granularity", granularity,
-                    all_granularities ? "token-head | token | head | all: who shares a retrieval (all: the three, Table 2)"
-                                      : "token-head | token | head: who shares a retrieval")
+                    all_granularities
+                        ? "token-head | token | head | all: who shares a retrieval (all: the three, Table 2)"
+                        : "token-head | token | head: who shares a retrieval")
         ->check(CLI::IsMember(modes))
         ->capture_default_str();
-    sub->add_option("--positions", positions, "stingy | exact")->check(CLI::IsMember({"stingy", "exact"}))->capture_default_str();
-    sub->add_option("--block-dir,--mmap-dir", cfg.block_dir,
-                    "Keep block K/V on disk, in a fresh unlinked file in this directory (read back only when retrieved)")
+    sub->add_option("--positions", positions, "stingy | exact")
+        ->check(CLI::IsMember({"stingy", "exact"}))
+        ->capture_default_str();
+    sub->add_option(
+           "--block-dir,--mmap-dir", cfg.block_dir,
+           "Keep block K/V on disk, in a fresh unlinked file in this directory (read back only when retrieved)")
         ->check(CLI::ExistingDirectory);
     sub->add_option("--kv-dtype", kv_dtype,
                     "f32 | f16: how block K/V are stored (f16: half the memory or disk, and half the bytes read per "
@@ -61,10 +66,11 @@ struct InferFlags {
                     "the rest only bounded)")
         ->check(CLI::Range(int64_t(1), int64_t(1) << 30))
         ->capture_default_str();
-    cutoff_opt = sub->add_option("--cmt-cutoff", cfg.cmt_cutoff,
-                                 "Models trained with --cmt: S(CMT) below this gates retrieved blocks with 0 (Appendix D)")
-                     ->check(real_in(0.0, 1.0))
-                     ->capture_default_str();
+    cutoff_opt =
+        sub->add_option("--cmt-cutoff", cfg.cmt_cutoff,
+                        "Models trained with --cmt: S(CMT) below this gates retrieved blocks with 0 (Appendix D)")
+            ->check(real_in(0.0, 1.0))
+            ->capture_default_str();
   }
   // The device to load the model on; first the flags that depend on it (before any model work).
   Device dev() const {

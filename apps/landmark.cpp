@@ -3,12 +3,11 @@
 // with its default.
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <iostream>
-
-#include <CLI/CLI.hpp>
 
 #include "apps/commands.h"
 #include "tensor/check.h"

@@ -5,12 +5,12 @@
 // callbacks.
 #pragma once
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <string>
-
-#include <unistd.h>
 
 namespace lm {
 namespace app {
@@ -27,8 +27,8 @@ class ProgressLine {
     const double rate = s > 0 ? static_cast<double>(done) / s : 0.0;
     const long eta = rate > 0 ? static_cast<long>(static_cast<double>(total - done) / rate + 0.5) : 0;
     std::fprintf(stderr, "%s%s %s%s%lld/%lld tokens read, %.0f tok/s, ETA %ld:%02ld%s", tty_ ? "\r" : "", what_.c_str(),
-                 prefix.c_str(), prefix.empty() ? "" : ": ", static_cast<long long>(done), static_cast<long long>(total), rate,
-                 eta / 60, eta % 60, tty_ ? "   " : "\n");
+                 prefix.c_str(), prefix.empty() ? "" : ": ", static_cast<long long>(done),
+                 static_cast<long long>(total), rate, eta / 60, eta % 60, tty_ ? "   " : "\n");
     std::fflush(stderr);
     shown_ = tty_;
   }

@@ -44,27 +44,31 @@ Var tanh(const Var& x) {
 // y = max(x, 0)  ->  dx = g where x > 0
 Var relu(const Var& x) {
   Tensor xv = x.value();
-  return make_op_result("relu", relu(xv), {x}, [xv](const Tensor& g) { return std::vector<Tensor>{relu_backward(xv, g)}; });
+  return make_op_result("relu", relu(xv), {x},
+                        [xv](const Tensor& g) { return std::vector<Tensor>{relu_backward(xv, g)}; });
 }
 
 // y = x Phi(x)  ->  dx = g (Phi(x) + x phi(x))   (math::gelu_grad)
 Var gelu(const Var& x) {
   Tensor xv = x.value();
-  return make_op_result("gelu", gelu(xv), {x}, [xv](const Tensor& g) { return std::vector<Tensor>{gelu_backward(xv, g)}; });
+  return make_op_result("gelu", gelu(xv), {x},
+                        [xv](const Tensor& g) { return std::vector<Tensor>{gelu_backward(xv, g)}; });
 }
 
 // y = a + b  ->  da = g, db = g (each summed to its shape)
 Var add(const Var& a, const Var& b) {
   Shape sa = a.shape(), sb = b.shape();
-  return make_op_result("add", add(a.value(), b.value()), {a, b},
-                        [sa, sb](const Tensor& g) { return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)}; });
+  return make_op_result("add", add(a.value(), b.value()), {a, b}, [sa, sb](const Tensor& g) {
+    return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
+  });
 }
 
 // y = a - b  ->  da = g, db = -g
 Var sub(const Var& a, const Var& b) {
   Shape sa = a.shape(), sb = b.shape();
-  return make_op_result("sub", sub(a.value(), b.value()), {a, b},
-                        [sa, sb](const Tensor& g) { return std::vector<Tensor>{sum_to(g, sa), neg(sum_to(g, sb))}; });
+  return make_op_result("sub", sub(a.value(), b.value()), {a, b}, [sa, sb](const Tensor& g) {
+    return std::vector<Tensor>{sum_to(g, sa), neg(sum_to(g, sb))};
+  });
 }
 
 // y = a * b  ->  da = g * b, db = g * a
@@ -127,13 +131,16 @@ Var sub(const Var& x, double s) {
   return make_op_result("sub_scalar", sub(x.value(), s), {x}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 Var mul(const Var& x, double s) {
-  return make_op_result("mul_scalar", mul(x.value(), s), {x}, [s](const Tensor& g) { return std::vector<Tensor>{mul(g, s)}; });
+  return make_op_result("mul_scalar", mul(x.value(), s), {x},
+                        [s](const Tensor& g) { return std::vector<Tensor>{mul(g, s)}; });
 }
 Var div(const Var& x, double s) {
-  return make_op_result("div_scalar", div(x.value(), s), {x}, [s](const Tensor& g) { return std::vector<Tensor>{div(g, s)}; });
+  return make_op_result("div_scalar", div(x.value(), s), {x},
+                        [s](const Tensor& g) { return std::vector<Tensor>{div(g, s)}; });
 }
 Var rsub(double s, const Var& x) {
-  return make_op_result("rsub_scalar", rsub(s, x.value()), {x}, [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
+  return make_op_result("rsub_scalar", rsub(s, x.value()), {x},
+                        [](const Tensor& g) { return std::vector<Tensor>{neg(g)}; });
 }
 
 Var operator+(const Var& a, const Var& b) { return add(a, b); }

@@ -15,9 +15,12 @@ Var matmul(const Var& a, const Var& b, bool trans_a, bool trans_b) {
   return make_op_result("matmul", y, {a, b}, [sa, sb, trans_a, trans_b, need_a, need_b](const Tensor& g) {
     Tensor ga, gb;
     if (need_a) {
-      if (!trans_a) ga = matmul(g, sb, false, !trans_b);
-      else if (sb.dim() == g.dim()) ga = matmul(sb, g, trans_b, true);
-      else ga = matmul(g, sb, false, !trans_b).transpose(-1, -2).contiguous();  // shared B, batched g
+      if (!trans_a)
+        ga = matmul(g, sb, false, !trans_b);
+      else if (sb.dim() == g.dim())
+        ga = matmul(sb, g, trans_b, true);
+      else
+        ga = matmul(g, sb, false, !trans_b).transpose(-1, -2).contiguous();  // shared B, batched g
     }
     if (need_b) {
       Tensor A = sa, G = g;

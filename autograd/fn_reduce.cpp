@@ -35,7 +35,8 @@ Var mean(const Var& x, int64_t dim, bool keepdim) {
 // y = max_d x  ->  dx = g at the first maximum of each slice, 0 elsewhere
 Var max(const Var& x, int64_t dim, bool keepdim) {
   Shape s = x.shape();
-  if (s.empty()) return make_op_result("max", x.value().clone(), {x}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  if (s.empty())
+    return make_op_result("max", x.value().clone(), {x}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
   int64_t d = normalize_dim(dim, x.dim(), "max");
   Tensor where_max = argmax(x.value(), d, true);  // i32, size 1 along d
   return make_op_result("max", max(x.value(), dim, keepdim), {x}, [s, d, keepdim, where_max](const Tensor& g) {
@@ -54,7 +55,8 @@ Var mean(const Var& x) { return mean(reshape(x, {x.numel()}), 0, false); }
 // y = softmax(x)  ->  dx = y (g - sum(g y))   (softmax_backward kernel)
 Var softmax(const Var& x) {
   Tensor y = softmax(x.value());
-  return make_op_result("softmax", y, {x}, [y](const Tensor& g) { return std::vector<Tensor>{softmax_backward(y, g)}; });
+  return make_op_result("softmax", y, {x},
+                        [y](const Tensor& g) { return std::vector<Tensor>{softmax_backward(y, g)}; });
 }
 
 // y = x - logsumexp(x)  ->  dx = g - exp(y) sum(g)

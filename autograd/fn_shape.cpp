@@ -20,8 +20,10 @@ Var transpose(const Var& x, int64_t d0, int64_t d1) {
 Var permute(const Var& x, const std::vector<int64_t>& dims) {
   Tensor y = x.value().permute(dims);
   std::vector<int64_t> inverse(dims.size());
-  for (size_t i = 0; i < dims.size(); ++i) inverse[normalize_dim(dims[i], x.dim(), "permute")] = static_cast<int64_t>(i);
-  return make_op_result("permute", y, {x}, [inverse](const Tensor& g) { return std::vector<Tensor>{g.permute(inverse)}; });
+  for (size_t i = 0; i < dims.size(); ++i)
+    inverse[normalize_dim(dims[i], x.dim(), "permute")] = static_cast<int64_t>(i);
+  return make_op_result("permute", y, {x},
+                        [inverse](const Tensor& g) { return std::vector<Tensor>{g.permute(inverse)}; });
 }
 
 // y = x[start : start + length] along dim  ->  dx = g placed in a zero tensor of x's shape
@@ -37,21 +39,25 @@ Var narrow(const Var& x, int64_t dim, int64_t start, int64_t length) {
 
 Var expand(const Var& x, const Shape& shape) {
   Shape s = x.shape();
-  return make_op_result("expand", x.value().expand(shape), {x}, [s](const Tensor& g) { return std::vector<Tensor>{sum_to(g, s)}; });
+  return make_op_result("expand", x.value().expand(shape), {x},
+                        [s](const Tensor& g) { return std::vector<Tensor>{sum_to(g, s)}; });
 }
 
 Var unsqueeze(const Var& x, int64_t dim) {
   Shape s = x.shape();
-  return make_op_result("unsqueeze", x.value().unsqueeze(dim), {x}, [s](const Tensor& g) { return std::vector<Tensor>{g.reshape(s)}; });
+  return make_op_result("unsqueeze", x.value().unsqueeze(dim), {x},
+                        [s](const Tensor& g) { return std::vector<Tensor>{g.reshape(s)}; });
 }
 
 Var squeeze(const Var& x, int64_t dim) {
   Shape s = x.shape();
-  return make_op_result("squeeze", x.value().squeeze(dim), {x}, [s](const Tensor& g) { return std::vector<Tensor>{g.reshape(s)}; });
+  return make_op_result("squeeze", x.value().squeeze(dim), {x},
+                        [s](const Tensor& g) { return std::vector<Tensor>{g.reshape(s)}; });
 }
 
 Var contiguous(const Var& x) {
-  return make_op_result("contiguous", x.value().contiguous(), {x}, [](const Tensor& g) { return std::vector<Tensor>{g}; });
+  return make_op_result("contiguous", x.value().contiguous(), {x},
+                        [](const Tensor& g) { return std::vector<Tensor>{g}; });
 }
 
 // y = [x0 | x1 | ...] along dim  ->  dxi = the matching slice of g

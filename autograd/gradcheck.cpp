@@ -41,8 +41,8 @@ GradcheckResult gradcheck(const VarFunction& fn, const std::vector<Tensor>& inpu
   // Projection weights w (fixed by opts.seed, independent of the global generator's state).
   Tensor w;
   auto loss_of = [&](const Var& y) -> Var {
-    LM_CHECK(y.dtype() == DType::F64, "gradcheck: the function returned " << describe(y.value())
-                                                                          << "; it must keep f64 inputs in f64");
+    LM_CHECK(y.dtype() == DType::F64,
+             "gradcheck: the function returned " << describe(y.value()) << "; it must keep f64 inputs in f64");
     if (y.numel() == 1) return reshape(y, {});
     if (!w.defined()) {
       RngState saved = global_rng();

@@ -28,7 +28,7 @@ struct GradcheckResult {
                            // (largest error / tolerance), whether or not the check passed
   int64_t worst_index = -1;
   double worst_analytic = 0, worst_numeric = 0;
-  int64_t checked = 0;  // number of elements compared
+  int64_t checked = 0;          // number of elements compared
   std::string summary() const;  // one line, for test messages and users
 };
 

@@ -76,10 +76,10 @@ void Var::set_grad(Tensor g) {
 Var Var::detach() const { return Var(value(), false); }
 
 void Var::set_requires_grad(bool on) {
-  LM_CHECK(node_ && node_->is_leaf(), "set_requires_grad: only leaves can change requires_grad (this Var comes from '"
-                                          << op() << "')");
-  LM_CHECK(!on || is_floating(node_->value.dtype()), "set_requires_grad: " << describe(node_->value)
-                                                                           << " is not a float tensor");
+  LM_CHECK(node_ && node_->is_leaf(),
+           "set_requires_grad: only leaves can change requires_grad (this Var comes from '" << op() << "')");
+  LM_CHECK(!on || is_floating(node_->value.dtype()),
+           "set_requires_grad: " << describe(node_->value) << " is not a float tensor");
   node_->requires_grad = on;
 }
 
@@ -145,8 +145,9 @@ Var make_op_result(const char* op, Tensor value, const std::vector<Var>& inputs,
 void Var::backward() const {
   LM_CHECK(node_, "backward: Var is undefined");
   LM_CHECK(numel() == 1, "backward: called without a gradient on a Var of shape "
-                             << shape_str(shape()) << "; only single-element outputs (like a loss) get the implicit "
-                                                      "gradient 1. Pass dL/d(output) with that shape instead.");
+                             << shape_str(shape())
+                             << "; only single-element outputs (like a loss) get the implicit "
+                                "gradient 1. Pass dL/d(output) with that shape instead.");
   Tensor one(shape(), dtype(), device());
   one.fill_(1.0);
   backward(one);
@@ -162,11 +163,11 @@ bool owns_whole_buffer(const Tensor& t) {
 
 void Var::backward(const Tensor& grad_out) const {
   LM_CHECK(node_, "backward: Var is undefined");
-  LM_CHECK(node_->requires_grad, "backward: this Var does not require grad (op '" << node_->op
-                                     << "'); no input of the computation had requires_grad = true");
-  LM_CHECK(grad_out.defined() && grad_out.shape() == shape() && grad_out.dtype() == dtype() &&
-               grad_out.device() == device(),
-           "backward: gradient " << describe(grad_out) << " does not match the output " << describe(value()));
+  LM_CHECK(node_->requires_grad, "backward: this Var does not require grad (op '"
+                                     << node_->op << "'); no input of the computation had requires_grad = true");
+  LM_CHECK(
+      grad_out.defined() && grad_out.shape() == shape() && grad_out.dtype() == dtype() && grad_out.device() == device(),
+      "backward: gradient " << describe(grad_out) << " does not match the output " << describe(value()));
 
   // 1. Topological order by an iterative depth-first search (parents before children).
   std::vector<Node*> order;
@@ -200,9 +201,12 @@ void Var::backward(const Tensor& grad_out) const {
       // The first gradient is adopted when nothing else can see its memory (a fresh, whole,
       // contiguous buffer: matmul's weight gradient, for one), else copied, so a later in-place
       // change of the leaf's gradient (clipping, accumulation) can never reach another tensor.
-      if (n->grad.defined()) n->grad = add(n->grad, g);
-      else if (owns_whole_buffer(g)) n->grad = std::move(g);
-      else n->grad = g.contiguous().clone();
+      if (n->grad.defined())
+        n->grad = add(n->grad, g);
+      else if (owns_whole_buffer(g))
+        n->grad = std::move(g);
+      else
+        n->grad = g.contiguous().clone();
       if (g_profiling) {
         profile_sync(n->grad);
         OpTotals& t = profile_totals()["leaf"];
@@ -222,8 +226,10 @@ void Var::backward(const Tensor& grad_out) const {
                "backward of '" << n->op << "' returned a gradient " << describe(gp) << " for input " << slot
                                << " of shape " << describe(p->value));
       auto acc = pending.find(p);
-      if (acc == pending.end()) pending.emplace(p, gp);
-      else acc->second = add(acc->second, gp);
+      if (acc == pending.end())
+        pending.emplace(p, gp);
+      else
+        acc->second = add(acc->second, gp);
     }
     if (g_profiling) {
       profile_sync(g);

@@ -20,7 +20,7 @@ using BackwardFn = std::function<std::vector<Tensor>(const Tensor& grad_out)>;
 
 struct Node {
   Tensor value;
-  Tensor grad;                                 // leaves only; undefined until the first backward()
+  Tensor grad;  // leaves only; undefined until the first backward()
   bool requires_grad = false;
   std::string op;                              // "leaf", "add", "matmul", ... (for errors and docs)
   std::vector<std::shared_ptr<Node>> parents;  // inputs that require grad, in argument order

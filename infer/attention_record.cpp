@@ -64,8 +64,7 @@ RetrievalRecord retrieval_record(const ChunkContext& ctx, const RetrievalPlan& p
 }
 
 template AttentionCapture::Row capture_row<float>(const ChunkContext&, const RetrievalPlan&,
-                                                  const std::vector<int32_t>&, int64_t, int64_t, int64_t,
-                                                  const float*);
+                                                  const std::vector<int32_t>&, int64_t, int64_t, int64_t, const float*);
 template AttentionCapture::Row capture_row<double>(const ChunkContext&, const RetrievalPlan&,
                                                    const std::vector<int32_t>&, int64_t, int64_t, int64_t,
                                                    const double*);

@@ -51,25 +51,32 @@ void read_all(int fd, char* buf, int64_t n, int64_t at, const std::string& path)
 
 BlockStore::BlockStore(int64_t block_elems, DType dtype, int64_t capacity, const std::string& dir, bool half,
                        Device device)
-    : block_elems_(block_elems), block_bytes_(0), out_bytes_(0), half_(half), capacity_(capacity), device_(device),
+    : block_elems_(block_elems),
+      block_bytes_(0),
+      out_bytes_(0),
+      half_(half),
+      capacity_(capacity),
+      device_(device),
       dtype_(dtype) {
   LM_CHECK(device == Device::CPU || (dir.empty() && !half),
-           "block store: block K/V kept on " << device_name(device) << " are neither in files (--mmap-dir) nor f16 "
-                                              "(--kv-dtype f16); those are for block K/V in host memory");
+           "block store: block K/V kept on " << device_name(device)
+                                             << " are neither in files (--mmap-dir) nor f16 "
+                                                "(--kv-dtype f16); those are for block K/V in host memory");
   const int64_t elem = static_cast<int64_t>(dtype_size(dtype));
   LM_CHECK(block_elems > 0 && block_elems <= std::numeric_limits<int64_t>::max() / 4 / elem,
            "block store: bad block size of " << block_elems << " elements");
   LM_CHECK(capacity >= 0, "block store: capacity must be >= 0 (0 = unlimited), got " << capacity);
-  LM_CHECK(!half || dtype == DType::F32, "block store: f16 storage converts from f32, but the blocks are " << dtype_name(dtype));
+  LM_CHECK(!half || dtype == DType::F32,
+           "block store: f16 storage converts from f32, but the blocks are " << dtype_name(dtype));
   out_bytes_ = block_elems * elem;
   block_bytes_ = half ? block_elems * 2 : out_bytes_;
   if (half) half_buf_.resize(static_cast<size_t>(2 * block_elems));
   // Cell offsets (cell * 2 * block_bytes) must fit in 63 bits for any cell the store can reach;
   // a capacity beyond that could never be filled anyway.
   const int64_t max_cells = std::numeric_limits<int64_t>::max() / (2 * block_bytes_);
-  LM_CHECK(capacity <= max_cells, "block store: capacity " << capacity << " blocks of " << 2 * block_bytes_
-                                      << " bytes is more than a 64-bit offset can address (at most " << max_cells
-                                      << ")");
+  LM_CHECK(capacity <= max_cells,
+           "block store: capacity " << capacity << " blocks of " << 2 * block_bytes_
+                                    << " bytes is more than a 64-bit offset can address (at most " << max_cells << ")");
   if (dir.empty()) return;
   struct stat st {};
   LM_CHECK(::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode),
@@ -102,8 +109,9 @@ void BlockStore::reserve_disk(int64_t cells) {
   do {
     rc = ::posix_fallocate(fd_, static_cast<off_t>(from), static_cast<off_t>(len));
   } while (rc == EINTR);
-  LM_CHECK(rc == 0, "block store: cannot reserve " << len << " more bytes for block K/V in " << path_
-                        << " (" << std::strerror(rc) << (rc == ENOSPC ? ": the disk is full" : "") << ")");
+  LM_CHECK(rc == 0, "block store: cannot reserve " << len << " more bytes for block K/V in " << path_ << " ("
+                                                   << std::strerror(rc) << (rc == ENOSPC ? ": the disk is full" : "")
+                                                   << ")");
   reserved_cells_ = want;
 }
 
@@ -142,8 +150,8 @@ void BlockStore::append(const Tensor& k, const Tensor& v) {
 }
 
 void BlockStore::append(const void* k, const void* v) {
-  LM_CHECK(device_ == Device::CPU, "block store: blocks kept on " << device_name(device_)
-                                                                   << " are appended as tensors on that device");
+  LM_CHECK(device_ == Device::CPU,
+           "block store: blocks kept on " << device_name(device_) << " are appended as tensors on that device");
   const int64_t cell = claim_cell();
   if (half_) {  // convert K then V into half_buf_ and store that instead
     const float* kf = static_cast<const float*>(k);
@@ -192,8 +200,8 @@ BlockStore::Segment BlockStore::new_segment() const {
   const size_t bytes = static_cast<size_t>(kSegmentBlocks * 2 * block_bytes_);
   void* p = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   LM_CHECK(p != MAP_FAILED, "block store: cannot map " << bytes << " bytes for " << kSegmentBlocks
-                                                        << " more blocks in RAM: " << std::strerror(errno)
-                                                        << " (out of memory? --block-dir keeps blocks on disk)");
+                                                       << " more blocks in RAM: " << std::strerror(errno)
+                                                       << " (out of memory? --block-dir keeps blocks on disk)");
   return Segment(static_cast<char*>(p), Unmap{bytes});
 }
 

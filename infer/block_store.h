@@ -49,8 +49,8 @@ class BlockStore {
   void append(const void* k, const void* v);  // copies one block; evicts the oldest when full (host)
   // The same from contiguous tensors of block_elems elements on the store's device (any backing).
   void append(const Tensor& k, const Tensor& v);
-  int64_t size() const { return count_; }      // blocks held
-  int64_t evicted() const { return evicted_; } // blocks dropped from the front so far
+  int64_t size() const { return count_; }       // blocks held
+  int64_t evicted() const { return evicted_; }  // blocks dropped from the front so far
 
   // Makes the held blocks `ids` (0 = oldest held) readable through k() and v() until the next
   // fetch() or append(). An f32 store in RAM: nothing to do, every held block is readable. Disk:
@@ -74,7 +74,7 @@ class BlockStore {
   bool on_disk() const { return fd_ >= 0; }
   Device device() const { return device_; }  // where k() and v() point
   bool half() const { return half_; }
-  int64_t bytes_per_block() const { return 2 * block_bytes_; }  // as stored (f16: half of f32's)
+  int64_t bytes_per_block() const { return 2 * block_bytes_; }                   // as stored (f16: half of f32's)
   int64_t reserved_bytes() const { return reserved_cells_ * 2 * block_bytes_; }  // disk: file size
 
  private:
@@ -85,8 +85,8 @@ class BlockStore {
   void reserve_disk(int64_t cells);  // the file holds at least `cells` cells
   char* ram_cell(int64_t cell) const;
   const char* ram_cell_or_null(int64_t cell) const;  // null on disk
-  const char* block_ptr(int64_t i) const;  // K then V of held block i
-  void drop_staging();                     // no held block is fetched any more
+  const char* block_ptr(int64_t i) const;            // K then V of held block i
+  void drop_staging();                               // no held block is fetched any more
 
   int64_t block_elems_;
   int64_t block_bytes_;  // K (or V) of one block as stored
@@ -107,13 +107,13 @@ class BlockStore {
   Device device_ = Device::CPU;
   DType dtype_;
   std::vector<Tensor> dev_segments_;  // device: kSegmentBlocks cells of K then V each
-  int fd_ = -1;                                    // disk
-  std::string path_;                               // disk: the file's name while it existed (errors)
+  int fd_ = -1;                       // disk
+  std::string path_;                  // disk: the file's name while it existed (errors)
   int64_t reserved_cells_ = 0;
-  std::vector<char> staging_;          // disk or f16: the fetched blocks, K then V each, as read
-  std::vector<uint16_t> half_buf_;     // f16: one block's K and V converted (append), or as read (disk fetch)
-  std::vector<int32_t> staged_ids_;    // held indices in staging order
-  std::vector<int32_t> staged_at_;     // held index -> staging index, -1 if not fetched
+  std::vector<char> staging_;        // disk or f16: the fetched blocks, K then V each, as read
+  std::vector<uint16_t> half_buf_;   // f16: one block's K and V converted (append), or as read (disk fetch)
+  std::vector<int32_t> staged_ids_;  // held indices in staging order
+  std::vector<int32_t> staged_at_;   // held index -> staging index, -1 if not fetched
 };
 
 }  // namespace lm

@@ -27,8 +27,9 @@ namespace {
 template <class Scalar>
 Tensor attend_cuda(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
                    const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt_count, RowMass* mass) {
-  LM_CHECK(mass == nullptr, "chunk attention: where each row's attention went (a detailed retrieval trace, the "
-                            "explorer) is recorded by the CPU rows only; run on the CPU");
+  LM_CHECK(mass == nullptr,
+           "chunk attention: where each row's attention went (a detailed retrieval trace, the "
+           "explorer) is recorded by the CPU rows only; run on the CPU");
 #ifdef LANDMARK_WITH_CUDA
   const int64_t NH = q_rot.size(0), n = q_rot.size(1), tl = k_rot.size(1) - n;
   const bool capture = ctx.capture && ctx.capture->head >= 0 && ctx.capture->head < NH;
@@ -37,8 +38,8 @@ Tensor attend_cuda(const LayerCache& cache, const ChunkContext& ctx, const Retri
   if (capture) {
     const int64_t h = ctx.capture->head, max_row = head_w.size(1), first = cache.cmt_key_rot.defined() ? 1 : 0;
     for (int64_t i = 0; i < n; ++i)
-      ctx.capture->rows.push_back(capture_row(ctx, plan, plan.sel[h * n + i], i, tl, first,
-                                              head_w.data<Scalar>() + i * max_row));
+      ctx.capture->rows.push_back(
+          capture_row(ctx, plan, plan.sel[h * n + i], i, tl, first, head_w.data<Scalar>() + i * max_row));
   } else if (ctx.capture) {  // a head outside [0, NH): n empty rows, as the CPU gives
     ctx.capture->rows.resize(ctx.capture->rows.size() + static_cast<size_t>(n));
   }
@@ -50,8 +51,9 @@ Tensor attend_cuda(const LayerCache& cache, const ChunkContext& ctx, const Retri
   (void)k_rot;
   (void)v_loc;
   (void)cmt_count;
-  LM_FAIL("chunk_attention: q " << describe(q_rot)
-                                << " is on cuda but this build has no CUDA support (configure with -DLANDMARK_CUDA=ON)");
+  LM_FAIL(
+      "chunk_attention: q " << describe(q_rot)
+                            << " is on cuda but this build has no CUDA support (configure with -DLANDMARK_CUDA=ON)");
 #endif
 }
 
@@ -63,15 +65,16 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
                q_rot.size(2) == k_rot.size(2) && k_rot.size(1) >= q_rot.size(1) && q_rot.size(0) == cache.NH &&
                q_rot.size(2) == cache.HS && q_rot.dtype() == cache.dtype,
            "chunk attention: q " << describe(q_rot) << ", k " << describe(k_rot) << ", v " << describe(v_loc)
-                                 << " do not fit each other or the cache (NH " << cache.NH << ", HS " << cache.HS << ")");
+                                 << " do not fit each other or the cache (NH " << cache.NH << ", HS " << cache.HS
+                                 << ")");
   LM_CHECK(k_rot.device() == q_rot.device() && v_loc.device() == q_rot.device() && cache.device == q_rot.device(),
            "chunk attention: q " << describe(q_rot) << ", k " << describe(k_rot) << ", v " << describe(v_loc)
                                  << " and the cache (" << device_name(cache.device) << ") must share a device");
   LM_CHECK(ctx.local_kinds && static_cast<int64_t>(ctx.local_kinds->size()) == k_rot.size(1),
            "chunk attention: need one kind per local key");
-  LM_CHECK(static_cast<int64_t>(plan.sel.size()) == q_rot.size(0) * q_rot.size(1) &&
-               plan.places.size() == plan.sel.size(),
-           "chunk attention: a plan for " << plan.sel.size() << " rows, expected " << q_rot.size(0) * q_rot.size(1));
+  LM_CHECK(
+      static_cast<int64_t>(plan.sel.size()) == q_rot.size(0) * q_rot.size(1) && plan.places.size() == plan.sel.size(),
+      "chunk attention: a plan for " << plan.sel.size() << " rows, expected " << q_rot.size(0) * q_rot.size(1));
   // On disk, the chosen blocks' K/V are read into the store's staging (the blocks held do not
   // change). In RAM every block is readable as it is: nothing to collect (this runs per layer and
   // token while decoding).

@@ -19,7 +19,8 @@ namespace {
 // The block keys a chunk's rows share, rotated (attend_cpu), in the thread that reads the chunks.
 // Kept from one chunk to the next, so the chunks of a prompt reuse its pages (up to 32 MiB,
 // share_rotated_keys); release_chunk_scratch hands them back.
-template <class Scalar> std::vector<Scalar>& rotated_scratch() {
+template <class Scalar>
+std::vector<Scalar>& rotated_scratch() {
   static thread_local std::vector<Scalar> rotated;
   return rotated;
 }
@@ -40,7 +41,8 @@ namespace {
 
 // The rotary tables transposed (RowInput), grown here, before the parallel loop, to cover every
 // place the plan uses, so the threads only read them; *kmax: the most blocks any row chose.
-template <class Scalar> struct PlaceTables {
+template <class Scalar>
+struct PlaceTables {
   const Scalar *cos_t, *sin_t;
   int64_t cstride;
 };
@@ -66,7 +68,8 @@ PlaceTables<Scalar> cover_places(const ChunkContext& ctx, const RetrievalPlan& p
 // bits as rotating while scoring). row(r)[c]: row r's c-th block, rotated; null when
 // share_rotated_keys says no (or ctx.share_rotated is off): then each row rotates while it scores,
 // as decoding does.
-template <class Scalar> struct SharedBlockKeys {
+template <class Scalar>
+struct SharedBlockKeys {
   std::vector<int64_t> off;        // row r's blocks start at off[r] in ptr
   std::vector<const Scalar*> ptr;  // empty when not shared
   const Scalar* const* row(int64_t r) const { return ptr.empty() ? nullptr : ptr.data() + off[r]; }
@@ -80,7 +83,7 @@ SharedBlockKeys<Scalar> share_block_keys(const LayerCache& cache, const ChunkCon
   shared.off.assign(static_cast<size_t>(rows + 1), 0);
   for (int64_t r = 0; r < rows; ++r) shared.off[r + 1] = shared.off[r] + static_cast<int64_t>(plan.sel[r].size());
   std::vector<int64_t> rot_at(static_cast<size_t>(shared.off[rows]));  // pair (r, c) -> its triple in uniq
-  std::vector<std::array<int64_t, 3>> uniq;                              // (head, block, place) in first-seen order
+  std::vector<std::array<int64_t, 3>> uniq;                            // (head, block, place) in first-seen order
   if (ctx.share_rotated) {
     std::map<std::array<int64_t, 3>, int64_t> seen;  // triple -> its index in uniq
     for (int64_t r = 0; r < rows; ++r)
@@ -92,8 +95,8 @@ SharedBlockKeys<Scalar> share_block_keys(const LayerCache& cache, const ChunkCon
       }
   }
   const int64_t nu = static_cast<int64_t>(uniq.size());
-  if (!(ctx.share_rotated && share_rotated_keys(nu, static_cast<int64_t>(rot_at.size()),
-                                                block_keys * static_cast<int64_t>(sizeof(Scalar)))))
+  if (!(ctx.share_rotated &&
+        share_rotated_keys(nu, static_cast<int64_t>(rot_at.size()), block_keys * static_cast<int64_t>(sizeof(Scalar)))))
     return shared;
   std::vector<Scalar>& rotated = rotated_scratch<Scalar>();
   if (rotated.size() < static_cast<size_t>(nu * block_keys)) rotated.resize(static_cast<size_t>(nu * block_keys));
@@ -133,7 +136,7 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
   Scalar* po = out.data<Scalar>();
   const int64_t max_row = first + kmax * B1 + L;
   std::vector<AttentionCapture::Row> captured(ctx.capture ? static_cast<size_t>(n) : 0);
-  std::vector<uint8_t> dropped(cmt ? static_cast<size_t>(NH * n) : 0, 0);  // per row: S(CMT) < cutoff
+  std::vector<uint8_t> dropped(cmt ? static_cast<size_t>(NH * n) : 0, 0);      // per row: S(CMT) < cutoff
   if (mass) mass->assign(static_cast<size_t>(NH * n), std::vector<double>());  // each thread fills its rows
 
   cpu::parallel_for(NH * n, max_row * HS * 2, [&](int64_t r0, int64_t r1) {

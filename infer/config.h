@@ -31,24 +31,24 @@ KeySearch parse_key_search(const std::string& s);  // "bounded" | "scan" | "appr
 const char* key_search_name(KeySearch s);
 
 struct InferConfig {
-  int64_t chunk_len = 250;       // raw tokens fed per step (the local context)
-  int64_t k = 4;                 // blocks retrieved per query (clamped to the blocks cached)
-  int64_t capacity = 0;          // keep only the newest S blocks (0: all)
+  int64_t chunk_len = 250;  // raw tokens fed per step (the local context)
+  int64_t k = 4;            // blocks retrieved per query (clamped to the blocks cached)
+  int64_t capacity = 0;     // keep only the newest S blocks (0: all)
   Granularity granularity = Granularity::TokenHead;
   PositionMode positions = PositionMode::Stingy;
-  std::string block_dir;         // non-empty: block K/V in files in this directory (slow memory, block_store.h)
-  bool kv_f16 = false;           // store block K/V as f16 (half the bytes; read back as f32)
-  bool blocks_on_device = false; // a CUDA session: block K/V stay in GPU memory (no offload to the host)
-  double cmt_cutoff = 0;         // models with a context-miss token: S(CMT) below this is set to 0
-                                 // for the gating of retrieved blocks (Appendix D); in [0, 1]
+  std::string block_dir;               // non-empty: block K/V in files in this directory (slow memory, block_store.h)
+  bool kv_f16 = false;                 // store block K/V as f16 (half the bytes; read back as f32)
+  bool blocks_on_device = false;       // a CUDA session: block K/V stay in GPU memory (no offload to the host)
+  double cmt_cutoff = 0;               // models with a context-miss token: S(CMT) below this is set to 0
+                                       // for the gating of retrieved blocks (Appendix D); in [0, 1]
   KeySearch search = KeySearch::Scan;  // how the top k is found (Scan and Bounded exact)
-  int64_t search_tiles = 16;     // KeySearch::Approx: tiles of 64 landmark keys scored per query, at most
-  int64_t standard_local = 0;    // eval of a standard model: each window read in independent pieces of
-                                 // this many tokens, no memory between them (Table 1's baseline row
-                                 // at l_local 360); 0: the whole window at once
-  bool decode_step = true;       // a one-token chunk through decode_step (infer/decode_step.h) where it
-                                 // fits: the same bits as the chunk path, faster; false: the chunk path
-                                 // always (tests and benchmarks compare the two)
+  int64_t search_tiles = 16;           // KeySearch::Approx: tiles of 64 landmark keys scored per query, at most
+  int64_t standard_local = 0;          // eval of a standard model: each window read in independent pieces of
+                                       // this many tokens, no memory between them (Table 1's baseline row
+                                       // at l_local 360); 0: the whole window at once
+  bool decode_step = true;             // a one-token chunk through decode_step (infer/decode_step.h) where it
+                                       // fits: the same bits as the chunk path, faster; false: the chunk path
+                                       // always (tests and benchmarks compare the two)
   void validate() const;
 };
 

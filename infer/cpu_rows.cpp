@@ -105,7 +105,8 @@ void rotate_gate(const LayerCache& cache, const ChunkContext& ctx, int64_t h, in
 
 }  // namespace
 
-template <class Scalar> void RowScratch<Scalar>::fit(int64_t max_row) {
+template <class Scalar>
+void RowScratch<Scalar>::fit(int64_t max_row) {
   const size_t m = static_cast<size_t>(max_row);
   for (auto* v : {&s, &w})
     if (v->size() < m) v->resize(m);
@@ -160,7 +161,7 @@ int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowIn
   for (int64_t j = 0; j < nloc; ++j) vrows[first + kb * B1 + j] = in.values + j * HS;
   const RowLayout layout = virtual_row_layout(cmt, ctx.cmt_cutoff, kb, F, in.local_kinds, nloc, scratch.kind.data(),
                                               scratch.block_of.data(), scratch.block_start.data());
-  gsm::row_forward<Scalar>(layout, static_cast<int>(len - 1), s, s, w);  // scores -> P' in place (allowed)
+  gsm::row_forward<Scalar>(layout, static_cast<int>(len - 1), s, s, w);   // scores -> P' in place (allowed)
   if (cmt && dropped) *dropped = gsm::cmt_dropped(s[0], ctx.cmt_cutoff);  // s[0] = P'(CMT), before the cutoff
   cpu::weighted_row_sum(w, vrows, len, HS, out);
   return len;
@@ -187,12 +188,12 @@ bool share_rotated_keys(int64_t distinct, int64_t pairs, int64_t copy_bytes) {
 
 template struct RowScratch<float>;
 template struct RowScratch<double>;
-template int64_t attend_row<float>(const LayerCache&, const ChunkContext&, const RowInput<float>&,
-                                   RowScratch<float>&, float*, uint8_t*);
+template int64_t attend_row<float>(const LayerCache&, const ChunkContext&, const RowInput<float>&, RowScratch<float>&,
+                                   float*, uint8_t*);
 template int64_t attend_row<double>(const LayerCache&, const ChunkContext&, const RowInput<double>&,
                                     RowScratch<double>&, double*, uint8_t*);
-template void rotate_block_keys<float>(const LayerCache&, const ChunkContext&, int64_t, int32_t, int64_t,
-                                       const float*, const float*, int64_t, float*);
+template void rotate_block_keys<float>(const LayerCache&, const ChunkContext&, int64_t, int32_t, int64_t, const float*,
+                                       const float*, int64_t, float*);
 template void rotate_block_keys<double>(const LayerCache&, const ChunkContext&, int64_t, int32_t, int64_t,
                                         const double*, const double*, int64_t, double*);
 

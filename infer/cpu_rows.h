@@ -46,7 +46,8 @@ std::vector<int32_t> block_places(const std::vector<int32_t>& chosen, const Chun
                                   int64_t first_gid);
 
 // Per-thread buffers of one virtual row, grown to the longest row seen.
-template <class Scalar> struct RowScratch {
+template <class Scalar>
+struct RowScratch {
   std::vector<Scalar> s, w;
   std::vector<Scalar> gate, zero_row;  // a retrieved block's gate key (HS); HS zeros (its value row)
   std::vector<int32_t> kind, block_of, block_start;
@@ -55,17 +56,18 @@ template <class Scalar> struct RowScratch {
 };
 
 // What one (head, query) row of step 3 reads.
-template <class Scalar> struct RowInput {
+template <class Scalar>
+struct RowInput {
   const Scalar* q = nullptr;                     // the rotated query (HS)
   const std::vector<int32_t>* chosen = nullptr;  // retrieved cached indices, ascending
   const std::vector<int32_t>* places = nullptr;  // their places, first positions (block_places)
   const Scalar* keys_t = nullptr;                // the head's rotated local keys, transposed: (HS, ld)
   int64_t ld = 0;
-  const Scalar* values = nullptr;                // the head's local values, (>= nloc, HS)
-  int64_t nloc = 0;                              // local keys the query sees: [tail | chunk up to it]
-  const int32_t* local_kinds = nullptr;          // their kinds
-  const Scalar* cos_t = nullptr;                 // the rotary tables transposed (RotaryCache::cos_cols),
-  const Scalar* sin_t = nullptr;                 // covering every place in `places`
+  const Scalar* values = nullptr;        // the head's local values, (>= nloc, HS)
+  int64_t nloc = 0;                      // local keys the query sees: [tail | chunk up to it]
+  const int32_t* local_kinds = nullptr;  // their kinds
+  const Scalar* cos_t = nullptr;         // the rotary tables transposed (RotaryCache::cos_cols),
+  const Scalar* sin_t = nullptr;         // covering every place in `places`
   int64_t cstride = 0;
   int64_t head = 0;
   // Optional: the chosen blocks' keys already rotated at their places, (HS, F+1) each, the gate
@@ -93,7 +95,7 @@ void rotate_block_keys(const LayerCache& cache, const ChunkContext& ctx, int64_t
 // its weights [CMT | blocks | local keys] afterwards. With a CMT (cache.cmt_key_rot defined),
 // *dropped is set when S(CMT) fell below ctx.cmt_cutoff.
 template <class Scalar>
-int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowInput<Scalar>& in, RowScratch<Scalar>& scratch,
-                   Scalar* out, uint8_t* dropped);
+int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowInput<Scalar>& in,
+                   RowScratch<Scalar>& scratch, Scalar* out, uint8_t* dropped);
 
 }  // namespace lm

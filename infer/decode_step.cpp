@@ -59,40 +59,54 @@ Share share_of(int64_t n, int t, int T) {
 
 // y[j] = x . W[j] (+ b[j]) for the owned rows j of W (out, in): what Linear::forward gives one row
 // (the GEMM's one-row path, cpu::gemv_rows, then the bias added).
-template <class Scalar> void linear_rows(const Scalar* x, const Scalar* W, const Scalar* b, int64_t in, Share s,
-                                         Scalar* y) {
+template <class Scalar>
+void linear_rows(const Scalar* x, const Scalar* W, const Scalar* b, int64_t in, Share s, Scalar* y) {
   cpu::gemv_rows(x, W, in, in, s.begin, s.end, y);
   if (b)
     for (int64_t j = s.begin; j < s.end; ++j) y[j] = y[j] + b[j];
 }
 
 // The weights of one layer as raw pointers (the tensors stay owned by the model).
-template <class Scalar> struct LayerWeights {
+template <class Scalar>
+struct LayerWeights {
   const Scalar *ln1_w, *ln1_b, *ln2_w, *ln2_b, *qkv_w, *qkv_b, *proj_w, *proj_b, *fc_w, *fc_b, *fc2_w, *fc2_b;
   double eps1, eps2;
 };
-template <class Scalar> const Scalar* ptr(const Var& v) {  // null for an absent bias
+template <class Scalar>
+const Scalar* ptr(const Var& v) {  // null for an absent bias
   if (!v.defined()) return nullptr;
   LM_CHECK(v.value().is_contiguous(), "decode_step: a weight " << describe(v.value()) << " is not contiguous");
   return v.value().data<Scalar>();
 }
 
 // Every layer's weights as raw pointers.
-template <class Scalar> std::vector<LayerWeights<Scalar>> layer_weights(const GPT& model, int64_t nl) {
+template <class Scalar>
+std::vector<LayerWeights<Scalar>> layer_weights(const GPT& model, int64_t nl) {
   std::vector<LayerWeights<Scalar>> lw(static_cast<size_t>(nl));
   for (int64_t l = 0; l < nl; ++l) {
     const Block& b = *model.blocks[static_cast<size_t>(l)];
-    lw[l] = {ptr<Scalar>(b.ln1.weight), ptr<Scalar>(b.ln1.bias), ptr<Scalar>(b.ln2.weight), ptr<Scalar>(b.ln2.bias),
-             ptr<Scalar>(b.attn.qkv.weight), ptr<Scalar>(b.attn.qkv.bias), ptr<Scalar>(b.attn.proj.weight),
-             ptr<Scalar>(b.attn.proj.bias), ptr<Scalar>(b.mlp.fc.weight), ptr<Scalar>(b.mlp.fc.bias),
-             ptr<Scalar>(b.mlp.proj.weight), ptr<Scalar>(b.mlp.proj.bias), b.ln1.eps, b.ln2.eps};
+    lw[l] = {ptr<Scalar>(b.ln1.weight),
+             ptr<Scalar>(b.ln1.bias),
+             ptr<Scalar>(b.ln2.weight),
+             ptr<Scalar>(b.ln2.bias),
+             ptr<Scalar>(b.attn.qkv.weight),
+             ptr<Scalar>(b.attn.qkv.bias),
+             ptr<Scalar>(b.attn.proj.weight),
+             ptr<Scalar>(b.attn.proj.bias),
+             ptr<Scalar>(b.mlp.fc.weight),
+             ptr<Scalar>(b.mlp.fc.bias),
+             ptr<Scalar>(b.mlp.proj.weight),
+             ptr<Scalar>(b.mlp.proj.bias),
+             b.ln1.eps,
+             b.ln2.eps};
   }
   return lw;
 }
 
 // The rotary rows every thread reads: transposed for the retrieved blocks' keys (RowInput), as
 // rows for the query and the local keys (row p: HS/2 values at + p * HS/2).
-template <class Scalar> struct RotaryRows {
+template <class Scalar>
+struct RotaryRows {
   const Scalar *cos_t, *sin_t, *cos_r, *sin_r;
   int64_t cstride;
 };
@@ -119,7 +133,8 @@ RotaryRows<Scalar> grow_rotary(RotaryCache& rope, const std::vector<int32_t>& po
 // activations (each value written by one thread between two barriers), every layer's new tail
 // (the old one and the token's key/value), and per layer what retrieval chose and whether S(CMT)
 // fell below the cutoff (per head).
-template <class Scalar> struct StepState {
+template <class Scalar>
+struct StepState {
   const GPT& model;
   std::vector<LayerCache>& layers;
   const ChunkContext& ctx0;
@@ -185,12 +200,16 @@ template <class Scalar> struct StepState {
 // One thread's part of a step: thread t of nt owns a share of every product's output columns and
 // of the heads; privately it keeps a layer norm's output and, per owned head, the rotated query
 // and local keys.
-template <class Scalar> struct Worker {
+template <class Scalar>
+struct Worker {
   Share cols3, cols, cols4, heads, vocab;
   std::vector<Scalar> ln, q, kt;
   Worker(const StepState<Scalar>& s, int t, int nt)
-      : cols3(share_of(3 * s.C, t, nt)), cols(share_of(s.C, t, nt)), cols4(share_of(s.H4, t, nt)),
-        heads(share_of(s.NH, t, nt)), vocab(share_of(s.V, t, nt)) {
+      : cols3(share_of(3 * s.C, t, nt)),
+        cols(share_of(s.C, t, nt)),
+        cols4(share_of(s.H4, t, nt)),
+        heads(share_of(s.NH, t, nt)),
+        vocab(share_of(s.V, t, nt)) {
     const int64_t owned = heads.end - heads.begin;
     ln.resize(static_cast<size_t>(s.C));
     q.resize(static_cast<size_t>(owned * s.HS));
@@ -199,7 +218,8 @@ template <class Scalar> struct Worker {
 };
 
 // Head h's new tail in layer l: the old tail, then the token's key and value from qkv.
-template <class Scalar> void new_tail(StepState<Scalar>& s, int64_t l, int64_t h) {
+template <class Scalar>
+void new_tail(StepState<Scalar>& s, int64_t l, int64_t h) {
   const int64_t HS = s.HS, L = s.L, tl = s.tl;
   const LayerCache& cache = s.layers[l];
   Scalar* nk = s.new_k[l].template data<Scalar>() + h * L * HS;
@@ -214,7 +234,8 @@ template <class Scalar> void new_tail(StepState<Scalar>& s, int64_t l, int64_t h
 
 // The query of head h at its position and the head's local keys at theirs, transposed (HS, L), as
 // the chunk path's rotary op and transpose give them, into the worker's private buffers.
-template <class Scalar> void rotate_head(const StepState<Scalar>& s, Worker<Scalar>& w, int64_t l, int64_t h) {
+template <class Scalar>
+void rotate_head(const StepState<Scalar>& s, Worker<Scalar>& w, int64_t l, int64_t h) {
   const int64_t HS = s.HS, L = s.L, half = HS / 2;
   const std::vector<int32_t>& positions = s.positions;
   Scalar* q_h = w.q.data() + (h - w.heads.begin) * HS;
@@ -259,7 +280,8 @@ void attend_head(StepState<Scalar>& s, Worker<Scalar>& w, const ChunkContext& ct
 // B. the owned heads of layer l: the new tail, rotary, retrieval (select_head), then the rows.
 // A store that must fetch its blocks first: a barrier after retrieval, one thread fetches every
 // head's blocks at once, then the rows.
-template <class Scalar> void attend_heads(StepState<Scalar>& s, Worker<Scalar>& w, const ChunkContext& ctx, int64_t l) {
+template <class Scalar>
+void attend_heads(StepState<Scalar>& s, Worker<Scalar>& w, const ChunkContext& ctx, int64_t l) {
   LayerCache& cache = s.layers[l];
   const int64_t nb = s.plans[l].nb;
   for (int64_t h = w.heads.begin; h < w.heads.end; ++h) {
@@ -287,7 +309,8 @@ template <class Scalar> void attend_heads(StepState<Scalar>& s, Worker<Scalar>& 
 }
 
 // Layer l, steps A to E, this worker's part; every step ends at a barrier.
-template <class Scalar> void layer_step(StepState<Scalar>& s, Worker<Scalar>& w, int64_t l) {
+template <class Scalar>
+void layer_step(StepState<Scalar>& s, Worker<Scalar>& w, int64_t l) {
   const LayerWeights<Scalar>& lw = s.lw[l];
   const int64_t C = s.C;
   ChunkContext ctx = s.ctx0;
@@ -315,7 +338,8 @@ template <class Scalar> void layer_step(StepState<Scalar>& s, Worker<Scalar>& w,
 }
 
 // Thread t of nt: every layer, then the owned logits (ln_f, then the tied embedding's rows).
-template <class Scalar> void run_thread(StepState<Scalar>& s, int t, int nt) {
+template <class Scalar>
+void run_thread(StepState<Scalar>& s, int t, int nt) {
   Worker<Scalar> w(s, t, nt);
   for (int64_t l = 0; l < s.nl; ++l) layer_step(s, w, l);
   cpu::layernorm_row(s.x.data(), s.lnf_w, s.lnf_b, s.C, s.model.ln_f.eps, w.ln.data());
@@ -324,7 +348,8 @@ template <class Scalar> void run_thread(StepState<Scalar>& s, int t, int nt) {
 
 // After the step: the token joins every layer's tail (it is regular: no block completes), and each
 // layer's record is what chunk_attention reports for a chunk of one.
-template <class Scalar> void finish_step(StepState<Scalar>& s, std::vector<RetrievalRecord>& log) {
+template <class Scalar>
+void finish_step(StepState<Scalar>& s, std::vector<RetrievalRecord>& log) {
   const bool cmt = s.layers[0].cmt_key_rot.defined();
   for (int64_t l = 0; l < s.nl; ++l) {
     LayerCache& cache = s.layers[l];
@@ -379,7 +404,8 @@ Tensor decode_step_impl(const GPT& model, std::vector<LayerCache>& layers, const
 Tensor decode_step(const GPT& model, std::vector<LayerCache>& layers, const ChunkContext& ctx, int32_t token,
                    const std::vector<int32_t>& positions, std::vector<RetrievalRecord>& log) {
   LM_CHECK(decode_step_fits(model, layers, ctx), "decode_step: this model, cache or context needs the chunk path");
-  if (model.wte.weight.dtype() == DType::F64) return decode_step_impl<double>(model, layers, ctx, token, positions, log);
+  if (model.wte.weight.dtype() == DType::F64)
+    return decode_step_impl<double>(model, layers, ctx, token, positions, log);
   return decode_step_impl<float>(model, layers, ctx, token, positions, log);
 }
 

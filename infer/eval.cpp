@@ -65,10 +65,11 @@ PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t
   const int64_t standard_read = cfg.standard_local > 0 ? std::min(cfg.standard_local, eval_length) : eval_length;
   LM_CHECK(landmark || standard_read <= model.config().block_size,
            "eval: a standard model reads at most its block size " << model.config().block_size << " tokens at once; "
-                                                                   << "got eval length " << eval_length
-                                                                   << " (--local splits a window into pieces)");
-  LM_CHECK(!landmark || cfg.standard_local == 0, "eval: --local reads a standard model's windows in pieces; a landmark "
-                                                 "model's local length is --chunk");
+                                                                  << "got eval length " << eval_length
+                                                                  << " (--local splits a window into pieces)");
+  LM_CHECK(!landmark || cfg.standard_local == 0,
+           "eval: --local reads a standard model's windows in pieces; a landmark "
+           "model's local length is --chunk");
   LM_CHECK(cfg.standard_local >= 0, "eval: --local must be at least 0, got " << cfg.standard_local);
   const int64_t windows = count_windows(static_cast<int64_t>(tokens.size()), eval_length, max_windows);
   PerplexityResult r;
@@ -129,9 +130,11 @@ PerplexityResult evaluate_perplexity_xl(const GPT& model, const std::vector<int3
                                         int64_t max_windows, const std::function<void(int64_t, int64_t)>& progress) {
   const GPTConfig& mc = model.config();
   LM_CHECK(!mc.landmark(), "eval: the Transformer-XL reading needs a standard model, not a landmark one");
-  LM_CHECK(model.device() == Device::CPU, "eval: a Transformer-XL model (xl_cache " << mc.xl_cache << ") runs on the CPU "
-                                                                                     << "only; use --device cpu");
-  const int64_t windows = count_windows(static_cast<int64_t>(tokens.size()), eval_length, max_windows), T = mc.block_size;
+  LM_CHECK(model.device() == Device::CPU, "eval: a Transformer-XL model (xl_cache " << mc.xl_cache
+                                                                                    << ") runs on the CPU "
+                                                                                    << "only; use --device cpu");
+  const int64_t windows = count_windows(static_cast<int64_t>(tokens.size()), eval_length, max_windows),
+                T = mc.block_size;
   PerplexityResult r;
   const auto t0 = std::chrono::steady_clock::now();
   double total = 0;
@@ -146,7 +149,8 @@ PerplexityResult evaluate_perplexity_xl(const GPT& model, const std::vector<int3
       Tensor logits = model.forward_xl(from_vector(piece, {1, n}), cache, &cache).value().squeeze(0);
       // Added to the total piece by piece, in the order the standard reading adds its windows (the
       // M = 0 test compares the two bit for bit); the window's own sum feeds the bootstrap.
-      const double piece_nats = cross_entropy(logits, from_vector(next, {n})).to(DType::F64).item() * static_cast<double>(n);
+      const double piece_nats =
+          cross_entropy(logits, from_vector(next, {n})).to(DType::F64).item() * static_cast<double>(n);
       total += piece_nats;
       window_nats += piece_nats;
       r.tokens += n;
@@ -207,11 +211,11 @@ PerplexityInterval bootstrap_perplexity_interval(const PerplexityResult& r, doub
 PairedRatio paired_bootstrap_ratio(const PerplexityResult& a, int64_t length_a, const PerplexityResult& b,
                                    int64_t length_b, double level, int64_t resamples, uint64_t seed) {
   check_bootstrap_args(level, resamples, "paired bootstrap");
-  LM_CHECK(length_a >= 1 && length_b >= 1, "paired bootstrap: evaluation lengths must be positive, got "
-                                               << length_a << " and " << length_b);
+  LM_CHECK(length_a >= 1 && length_b >= 1,
+           "paired bootstrap: evaluation lengths must be positive, got " << length_a << " and " << length_b);
   const int64_t span = std::max(length_a, length_b), shorter = std::min(length_a, length_b);
-  LM_CHECK(span % shorter == 0, "paired bootstrap: the longer evaluation length (" << span
-                                    << ") must be a multiple of the shorter (" << shorter
+  LM_CHECK(span % shorter == 0, "paired bootstrap: the longer evaluation length ("
+                                    << span << ") must be a multiple of the shorter (" << shorter
                                     << "), so that its windows cover whole windows of the other");
   const std::pair<const PerplexityResult*, int64_t> sides[2] = {{&a, length_a}, {&b, length_b}};
   for (const auto& [r, L] : sides) {
@@ -233,9 +237,9 @@ PairedRatio paired_bootstrap_ratio(const PerplexityResult& a, int64_t length_a, 
   };
   const int64_t spans = std::min(static_cast<int64_t>(a.window_nll.size()) / (span / length_a),
                                  static_cast<int64_t>(b.window_nll.size()) / (span / length_b));
-  LM_CHECK(spans >= 1, "paired bootstrap: no window of length " << span << " is covered by both evaluations ("
-                                                               << a.window_nll.size() << " windows of " << length_a
-                                                               << ", " << b.window_nll.size() << " of " << length_b << ")");
+  LM_CHECK(spans >= 1, "paired bootstrap: no window of length "
+                           << span << " is covered by both evaluations (" << a.window_nll.size() << " windows of "
+                           << length_a << ", " << b.window_nll.size() << " of " << length_b << ")");
   const std::vector<double> sa = span_sums(a, length_a, spans), sb = span_sums(b, length_b, spans);
   PairedRatio out;
   out.spans = spans;
@@ -264,8 +268,8 @@ PairedRatio paired_bootstrap_ratio(const PerplexityResult& a, int64_t length_a, 
 }
 
 void write_window_sums(const std::string& path, const PerplexityResult& r, int64_t eval_length) {
-  LM_CHECK(r.window_nll.size() == r.window_tokens.size(), "window sums: " << r.window_nll.size() << " sums but "
-                                                                          << r.window_tokens.size() << " token counts");
+  LM_CHECK(r.window_nll.size() == r.window_tokens.size(),
+           "window sums: " << r.window_nll.size() << " sums but " << r.window_tokens.size() << " token counts");
   std::string out = "window\tfirst_token\ttokens\tnats\n";
   char line[128];
   for (size_t w = 0; w < r.window_nll.size(); ++w) {
@@ -304,7 +308,8 @@ PerplexityResult read_window_sums(const std::string& path, int64_t* eval_length)
                                                                << " starting at token " << first << ", expected window "
                                                                << r.windows << " at token " << r.windows * L);
     LM_CHECK(std::isfinite(nats) && nats >= 0, "window sums: " << path << " line " << lineno
-                                                               << ": the nats must be finite and not negative, got " << nats);
+                                                               << ": the nats must be finite and not negative, got "
+                                                               << nats);
     r.window_nll.push_back(nats);
     r.window_tokens.push_back(tokens);
     ++r.windows;

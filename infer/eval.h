@@ -18,20 +18,20 @@
 namespace lm {
 
 struct PerplexityResult {
-  int64_t windows = 0, tokens = 0;  // tokens scored
-  double nll = 0;                   // mean negative log-likelihood (nats per token)
-  std::vector<double> window_nll;   // per window: its summed nats (the bootstrap's unit)
+  int64_t windows = 0, tokens = 0;     // tokens scored
+  double nll = 0;                      // mean negative log-likelihood (nats per token)
+  std::vector<double> window_nll;      // per window: its summed nats (the bootstrap's unit)
   std::vector<int64_t> window_tokens;  // per window: the tokens it scored
   double perplexity() const;
-  std::vector<int64_t> unique_blocks;  // per window and layer: penultimate chunk's unique blocks
+  std::vector<int64_t> unique_blocks;        // per window and layer: penultimate chunk's unique blocks
   std::vector<int64_t> unique_blocks_layer;  // the layer of each entry of unique_blocks
   // The mean of unique_blocks per layer (entry l: layer l; 0 for a layer with no entry): which
   // layers retrieve few distinct blocks (Appendix F's low mode).
   std::vector<double> unique_by_layer() const;
-  int64_t cached_at_penultimate = 0;   // blocks in the cache then (the histogram's upper end)
+  int64_t cached_at_penultimate = 0;  // blocks in the cache then (the histogram's upper end)
   // Over every (chunk, layer) that had at least one cached block:
-  int64_t retrieval_steps = 0;     // such (chunk, layer) pairs
-  int64_t fetched = 0;             // blocks retrieved, one per member of each distinct set
+  int64_t retrieval_steps = 0;      // such (chunk, layer) pairs
+  int64_t fetched = 0;              // blocks retrieved, one per member of each distinct set
   int64_t unique = 0, queries = 0;  // distinct blocks per (chunk, layer), and the queries there
   double fetched_per_step() const;  // Table 2's "Blocks": per chunk and layer
   double unique_per_token() const;  // distinct blocks of a chunk and layer over its queries

@@ -19,7 +19,8 @@ namespace {
 
 // The `top` most probable next tokens of one row of logits (V values), best first (ties to the
 // smaller id), and the probability of token `next` (-1: none), by a softmax in f64.
-void next_tokens(const double* logits, int64_t V, int64_t top, int32_t next, int32_t* ids, double* probs, double* p_next) {
+void next_tokens(const double* logits, int64_t V, int64_t top, int32_t next, int32_t* ids, double* probs,
+                 double* p_next) {
   double mx = -INFINITY, z = 0;
   for (int64_t v = 0; v < V; ++v) mx = std::max(mx, logits[v]);
   for (int64_t v = 0; v < V; ++v) z += std::exp(logits[v] - mx);
@@ -39,10 +40,12 @@ void next_tokens(const double* logits, int64_t V, int64_t top, int32_t next, int
 ExploreData explore_tokens(const GPT& model, const InferConfig& cfg, const std::vector<int32_t>& ids,
                            int32_t landmark_id, int32_t cmt_id, int64_t top) {
   LM_CHECK(!ids.empty(), "explore: the text has no tokens");
-  LM_CHECK(model.device() == Device::CPU, "explore: the model must be on the CPU (the attention per row is recorded "
-                                          "by the CPU rows)");
-  LM_CHECK(cfg.search == KeySearch::Scan, "explore: needs --search scan (the bounded and approximate searches do not "
-                                          "score every block they could choose, so they have no scores to show)");
+  LM_CHECK(model.device() == Device::CPU,
+           "explore: the model must be on the CPU (the attention per row is recorded "
+           "by the CPU rows)");
+  LM_CHECK(cfg.search == KeySearch::Scan,
+           "explore: needs --search scan (the bounded and approximate searches do not "
+           "score every block they could choose, so they have no scores to show)");
   const GPTConfig& mc = model.config();
   const int64_t V = mc.vocab_size, n = static_cast<int64_t>(ids.size());
   LM_CHECK(top >= 1 && top <= V, "explore: the next-token list must hold 1.." << V << " tokens, got " << top);

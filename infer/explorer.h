@@ -28,14 +28,14 @@ struct ExploreData {
   std::vector<int32_t> ids;  // the raw tokens read (n)
   // Row (r, l, h) for raw token r, layer l, head h: row(r, l, h) = (r * n_layer + l) * n_head + h.
   // The queries at landmark positions are not kept (they predict nothing and are not shown).
-  std::vector<int32_t> blocks;  // (rows, max_blocks) global block indices, chronological; -1 past the row's count
-  std::vector<double> scores;   // (rows, max_blocks) each block's landmark score (RetrievalTrace::Step::score)
-  std::vector<double> mass;     // (rows, max_blocks + 2) weight on each retrieved block, then the tail, the chunk
-  int64_t top = 0;                 // next-token candidates kept per token
-  std::vector<int32_t> top_ids;    // (n, top) the most probable next tokens, best first
-  std::vector<double> top_probs;   // (n, top) their probabilities
-  std::vector<double> next_prob;   // (n) the probability given to the text's next token (the last: -1)
-  std::vector<int64_t> key_blocks; // blocks that hold a pass key, ascending (marked on the page)
+  std::vector<int32_t> blocks;      // (rows, max_blocks) global block indices, chronological; -1 past the row's count
+  std::vector<double> scores;       // (rows, max_blocks) each block's landmark score (RetrievalTrace::Step::score)
+  std::vector<double> mass;         // (rows, max_blocks + 2) weight on each retrieved block, then the tail, the chunk
+  int64_t top = 0;                  // next-token candidates kept per token
+  std::vector<int32_t> top_ids;     // (n, top) the most probable next tokens, best first
+  std::vector<double> top_probs;    // (n, top) their probabilities
+  std::vector<double> next_prob;    // (n) the probability given to the text's next token (the last: -1)
+  std::vector<int64_t> key_blocks;  // blocks that hold a pass key, ascending (marked on the page)
   int64_t rows() const { return static_cast<int64_t>(ids.size()) * n_layer * n_head; }
   int64_t row(int64_t r, int64_t l, int64_t h) const { return (r * n_layer + l) * n_head + h; }
 };
@@ -61,9 +61,9 @@ std::string retrieval_tsv(const ExploreData& d);
 
 // What the page says about where the data came from.
 struct ExplorePage {
-  std::string title;   // e.g. the text file's name
-  std::string model;   // e.g. "2 layers, 4 heads, d 64, F 50" and the checkpoint
-  int64_t select = 0;  // the token selected when the URL has no #pos=N
+  std::string title;     // e.g. the text file's name
+  std::string model;     // e.g. "2 layers, 4 heads, d 64, F 50" and the checkpoint
+  int64_t select = 0;    // the token selected when the URL has no #pos=N
   int64_t passkey = -1;  // the pass key, when the text has one (named beside its blocks)
 };
 

@@ -5,10 +5,9 @@
 #include <cmath>
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "infer/explorer.h"
 #include "tensor/check.h"
@@ -77,11 +76,16 @@ std::string valid_utf8(const std::string& s) {
 std::string html_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
-    if (c == '&') out += "&amp;";
-    else if (c == '<') out += "&lt;";
-    else if (c == '>') out += "&gt;";
-    else if (c == '"') out += "&quot;";
-    else out += c;
+    if (c == '&')
+      out += "&amp;";
+    else if (c == '<')
+      out += "&lt;";
+    else if (c == '>')
+      out += "&gt;";
+    else if (c == '"')
+      out += "&quot;";
+    else
+      out += c;
   }
   return out;
 }
@@ -118,9 +122,11 @@ std::string explorer_text(const ExploreData& d, const Tokenizer& tok) {
   std::string text;
   const std::set<int64_t> keys(d.key_blocks.begin(), d.key_blocks.end());
   for (int64_t g = 0; g * F < n; ++g) {
-    text += "<span class=\"b" + std::string(keys.count(g) ? " key" : "") + "\" data-block=\"" + std::to_string(g) + "\">";
+    text +=
+        "<span class=\"b" + std::string(keys.count(g) ? " key" : "") + "\" data-block=\"" + std::to_string(g) + "\">";
     for (int64_t r = g * F; r < std::min(n, (g + 1) * F); ++r)
-      text += "<span data-pos=\"" + std::to_string(r) + "\">" + html_escape(valid_utf8(tok.decode({d.ids[r]}))) + "</span>";
+      text +=
+          "<span data-pos=\"" + std::to_string(r) + "\">" + html_escape(valid_utf8(tok.decode({d.ids[r]}))) + "</span>";
     if ((g + 1) * F <= n) text += "<span class=\"lm\" title=\"landmark of block " + std::to_string(g) + "\"></span>";
     text += "</span>";
   }
@@ -132,7 +138,7 @@ nlohmann::json explorer_json(const ExploreData& d, const Tokenizer& tok, const E
   const int64_t n = static_cast<int64_t>(d.ids.size()), S = d.max_blocks;
   Packer blocks, scores, mass, top_ids, top_probs, next_prob, ids;
   for (int64_t i = 0; i < d.rows() * S; ++i) {
-    blocks.u16(d.blocks[i] + 1);                         // 0: no block in this slot
+    blocks.u16(d.blocks[i] + 1);                                     // 0: no block in this slot
     scores.u16(quantize(d.scores[i], 100, -32767, 32767) & 0xffff);  // int16, 0.01 steps
   }
   for (double m : d.mass) mass.u8(quantize(m, 255, 0, 255));
@@ -181,8 +187,10 @@ std::string script_safe(const nlohmann::json& j) {
   std::string data;
   data.reserve(dumped.size());
   for (char ch : dumped) {
-    if (ch == '<') data += "\\u003c";
-    else data += ch;
+    if (ch == '<')
+      data += "\\u003c";
+    else
+      data += ch;
   }
   return data;
 }
@@ -196,16 +204,17 @@ std::string explorer_html(const ExploreData& d, const Tokenizer& tok, const Expl
   for (int32_t id : d.ids)
     LM_CHECK(id >= 0 && id < tok.vocab_size(), "explorer: token " << id << " is outside the tokenizer's vocabulary");
   const InferConfig& c = d.cfg;
-  const std::string settings = "k " + std::to_string(c.k) + ", chunks of " + std::to_string(c.chunk_len) +
-                               " tokens, " + position_mode_name(c.positions) + " positions, " +
-                               granularity_name(c.granularity) + " granularity" +
+  const std::string settings = "k " + std::to_string(c.k) + ", chunks of " + std::to_string(c.chunk_len) + " tokens, " +
+                               position_mode_name(c.positions) + " positions, " + granularity_name(c.granularity) +
+                               " granularity" +
                                (c.capacity > 0 ? ", capacity " + std::to_string(c.capacity) + " blocks" : "");
-  return fill_placeholders(kExplorerTemplate, {{"TITLE", html_escape(valid_utf8(page.title))},
-                                        {"MODEL", html_escape(valid_utf8(page.model))},
-                                        {"SETTINGS", html_escape(settings + "; " + std::to_string(n) + " tokens, " +
-                                                                 std::to_string(F) + " per block")},
-                                        {"TEXT", explorer_text(d, tok)},
-                                        {"DATA", script_safe(explorer_json(d, tok, page))}});
+  return fill_placeholders(
+      kExplorerTemplate,
+      {{"TITLE", html_escape(valid_utf8(page.title))},
+       {"MODEL", html_escape(valid_utf8(page.model))},
+       {"SETTINGS", html_escape(settings + "; " + std::to_string(n) + " tokens, " + std::to_string(F) + " per block")},
+       {"TEXT", explorer_text(d, tok)},
+       {"DATA", script_safe(explorer_json(d, tok, page))}});
 }
 
 }  // namespace lm

@@ -11,14 +11,17 @@
 #include "nn/functional.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/create.h"
-#include "tensor/ops.h"
 #include "tensor/elementwise_math.h"
+#include "tensor/ops.h"
 #include "tensor/rng.h"
 
 namespace lm {
 
 FullKVCache::FullKVCache(const GPT& model, int64_t capacity, bool tensor_ops)
-    : model_(model), capacity_(capacity), NH_(model.config().n_head), HS_(model.config().head_size()),
+    : model_(model),
+      capacity_(capacity),
+      NH_(model.config().n_head),
+      HS_(model.config().head_size()),
       tensor_ops_(tensor_ops || model.device() != Device::CPU) {
   LM_CHECK(model.wte.weight.dtype() == DType::F32, "FullKVCache: needs an f32 model");
   LM_CHECK(capacity > 0, "FullKVCache: capacity must be positive");
@@ -74,7 +77,7 @@ Tensor FullKVCache::step_tensor_ops(int32_t token) {
     kt_[l].narrow(1, len_, 1).copy_(rotary(qkv.select(0, 1).unsqueeze(0), rot).reshape({NH, 1, HS}));
     vt_[l].narrow(1, len_, 1).copy_(qkv.select(0, 2));
     Tensor w = softmax(mul(matmul(q, kt_[l].narrow(1, 0, N), false, true), scale));  // (NH, 1, N)
-    Tensor y = matmul(w, vt_[l].narrow(1, 0, N));                                      // (NH, 1, HS)
+    Tensor y = matmul(w, vt_[l].narrow(1, 0, N));                                    // (NH, 1, HS)
     x = add(x, blk.attn.proj.forward(Var(y.reshape({1, 1, C}))));
     x = add(x, blk.mlp.forward(blk.ln2.forward(x)));
   }
@@ -94,7 +97,8 @@ Tensor FullKVCache::step(int32_t token) {
   for (size_t l = 0; l < k_.size(); ++l) {
     const Block& blk = *model_.blocks[l];
     Tensor qkv = blk.attn.qkv.forward(blk.ln1.forward(x)).value().reshape({3, NH, 1, HS});
-    Tensor q = rotary(qkv.select(0, 0).unsqueeze(0), rot).contiguous(), k = rotary(qkv.select(0, 1).unsqueeze(0), rot).contiguous();
+    Tensor q = rotary(qkv.select(0, 0).unsqueeze(0), rot).contiguous(),
+           k = rotary(qkv.select(0, 1).unsqueeze(0), rot).contiguous();
     Tensor v = qkv.select(0, 2).contiguous();
     float *K = k_[l].data(), *Vc = v_[l].data();
     for (int64_t h = 0; h < NH; ++h) {

@@ -34,7 +34,7 @@ std::vector<int32_t> generate_from(InferenceSession& session, Tensor logits, int
 // landmark in it free).
 std::vector<int32_t> generate_windowed(const GPT& model, const std::vector<int32_t>& prompt, int64_t window,
                                        int64_t max_new, const SampleOptions& o,
-                                       const std::function<bool(int32_t)>& stop = nullptr,
-                                       int32_t landmark_id = -1, int32_t cmt_id = -1);
+                                       const std::function<bool(int32_t)>& stop = nullptr, int32_t landmark_id = -1,
+                                       int32_t cmt_id = -1);
 
 }  // namespace lm

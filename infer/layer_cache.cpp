@@ -27,17 +27,20 @@ LayerCache::LayerCache(int64_t nh, int64_t f, int64_t hs, DType dt, int64_t capa
   if (indexed) {
     LM_CHECK(dev == Device::CPU && (dt == DType::F32 || dt == DType::F64),
              "LayerCache: the landmark key index is for f32 or f64 caches on the CPU, not " << dtype_name(dt) << " on "
-                                                                                           << device_name(dev));
+                                                                                            << device_name(dev));
     for (int64_t h = 0; h < nh; ++h) {
-      if (dt == DType::F32) index_f32.emplace_back(hs);
-      else index_f64.emplace_back(hs);
+      if (dt == DType::F32)
+        index_f32.emplace_back(hs);
+      else
+        index_f64.emplace_back(hs);
     }
   }
 }
 
 Tensor LayerCache::landmark_keys_rot_t() const { return keys_rot_t_buf.narrow(2, key_begin, key_count); }
 
-Tensor LayerCache::gate_keys(const std::vector<int32_t>& blocks, const std::vector<int32_t>& turns, RotaryCache& rope) const {
+Tensor LayerCache::gate_keys(const std::vector<int32_t>& blocks, const std::vector<int32_t>& turns,
+                             RotaryCache& rope) const {
   LM_CHECK(!indexed && blocks.size() == turns.size(),
            "LayerCache::gate_keys: " << blocks.size() << " blocks and " << turns.size() << " turns, from a "
                                      << (indexed ? "cache with a key index (use scored_key)" : "scan cache"));
@@ -53,7 +56,8 @@ Tensor LayerCache::gate_keys(const std::vector<int32_t>& blocks, const std::vect
   std::vector<int32_t> at(static_cast<size_t>(P * NH * HS));
   for (int64_t p = 0; p < P; ++p)
     for (int64_t e = 0; e < NH * HS; ++e)
-      at[static_cast<size_t>(p * NH * HS + e)] = static_cast<int32_t>(e * key_capacity + key_begin + blocks[static_cast<size_t>(p)]);
+      at[static_cast<size_t>(p * NH * HS + e)] =
+          static_cast<int32_t>(e * key_capacity + key_begin + blocks[static_cast<size_t>(p)]);
   const Tensor kept =
       embedding(keys_rot_t_buf.reshape({NH * HS * key_capacity, 1}), from_vector(at, {P * NH * HS}).to(device))
           .reshape({P, NH, 1, HS});
@@ -64,18 +68,20 @@ Tensor LayerCache::gate_keys(const std::vector<int32_t>& blocks, const std::vect
 
 namespace {
 // Appends each head's landmark key of one block to the index: rot is (NH, 1, HS).
-template <class Scalar> void index_append(std::vector<LandmarkKeyIndex<Scalar>>& index, const Tensor& rot) {
+template <class Scalar>
+void index_append(std::vector<LandmarkKeyIndex<Scalar>>& index, const Tensor& rot) {
   const Tensor r = rot.contiguous();
   const int64_t HS = r.size(2);
   for (size_t h = 0; h < index.size(); ++h) index[h].append(r.data<Scalar>() + h * HS);
 }
-template <class Scalar> void index_keep_newest(std::vector<LandmarkKeyIndex<Scalar>>& index, int64_t held) {
+template <class Scalar>
+void index_keep_newest(std::vector<LandmarkKeyIndex<Scalar>>& index, int64_t held) {
   for (auto& ix : index) ix.drop_oldest(ix.size() - held);
 }
 }  // namespace
 
-int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& kinds, RotaryCache& rope,
-                           PositionMode positions, int64_t first_gid) {
+int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& kinds,
+                           RotaryCache& rope, PositionMode positions, int64_t first_gid) {
   const int64_t L = k_loc.size(1);
   LM_CHECK(static_cast<int64_t>(kinds.size()) == L, "LayerCache: " << kinds.size() << " kinds for " << L << " keys");
   LM_CHECK(k_loc.device() == device && v_loc.device() == device,
@@ -116,10 +122,13 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
     store->append(kb, vb);
     const int64_t gid = first_gid + completed;
     const int32_t p = static_cast<int32_t>(positions == PositionMode::Exact ? gid * (F + 1) + F : F);
-    const Tensor key = k_loc.narrow(1, j, 1), key_rot = rotary(key.unsqueeze(0), rope.range(p, 1)).squeeze(0);  // (NH, 1, HS)
+    const Tensor key = k_loc.narrow(1, j, 1),
+                 key_rot = rotary(key.unsqueeze(0), rope.range(p, 1)).squeeze(0);  // (NH, 1, HS)
     if (indexed) {
-      if (dtype == DType::F32) index_append(index_f32, key_rot);
-      else index_append(index_f64, key_rot);
+      if (dtype == DType::F32)
+        index_append(index_f32, key_rot);
+      else
+        index_append(index_f64, key_rot);
     } else {
       const int64_t col = key_begin + key_count;
       keys_rot_t_buf.narrow(2, col, 1).copy_(key_rot.transpose(1, 2));
@@ -131,8 +140,10 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
   // Keep as many landmark keys as the store keeps blocks (its capacity): the newest.
   const int64_t held = store->size();
   if (completed > 0 && indexed) {
-    if (dtype == DType::F32) index_keep_newest(index_f32, held);
-    else index_keep_newest(index_f64, held);
+    if (dtype == DType::F32)
+      index_keep_newest(index_f32, held);
+    else
+      index_keep_newest(index_f64, held);
   } else if (key_count > held) {
     key_begin += key_count - held;
     key_count = held;

@@ -42,7 +42,8 @@ struct LayerCache {
   bool indexed = false;
   std::vector<LandmarkKeyIndex<float>> index_f32;
   std::vector<LandmarkKeyIndex<double>> index_f64;
-  template <class Scalar> const std::vector<LandmarkKeyIndex<Scalar>>& index() const;
+  template <class Scalar>
+  const std::vector<LandmarkKeyIndex<Scalar>>& index() const;
   int64_t blocks() const { return store->size(); }
   // Without an index: the landmark keys of the cached blocks, oldest first, on `device`, rotated
   // once, when they were cached, at the position retrieval scores most of them at (slot 0's
@@ -56,7 +57,8 @@ struct LayerCache {
   Tensor keys_rot_t_buf;  // (NH, HS, key_capacity)
   // Block b's landmark key (b = 0 the oldest held) for head h as kept (rotated at its scoring
   // position), read in place on the host: feature d at key[d * *stride]. CPU caches, either form.
-  template <class Scalar> const Scalar* scored_key(int64_t h, int64_t b, int64_t* stride) const;
+  template <class Scalar>
+  const Scalar* scored_key(int64_t h, int64_t b, int64_t* stride) const;
   // The gates of retrieved blocks as tensors on `device` (what the tensor-op and CUDA rows use):
   // for set p, block blocks[p]'s landmark key rotated on by turns[p] positions (gate_turn), as
   // (P, NH, 1, HS). Scan caches only (not `indexed`).
@@ -79,10 +81,17 @@ struct LayerCache {
                  PositionMode positions, int64_t first_gid);
 };
 
-template <> inline const std::vector<LandmarkKeyIndex<float>>& LayerCache::index<float>() const { return index_f32; }
-template <> inline const std::vector<LandmarkKeyIndex<double>>& LayerCache::index<double>() const { return index_f64; }
+template <>
+inline const std::vector<LandmarkKeyIndex<float>>& LayerCache::index<float>() const {
+  return index_f32;
+}
+template <>
+inline const std::vector<LandmarkKeyIndex<double>>& LayerCache::index<double>() const {
+  return index_f64;
+}
 
-template <class Scalar> const Scalar* LayerCache::scored_key(int64_t h, int64_t b, int64_t* stride) const {
+template <class Scalar>
+const Scalar* LayerCache::scored_key(int64_t h, int64_t b, int64_t* stride) const {
   if (indexed) return index<Scalar>()[static_cast<size_t>(h)].rotated_key(b, stride);
   *stride = key_capacity;
   return keys_rot_t_buf.data<Scalar>() + h * HS * key_capacity + key_begin + b;
@@ -100,8 +109,8 @@ inline int64_t gate_turn(PositionMode m, int64_t place) { return m == PositionMo
 // their angles, so this is the key rotated at its scoring position plus the turn, up to rounding (a
 // few ulps).
 template <class Scalar>
-inline void rotate_key_on(const Scalar* key, int64_t stride, const Scalar* cs, const Scalar* sn, int64_t cstep, int64_t HS,
-                          Scalar* out, int64_t out_stride = 1) {
+inline void rotate_key_on(const Scalar* key, int64_t stride, const Scalar* cs, const Scalar* sn, int64_t cstep,
+                          int64_t HS, Scalar* out, int64_t out_stride = 1) {
   for (int64_t i = 0; i < HS / 2; ++i)
     nnmath::rotate_pair(key[(2 * i) * stride], key[(2 * i + 1) * stride], cs[i * cstep], sn[i * cstep],
                         out[(2 * i) * out_stride], out[(2 * i + 1) * out_stride]);

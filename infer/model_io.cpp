@@ -23,10 +23,11 @@ LoadedModel load_trained_model(const std::string& path, Device device) {
   const GPTConfig config = gpt_config_from_json(ck.metadata["model"]);
   check_config_fits_checkpoint(config, ck, path);
   LM_CHECK(m.tokenizer->vocab_size() == config.vocab_size,
-           "load: " << path << ": the tokenizer has " << m.tokenizer->vocab_size() << " tokens but the model's vocabulary is "
-                    << config.vocab_size << " (the metadata's tokenizer is not the model's)");
-  const nlohmann::json& fp = ck.metadata.contains("tokenizer_fingerprint") ? ck.metadata["tokenizer_fingerprint"]
-                                                                             : nlohmann::json();
+           "load: " << path << ": the tokenizer has " << m.tokenizer->vocab_size()
+                    << " tokens but the model's vocabulary is " << config.vocab_size
+                    << " (the metadata's tokenizer is not the model's)");
+  const nlohmann::json& fp =
+      ck.metadata.contains("tokenizer_fingerprint") ? ck.metadata["tokenizer_fingerprint"] : nlohmann::json();
   LM_CHECK(fp.is_string(), "load: " << path << ": the metadata's 'tokenizer_fingerprint' is "
                                     << (fp.is_null() ? std::string("missing") : "not a string: " + fp.dump())
                                     << " (training records it; without it a changed tokenizer cannot be told)");

@@ -3,9 +3,8 @@
 #pragma once
 
 #include <memory>
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "nn/gpt.h"
 #include "train/tokenizer.h"

@@ -27,15 +27,15 @@ const char* passkey_scoring_name(PasskeyScoring s);
 
 struct PasskeyOptions {
   int64_t trials = 20;
-  uint64_t seed = 2023;         // keys and key positions
-  int64_t window = 0;           // > 0: the model sees only its last `window` tokens (the baseline)
+  uint64_t seed = 2023;  // keys and key positions
+  int64_t window = 0;    // > 0: the model sees only its last `window` tokens (the baseline)
   PasskeyScoring scoring = PasskeyScoring::Strict;
-  bool recall = false;          // measure retrieval recall (landmark path only)
-  double depth = -1;            // < 0: the key at a random filler boundary; [0, 1]: at this fraction
+  bool recall = false;  // measure retrieval recall (landmark path only)
+  double depth = -1;    // < 0: the key at a random filler boundary; [0, 1]: at this fraction
 };
 
 struct PasskeyResult {
-  int64_t length = 0;     // requested prompt length (tokens)
+  int64_t length = 0;  // requested prompt length (tokens)
   int64_t trials = 0, correct = 0;
   double seconds = 0;
   // Per trial, in trial order: the key asked for, the model's decoded answer (what was scored)

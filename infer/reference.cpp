@@ -160,10 +160,10 @@ Vec att_weight(const std::vector<RowKey>& row, const Vec& q, double cutoff, bool
   // AttWeight_ij, case by case.
   Vec w(static_cast<size_t>(len));
   for (int64_t j = 0; j < len; ++j)
-    w[j] = p[j] == j || j == cmt         ? 0                         // landmarks and the CMT
-           : group(j) == p[i]            ? S[j]                      // G_ij = G_ii: the query's group
-           : row[p[j]].kind == kLandmark ? S[j] * S[p[j]]            // gated by a free landmark
-                                         : S[j] * S[p[j]] * S_cmt;   // by a controlled one and the CMT
+    w[j] = p[j] == j || j == cmt         ? 0                        // landmarks and the CMT
+           : group(j) == p[i]            ? S[j]                     // G_ij = G_ii: the query's group
+           : row[p[j]].kind == kLandmark ? S[j] * S[p[j]]           // gated by a free landmark
+                                         : S[j] * S[p[j]] * S_cmt;  // by a controlled one and the CMT
   return w;
 }
 
@@ -173,7 +173,7 @@ struct CachedInference::Impl {
   const int64_t F = g.landmark_every, NH = g.n_head, HS = g.head_size(), C = g.n_embd, V = g.vocab_size;
   const double base = g.rotary_base;
   const int32_t landmark_id;
-  const Vec wte;                          // (V, C): the token embedding
+  const Vec wte;                             // (V, C): the token embedding
   const Dense tied{wte, Vec(V, 0.0), C, V};  // the output head, tied to it: x -> wte x
   Norm ln_f;
   std::vector<LayerWeights> w;
@@ -185,8 +185,8 @@ struct CachedInference::Impl {
       : g(m.config()), cfg(c), landmark_id(landmark), wte(values(m.wte.weight)) {
     ln_f = norm_of(m.ln_f);
     for (const auto& b : m.blocks)
-      w.push_back({norm_of(b->ln1), norm_of(b->ln2), dense_of(b->attn.qkv), dense_of(b->attn.proj),
-                   dense_of(b->mlp.fc), dense_of(b->mlp.proj)});
+      w.push_back({norm_of(b->ln1), norm_of(b->ln2), dense_of(b->attn.qkv), dense_of(b->attn.proj), dense_of(b->mlp.fc),
+                   dense_of(b->mlp.proj)});
     layers.resize(w.size());
   }
 

@@ -24,11 +24,12 @@ namespace {
 // where they lie in the cache's buffer (LayerCache::keys_rot_t_buf, leading dimension its
 // capacity), then the k newest rescored in place (rotate_pair, as the rotary op; a dot product
 // per query); the scale is applied as each score is written.
-template <class Scalar> void cpu_scores(const LayerCache& cache, const ChunkContext& ctx, const Scalar* q, int64_t n,
-                                        Scalar* out) {
+template <class Scalar>
+void cpu_scores(const LayerCache& cache, const ChunkContext& ctx, const Scalar* q, int64_t n, Scalar* out) {
   const int64_t NH = cache.NH, HS = cache.HS, nb = cache.key_count, cap = cache.key_capacity;
   if (nb == 0 || n == 0) return;
-  const Scalar* rot_t = cache.keys_rot_t_buf.data<Scalar>() + cache.key_begin;  // head h: (HS, nb) at + h * HS * cap, ld cap
+  const Scalar* rot_t =
+      cache.keys_rot_t_buf.data<Scalar>() + cache.key_begin;  // head h: (HS, nb) at + h * HS * cap, ld cap
   // The scale rides on the GEMM's alpha: each score is rounded once, from the same sum, as
   // scaling afterwards would give, without another pass over the scores.
   const Scalar sc = static_cast<Scalar>(score_scale(cache.dtype, HS));
@@ -47,7 +48,8 @@ template <class Scalar> void cpu_scores(const LayerCache& cache, const ChunkCont
     for (int64_t b = std::max<int64_t>(0, nb - ctx.k); b < nb; ++b)
       for (int64_t h = 0; h < NH; ++h) {
         rotate_at_stingy_slot(cache, ctx, h, b, nb, rk.data());
-        for (int64_t i = 0; i < n; ++i) out[(h * n + i) * nb + b] = cpu::dot_vectors(q + (h * n + i) * HS, rk.data(), HS) * sc;
+        for (int64_t i = 0; i < n; ++i)
+          out[(h * n + i) * nb + b] = cpu::dot_vectors(q + (h * n + i) * HS, rk.data(), HS) * sc;
       }
   }
 }
@@ -74,25 +76,27 @@ std::vector<std::vector<int32_t>> score_and_select(const LayerCache& cache, cons
 }
 
 void check_scoring(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, const char* who) {
-  LM_CHECK(q_rot.dim() == 3 && q_rot.size(0) == cache.NH && q_rot.size(2) == cache.HS && q_rot.device() == cache.device &&
-               q_rot.dtype() == cache.dtype,
-           who << ": queries " << describe(q_rot) << " do not fit the cache (NH " << cache.NH << ", HS " << cache.HS << ", "
-               << device_name(cache.device) << ")");
+  LM_CHECK(q_rot.dim() == 3 && q_rot.size(0) == cache.NH && q_rot.size(2) == cache.HS &&
+               q_rot.device() == cache.device && q_rot.dtype() == cache.dtype,
+           who << ": queries " << describe(q_rot) << " do not fit the cache (NH " << cache.NH << ", HS " << cache.HS
+               << ", " << device_name(cache.device) << ")");
   LM_CHECK(ctx.rope != nullptr || ctx.positions != PositionMode::Stingy, who << ": stingy scoring needs ctx.rope");
 }
 }  // namespace
 
 Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, bool cpu_loop) {
   check_scoring(cache, ctx, q_rot, "retrieval_scores");
-  LM_CHECK(!cache.indexed, "retrieval_scores: this cache keeps its landmark keys in an index (KeySearch::Bounded); "
-                           "make it with indexed = false to score every key");
+  LM_CHECK(!cache.indexed,
+           "retrieval_scores: this cache keeps its landmark keys in an index (KeySearch::Bounded); "
+           "make it with indexed = false to score every key");
   const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), nb = cache.key_count;
   const int64_t F = ctx.F, B1 = F + 1;
   const double scale = score_scale(q_rot.dtype(), HS);
   if (cpu_loop && q_rot.device() == Device::CPU) {
     Tensor scores({NH, n, nb}, q_rot.dtype(), Device::CPU);
     const Tensor q = q_rot.contiguous();
-    LM_DISPATCH_FLOAT(q.dtype(), "retrieval_scores", { cpu_scores<scalar_t>(cache, ctx, q.data<scalar_t>(), n, scores.data<scalar_t>()); });
+    LM_DISPATCH_FLOAT(q.dtype(), "retrieval_scores",
+                      { cpu_scores<scalar_t>(cache, ctx, q.data<scalar_t>(), n, scores.data<scalar_t>()); });
     return scores;
   }
   // Tensor ops, on any device. Every key was rotated at its usual scoring position when it was
@@ -103,7 +107,8 @@ Tensor retrieval_scores(const LayerCache& cache, const ChunkContext& ctx, const 
   if (ctx.positions == PositionMode::Stingy) {
     const int64_t recent = std::min(nb, ctx.k);
     std::vector<int32_t> turn;
-    for (int64_t b = nb - recent; b < nb; ++b) turn.push_back(static_cast<int32_t>(stingy_score_slot(b, nb, ctx.k) * B1));
+    for (int64_t b = nb - recent; b < nb; ++b)
+      turn.push_back(static_cast<int32_t>(stingy_score_slot(b, nb, ctx.k) * B1));
     const Tensor kept = cache.landmark_keys_rot_t().narrow(2, nb - recent, recent).transpose(1, 2).unsqueeze(0);
     const Tensor recent_rot = rotary(kept, ctx.rope->tables(turn)).squeeze(0);  // (NH, recent, HS)
     scores.narrow(2, nb - recent, recent).copy_(matmul(q_rot, recent_rot, false, true));
@@ -132,7 +137,8 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
   const int64_t recent = ctx.positions == PositionMode::Stingy ? std::min(nb, ctx.k) : 0, count = nb - recent;
   std::vector<Scalar> rk(static_cast<size_t>(NH * recent * HS));
   for (int64_t j = 0; j < recent; ++j)
-    for (int64_t h = 0; h < NH; ++h) rotate_at_stingy_slot(cache, ctx, h, count + j, nb, rk.data() + (h * recent + j) * HS);
+    for (int64_t h = 0; h < NH; ++h)
+      rotate_at_stingy_slot(cache, ctx, h, count + j, nb, rk.data() + (h * recent + j) * HS);
   const Tensor q_c = q_rot.contiguous();
   const Scalar* q = q_c.data<Scalar>();
   std::vector<std::vector<int32_t>> sel(static_cast<size_t>(NH * n));
@@ -141,7 +147,8 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
   auto recent_scores = [&](int64_t h, const Scalar* qr, std::vector<std::pair<int32_t, Scalar>>& extra) {
     extra.clear();
     for (int64_t j = 0; j < recent; ++j)
-      extra.emplace_back(static_cast<int32_t>(count + j), cpu::dot_vectors(qr, rk.data() + (h * recent + j) * HS, HS) * scale);
+      extra.emplace_back(static_cast<int32_t>(count + j),
+                         cpu::dot_vectors(qr, rk.data() + (h * recent + j) * HS, HS) * scale);
   };
   if (ctx.search_tiles > 0) {
     // The approximate search: per head (heads on parallel threads) the chunk's queries at once,
@@ -151,7 +158,8 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
       std::vector<std::vector<std::pair<int32_t, Scalar>>> extra(static_cast<size_t>(n));
       for (int64_t h = h0; h < h1; ++h) {
         for (int64_t i = 0; i < n; ++i) recent_scores(h, q + (h * n + i) * HS, extra[i]);
-        index[h].approx_top_k(q + h * n * HS, n, scale, count, ctx.k, ctx.search_tiles, extra.data(), sel.data() + h * n, &st[h]);
+        index[h].approx_top_k(q + h * n * HS, n, scale, count, ctx.k, ctx.search_tiles, extra.data(),
+                              sel.data() + h * n, &st[h]);
       }
     });
     for (const KeySearchStats& s : st) {
@@ -188,7 +196,8 @@ RetrievalPlan finish_plan(RetrievalPlan& plan, const ChunkContext& ctx, int64_t 
 // otherwise the scores are computed on q_rot's device; on CUDA at token-head granularity (k up to
 // cuda::kMaxDeviceTopK) the top k are taken there too and only the chosen indices come to the
 // host; else the (NH, n, nb) score matrix comes to the host, where the selection runs.
-template <class Scalar> RetrievalPlan plan_for(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot) {
+template <class Scalar>
+RetrievalPlan plan_for(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot) {
   const int64_t NH = q_rot.size(0), n = q_rot.size(1);
   const int64_t nb = cache.store->size();
   RetrievalPlan plan;
@@ -206,11 +215,13 @@ template <class Scalar> RetrievalPlan plan_for(const LayerCache& cache, const Ch
     for (size_t r = 0; r < plan.sel.size(); ++r)
       for (int32_t b : plan.sel[r]) plan.score[r].push_back(static_cast<double>(scores[r * nb + b]));
   };
-  LM_CHECK(!(keep_scores && cache.indexed), "plan_retrieval: a detailed retrieval trace needs the scan (--search scan); "
-                                            "the bounded search does not score every block it could choose");
+  LM_CHECK(!(keep_scores && cache.indexed),
+           "plan_retrieval: a detailed retrieval trace needs the scan (--search scan); "
+           "the bounded search does not score every block it could choose");
   if (nb > 0 && ctx.k > 0 && cache.indexed) {
     LM_CHECK(ctx.granularity == Granularity::TokenHead,
-             "plan_retrieval: the landmark key index serves token-head granularity, not " << granularity_name(ctx.granularity));
+             "plan_retrieval: the landmark key index serves token-head granularity, not "
+                 << granularity_name(ctx.granularity));
     plan.sel = select_indexed<Scalar>(cache, ctx, q_rot, &plan.keys_scored, &plan.budget_cut);
   } else if (nb > 0 && ctx.k > 0 && q_rot.device() == Device::CPU) {
     // The scores go to a buffer this thread keeps between calls: at a million tokens a chunk's

@@ -24,7 +24,7 @@ struct ChunkContext {
   PositionMode positions = PositionMode::Stingy;
   int64_t blocks_done = 0;  // blocks completed before this chunk (global index of the next one)
   double rotary_base = 10000.0;
-  double cmt_cutoff = 0;  // with a CMT (cache.cmt_key_rot defined): S(CMT) below this gates with 0
+  double cmt_cutoff = 0;     // with a CMT (cache.cmt_key_rot defined): S(CMT) below this gates with 0
   int64_t search_tiles = 0;  // a cache with a key index: score this many tiles per query, those of
                              // highest bound (KeySearch::Approx); 0: the exact bounded search
   const std::vector<int32_t>* local_kinds = nullptr;  // kinds of [tail | chunk]
@@ -32,7 +32,7 @@ struct ChunkContext {
   int64_t aug_start = 0;  // global augmented position of the chunk's first token
   AttentionCapture* capture = nullptr;
   RetrievalTrace* trace = nullptr;  // when set, the plan is recorded there
-  RotaryCache* rope = nullptr;  // the session's cos/sin rows (positions are decided here, at use)
+  RotaryCache* rope = nullptr;      // the session's cos/sin rows (positions are decided here, at use)
   // The CPU rows share each chosen block's rotated keys among the chunk's rows that chose it at
   // the same place (attend_cpu, when share_rotated_keys allows); false: every row rotates while it
   // scores, as the decode step does. The same bits either way (tests compare the two).
@@ -41,12 +41,12 @@ struct ChunkContext {
 
 // What retrieval chose for one chunk of one layer. Row r = h * n + i is (head h, query i).
 struct RetrievalPlan {
-  int64_t nb = 0;         // blocks cached
-  int64_t first_gid = 0;  // global index of the oldest cached block
+  int64_t nb = 0;                            // blocks cached
+  int64_t first_gid = 0;                     // global index of the oldest cached block
   std::vector<std::vector<int32_t>> sel;     // (NH * n) chosen cached indices per row, ascending
   std::vector<std::vector<int32_t>> places;  // (NH * n) place of each chosen block (its first position)
-  int64_t keys_scored = 0;  // landmark keys scored exactly, over all rows (a scan: NH * n * nb)
-  int64_t budget_cut = 0;   // rows whose approximate search stopped at its tile budget (ctx.search_tiles)
+  int64_t keys_scored = 0;                   // landmark keys scored exactly, over all rows (a scan: NH * n * nb)
+  int64_t budget_cut = 0;  // rows whose approximate search stopped at its tile budget (ctx.search_tiles)
   // Only when ctx.trace asks for detail (RetrievalTrace::detail): (NH * n) the score each chosen
   // block was ranked by, as sel. Empty otherwise: the scores are not kept for nothing.
   std::vector<std::vector<double>> score;

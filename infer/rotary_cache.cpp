@@ -18,7 +18,8 @@ void RotaryCache::grow(int64_t positions) {
   if (positions <= have) return;
   const int64_t want = std::max(positions, 2 * have);
   // The new rows come from rotary_tables itself, so they are bit-identical to it.
-  RotaryTables t = rotary_tables(arange(have, want, 1, DType::I32).reshape({1, want - have}), head_size_, base_, dtype_, device_);
+  RotaryTables t =
+      rotary_tables(arange(have, want, 1, DType::I32).reshape({1, want - have}), head_size_, base_, dtype_, device_);
   Tensor c = t.cos.squeeze(0), sn = t.sin.squeeze(0);
   cos_ = have == 0 ? c : concat({cos_, c}, 0);
   sin_ = have == 0 ? sn : concat({sin_, sn}, 0);

@@ -22,27 +22,42 @@ class RotaryCache {
  public:
   RotaryCache(int64_t head_size, double base, DType dtype, Device device);
   RotaryTables tables(const std::vector<int32_t>& positions);  // (1, n, HS/2)
-  RotaryTables range(int64_t start, int64_t n);                 // positions start .. start+n-1
+  RotaryTables range(int64_t start, int64_t n);                // positions start .. start+n-1
   // Raw rows (HS/2 values each, consecutive positions adjacent) for loops that rotate by hand;
   // valid until the next call that grows the cache. CPU caches only.
-  template <class Scalar> const Scalar* cos_rows(int64_t start, int64_t n) { return rows<Scalar>(cos_, start, n); }
-  template <class Scalar> const Scalar* sin_rows(int64_t start, int64_t n) { return rows<Scalar>(sin_, start, n); }
+  template <class Scalar>
+  const Scalar* cos_rows(int64_t start, int64_t n) {
+    return rows<Scalar>(cos_, start, n);
+  }
+  template <class Scalar>
+  const Scalar* sin_rows(int64_t start, int64_t n) {
+    return rows<Scalar>(sin_, start, n);
+  }
   // The same tables transposed, (HS/2, P): the cos of pair i at position p is
   // cos_cols()[i * col_stride() + p], so consecutive positions of one pair are adjacent (for
   // loops that vectorise over positions). Grown to at least `positions` first; valid until the
   // next call that grows the cache. CPU caches only.
-  template <class Scalar> const Scalar* cos_cols(int64_t positions) { return cols<Scalar>(cos_t_, positions); }
-  template <class Scalar> const Scalar* sin_cols(int64_t positions) { return cols<Scalar>(sin_t_, positions); }
+  template <class Scalar>
+  const Scalar* cos_cols(int64_t positions) {
+    return cols<Scalar>(cos_t_, positions);
+  }
+  template <class Scalar>
+  const Scalar* sin_cols(int64_t positions) {
+    return cols<Scalar>(sin_t_, positions);
+  }
   int64_t col_stride() const { return cos_.size(0); }
 
  private:
   void grow(int64_t positions);
-  template <class Scalar> const Scalar* rows(const Tensor& table, int64_t start, int64_t n) {
-    LM_CHECK(device_ == Device::CPU && start >= 0 && n >= 0, "RotaryCache: raw rows need a CPU cache and a valid range");
+  template <class Scalar>
+  const Scalar* rows(const Tensor& table, int64_t start, int64_t n) {
+    LM_CHECK(device_ == Device::CPU && start >= 0 && n >= 0,
+             "RotaryCache: raw rows need a CPU cache and a valid range");
     grow(start + n);
     return table.template data<Scalar>() + start * (head_size_ / 2);
   }
-  template <class Scalar> const Scalar* cols(const Tensor& table_t, int64_t positions) {
+  template <class Scalar>
+  const Scalar* cols(const Tensor& table_t, int64_t positions) {
     LM_CHECK(device_ == Device::CPU && positions >= 0, "RotaryCache: raw columns need a CPU cache and a valid count");
     grow(positions);  // reassigns the member table_t refers to, so read it after
     return table_t.template data<Scalar>();

@@ -57,19 +57,19 @@ struct InferenceSession::Impl {
              "inference: k " << cfg.k << " with chunks of " << cfg.chunk_len << " would put stingy positions past "
                              << kMaxStingyPositions << " (k + 1 slots of F + 1 = " << f1
                              << " positions, then the chunk); use a smaller --k or --chunk");
-    LM_CHECK(m.config().landmark(),
-             "inference: the model was trained with " << attention_kind_name(m.config().attention)
-                                                      << " attention; cached retrieval needs a landmark model");
+    LM_CHECK(m.config().landmark(), "inference: the model was trained with "
+                                        << attention_kind_name(m.config().attention)
+                                        << " attention; cached retrieval needs a landmark model");
     LM_CHECK(landmark_id >= 0 && landmark_id < m.config().vocab_size,
              "inference: landmark id " << landmark_id << " is outside the vocabulary of " << m.config().vocab_size);
     LM_CHECK(m.config().context_miss || cfg.cmt_cutoff == 0,
              "inference: a CMT cutoff (" << cfg.cmt_cutoff << ") needs a model trained with a context-miss token "
                                          << "(train --cmt); this one has none");
     for (int64_t l = 0; l < m.config().n_layer; ++l) {
-      layers.emplace_back(NH, F, HS, dtype, cfg.capacity, cfg.block_dir, device, cfg.kv_f16,
-                          cfg.search != KeySearch::Scan && device == Device::CPU &&
-                              cfg.granularity == Granularity::TokenHead,
-                          cfg.blocks_on_device);
+      layers.emplace_back(
+          NH, F, HS, dtype, cfg.capacity, cfg.block_dir, device, cfg.kv_f16,
+          cfg.search != KeySearch::Scan && device == Device::CPU && cfg.granularity == Granularity::TokenHead,
+          cfg.blocks_on_device);
     }
     if (m.config().context_miss) {
       LM_CHECK(cmt_id >= 0 && cmt_id < m.config().vocab_size,
@@ -90,7 +90,7 @@ struct InferenceSession::Impl {
     Var x = model.wte.forward(from_vector(std::vector<int32_t>{cmt_id}, {1, 1}).to(device));  // (1, 1, C)
     for (size_t l = 0; l < layers.size(); ++l) {
       const Block& blk = *model.blocks[l];
-      Tensor qkv = blk.attn.qkv.forward(blk.ln1.forward(x)).value();          // (1, 1, 3C)
+      Tensor qkv = blk.attn.qkv.forward(blk.ln1.forward(x)).value();        // (1, 1, 3C)
       Tensor k = qkv.narrow(2, C, C).reshape({1, NH, HS}).transpose(0, 1);  // (NH, 1, HS)
       layers[l].cmt_key_rot = rotary(k.unsqueeze(0), at_minus_one).squeeze(0).reshape({NH, HS}).contiguous();
       x = add(x, blk.attn.proj.forward(Var(zeros({1, 1, C}, dtype, device))));  // its attention output: 0
@@ -228,7 +228,7 @@ Tensor InferenceSession::feed(const std::vector<int32_t>& raw, const std::functi
     parts.push_back(impl_->feed_chunk(std::vector<int32_t>(raw.begin() + at, raw.begin() + end)));
     if (progress) progress(static_cast<int64_t>(end), static_cast<int64_t>(raw.size()));
   }
-  Tensor out = parts.empty()        ? zeros({0, impl_->model.config().vocab_size}, impl_->dtype, impl_->device)
+  Tensor out = parts.empty()       ? zeros({0, impl_->model.config().vocab_size}, impl_->dtype, impl_->device)
                : parts.size() == 1 ? parts[0]
                                    : concat(parts, 0);
   parts.clear();
@@ -311,7 +311,8 @@ Tensor one_shot_logits(const GPT& model, const std::vector<int32_t>& raw, int32_
     core = [layouts, starts](const Var& q, const Var& k, const Var& v) {
       std::vector<Tensor> parts;
       for (size_t c = 0; c < layouts.size(); ++c)
-        parts.push_back(landmark_attention(q, k, v, layouts[c]).value().narrow(2, starts[c], starts[c + 1] - starts[c]));
+        parts.push_back(
+            landmark_attention(q, k, v, layouts[c]).value().narrow(2, starts[c], starts[c + 1] - starts[c]));
       return Var(concat(parts, 2));
     };
   }

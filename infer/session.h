@@ -21,25 +21,25 @@ namespace lm {
 // CMT's drop rate of Table 3).
 struct RetrievalRecord {
   int64_t chunk = 0, layer = 0;
-  int64_t cached = 0;          // blocks in the cache when the chunk was processed
-  int64_t unique = 0;          // distinct blocks retrieved by any query and head of the chunk
-  int64_t queries = 0;         // query positions in the chunk (incl. landmarks)
-  int64_t fetched = 0;         // blocks retrieved, one per member of each distinct set (Table 2)
-  int64_t cmt_rows = 0;        // (head, query) rows with a context-miss token
-  int64_t cmt_dropped = 0;     // ... whose S(CMT) was below the cutoff (retrieval dropped)
-  int64_t keys_scored = 0;     // landmark keys scored exactly (a scan: rows x cached; bounded: fewer)
-  int64_t budget_cut = 0;      // --search approx: (head, query) rows whose search ran out of tiles
-                               // before it could prove its top k (their blocks may not be the best)
+  int64_t cached = 0;       // blocks in the cache when the chunk was processed
+  int64_t unique = 0;       // distinct blocks retrieved by any query and head of the chunk
+  int64_t queries = 0;      // query positions in the chunk (incl. landmarks)
+  int64_t fetched = 0;      // blocks retrieved, one per member of each distinct set (Table 2)
+  int64_t cmt_rows = 0;     // (head, query) rows with a context-miss token
+  int64_t cmt_dropped = 0;  // ... whose S(CMT) was below the cutoff (retrieval dropped)
+  int64_t keys_scored = 0;  // landmark keys scored exactly (a scan: rows x cached; bounded: fewer)
+  int64_t budget_cut = 0;   // --search approx: (head, query) rows whose search ran out of tiles
+                            // before it could prove its top k (their blocks may not be the best)
 };
 
 // Optional: the attention of one (layer, head), captured query by query for attention maps.
 struct AttentionCapture {
   int64_t layer = 0, head = 0;
   struct Row {
-    int64_t query;                        // global position in the augmented stream
-    std::vector<int64_t> keys;            // global positions of the keys it attended over
-    std::vector<double> weights;          // their final weights
-    std::vector<int64_t> retrieved;       // global block indices it retrieved
+    int64_t query;                   // global position in the augmented stream
+    std::vector<int64_t> keys;       // global positions of the keys it attended over
+    std::vector<double> weights;     // their final weights
+    std::vector<int64_t> retrieved;  // global block indices it retrieved
   };
   std::vector<Row> rows;
 };
@@ -54,9 +54,9 @@ struct RetrievalTrace {
   bool detail = false;
   struct Step {
     int64_t layer = 0;
-    int64_t aug_start = 0;              // augmented position of the chunk's first query
-    int64_t first_gid = 0, cached = 0;  // global index of the oldest cached block; blocks cached
-    int64_t n = 0;                      // queries in the chunk
+    int64_t aug_start = 0;                  // augmented position of the chunk's first query
+    int64_t first_gid = 0, cached = 0;      // global index of the oldest cached block; blocks cached
+    int64_t n = 0;                          // queries in the chunk
     std::vector<std::vector<int32_t>> sel;  // (NH * n) chosen cached indices, row h * n + i
     // With `detail`, row by row as sel: score[r][c] is the landmark score of chosen block c as
     // retrieval ranked it (q . k / sqrt(HS), the key at its scoring position); mass[r] holds the
@@ -92,9 +92,9 @@ class InferenceSession {
   // One chunk exactly as given (at most chunk_len raw tokens; generation feeds 1 at a time).
   Tensor feed_chunk(const std::vector<int32_t>& raw);
 
-  int64_t cached_blocks() const;       // blocks currently in each layer's cache
-  int64_t tokens_fed() const;          // raw tokens so far
-  int64_t augmented_fed() const;       // raw tokens + inserted landmarks so far
+  int64_t cached_blocks() const;  // blocks currently in each layer's cache
+  int64_t tokens_fed() const;     // raw tokens so far
+  int64_t augmented_fed() const;  // raw tokens + inserted landmarks so far
   const std::vector<RetrievalRecord>& retrieval_log() const;
   void set_capture(AttentionCapture* capture);  // nullptr stops capturing
   void set_trace(RetrievalTrace* trace);        // nullptr stops tracing
@@ -118,10 +118,10 @@ class InferenceSession {
 
 // The context-miss token in a one-shot forward (models trained with --cmt).
 struct OneShotCmt {
-  int32_t id = -1;         // the "<|cmt|>" id (required for a CMT model)
-  int64_t chunk_len = 0;   // > 0: the landmarks a cached reading in chunks of this many raw tokens
-                           // would hold as memory are CMT-controlled (see one_shot_logits)
-  double cutoff = 0;       // S(CMT) below this gates the controlled blocks with 0
+  int32_t id = -1;        // the "<|cmt|>" id (required for a CMT model)
+  int64_t chunk_len = 0;  // > 0: the landmarks a cached reading in chunks of this many raw tokens
+                          // would hold as memory are CMT-controlled (see one_shot_logits)
+  double cutoff = 0;      // S(CMT) below this gates the controlled blocks with 0
 };
 
 // The one-shot reference the cache must reproduce: the whole raw sequence with landmarks

@@ -14,15 +14,16 @@ namespace lm {
 
 namespace {
 void check_inputs(const Tensor& q, const Tensor& k, const Tensor& v, const LandmarkLayout& L) {
-  LM_CHECK(q.dim() == 4 && is_floating(q.dtype()), "landmark_attention: q must be float (B, NH, T, HS), got " << describe(q));
+  LM_CHECK(q.dim() == 4 && is_floating(q.dtype()),
+           "landmark_attention: q must be float (B, NH, T, HS), got " << describe(q));
   LM_CHECK(k.shape() == q.shape() && v.shape() == q.shape() && k.dtype() == q.dtype() && v.dtype() == q.dtype() &&
                k.device() == q.device() && v.device() == q.device(),
            "landmark_attention: q " << describe(q) << ", k " << describe(k) << ", v " << describe(v)
                                     << " must share shape, dtype and device");
   LM_CHECK(L.B == q.size(0) && L.T == q.size(2),
            "landmark_attention: layout is for (B, T) = (" << L.B << ", " << L.T << ") but q is " << describe(q));
-  LM_CHECK(L.kind.device() == q.device(), "landmark_attention: layout on " << device_name(L.kind.device()) << " but q on "
-                                                                            << device_name(q.device()));
+  LM_CHECK(L.kind.device() == q.device(),
+           "landmark_attention: layout on " << device_name(L.kind.device()) << " but q on " << device_name(q.device()));
 }
 // Appendix D's drop rate: rows (head, query) of batch rows that have a CMT at position 0, the
 // CMT's own row excluded; dropped when P'(cmt) < cutoff.
@@ -59,13 +60,15 @@ Var landmark_attention(const Var& q, const Var& k, const Var& v, const LandmarkL
               L.cmt_cutoff, probs, out);
   if (L.cmt_stats && T > 1) count_cmt_drops(probs, L, NH);
   Shape shape = q.shape();
-  return make_op_result("landmark_attention", out.view(shape), {q, k, v}, [q3, k3, v3, probs, L, scale, shape](const Tensor& g) {
-    Tensor dq(q3.shape(), q3.dtype(), q3.device()), dk(q3.shape(), q3.dtype(), q3.device()), dv(q3.shape(), q3.dtype(), q3.device());
-    if (dq.numel() > 0)
-      LM_KERNEL(q3.device(), landmark_attention_backward, q3, k3, v3, L.kind, L.block_of, L.block_start, L.cmt, probs,
-                g.contiguous().view(q3.shape()), scale, dq, dk, dv);
-    return std::vector<Tensor>{dq.view(shape), dk.view(shape), dv.view(shape)};
-  });
+  return make_op_result("landmark_attention", out.view(shape), {q, k, v},
+                        [q3, k3, v3, probs, L, scale, shape](const Tensor& g) {
+                          Tensor dq(q3.shape(), q3.dtype(), q3.device()), dk(q3.shape(), q3.dtype(), q3.device()),
+                              dv(q3.shape(), q3.dtype(), q3.device());
+                          if (dq.numel() > 0)
+                            LM_KERNEL(q3.device(), landmark_attention_backward, q3, k3, v3, L.kind, L.block_of,
+                                      L.block_start, L.cmt, probs, g.contiguous().view(q3.shape()), scale, dq, dk, dv);
+                          return std::vector<Tensor>{dq.view(shape), dk.view(shape), dv.view(shape)};
+                        });
 }
 
 Tensor landmark_attention_weights(const Tensor& q, const Tensor& k, const LandmarkLayout& L) {
@@ -98,6 +101,8 @@ namespace lm {
 AttentionFn landmark_attention_core(const LandmarkLayout& layout, bool fused) {
   if (fused) return [layout](const Var& q, const Var& k, const Var& v) { return landmark_attention(q, k, v, layout); };
   Tensor kinds = layout.kind.to(Device::CPU);
-  return [kinds](const Var& q, const Var& k, const Var& v) { return landmark_attention_reference(q, k, contiguous(v), kinds); };
+  return [kinds](const Var& q, const Var& k, const Var& v) {
+    return landmark_attention_reference(q, k, contiguous(v), kinds);
+  };
 }
 }  // namespace lm

@@ -39,19 +39,26 @@ struct RowLayout {
 
 namespace gsm {
 
-template <class Scalar> LM_HD Scalar neg_inf() { return -INFINITY; }
+template <class Scalar>
+LM_HD Scalar neg_inf() {
+  return -INFINITY;
+}
 
 // The CMT cutoff (Appendix D, evaluation only): is a CMT probability p dropped at cutoff c? Below
 // the cutoff, and always at c >= 1: a cutoff of 1 means "never retrieve", also for a row whose
 // CMT probability rounded to exactly 1 (in f32 every other top-group member can underflow).
-template <class Scalar> LM_HD bool cmt_dropped(Scalar p, double cutoff) { return cutoff >= 1.0 || p < Scalar(cutoff); }
+template <class Scalar>
+LM_HD bool cmt_dropped(Scalar p, double cutoff) {
+  return cutoff >= 1.0 || p < Scalar(cutoff);
+}
 
 // Forward for row i: s[0..i] are the scaled scores; writes pp[0..i] (P') and w[0..i] (weights).
 // Entries beyond i are not touched. A CMT query attends to nothing: pp = w = 0. pp may alias s
 // (the CPU kernel turns scores into P' in place): every s[j] is read before pp[j] is written.
 // Each group costs three short passes (max, exp + sum, scale), one exp per element; the own
 // block and each earlier block are contiguous runs of regular tokens, so the passes vectorise.
-template <class Scalar> LM_HD void row_forward(const RowLayout& L, int i, const Scalar* s, Scalar* pp, Scalar* w) {
+template <class Scalar>
+LM_HD void row_forward(const RowLayout& L, int i, const Scalar* s, Scalar* pp, Scalar* w) {
   if (L.kind[i] == kContextMiss) {
     for (int j = 0; j <= i; ++j) pp[j] = w[j] = Scalar(0);
     return;
@@ -64,8 +71,10 @@ template <class Scalar> LM_HD void row_forward(const RowLayout& L, int i, const 
   for (int j = own_begin; j < own_end; ++j) m = s[j] > m ? s[j] : m;
   for (int g = 0; g < b; ++g) {
     const int lmk = L.block_start[g + 1] - 1;
-    if (L.kind[lmk] == kLandmark) m = s[lmk] > m ? s[lmk] : m;
-    else mc = s[lmk] > mc ? s[lmk] : mc;
+    if (L.kind[lmk] == kLandmark)
+      m = s[lmk] > m ? s[lmk] : m;
+    else
+      mc = s[lmk] > mc ? s[lmk] : mc;
   }
   if (L.cmt >= 0) m = s[L.cmt] > m ? s[L.cmt] : m;
   // --- exponentials (stored unnormalised) and the two normalisers ---
@@ -125,7 +134,8 @@ template <class Scalar> LM_HD void row_forward(const RowLayout& L, int i, const 
 
 // The final weights of row i from its P' row (the forward's second output, recomputed in the
 // backward instead of being stored).
-template <class Scalar> LM_HD void row_weights(const RowLayout& L, int i, const Scalar* pp, Scalar* w) {
+template <class Scalar>
+LM_HD void row_weights(const RowLayout& L, int i, const Scalar* pp, Scalar* w) {
   if (L.kind[i] == kContextMiss) {
     for (int j = 0; j <= i; ++j) w[j] = Scalar(0);
     return;
@@ -151,8 +161,8 @@ template <class Scalar> LM_HD void row_weights(const RowLayout& L, int i, const 
 //   controlled lm g   P'[cmt] P'[lm_g] (a_g - a_cmt)
 //   CMT               P'[cmt] (a_cmt - delta)
 //   token j in g      w_j (G_j - a_g)
-template <class Scalar> LM_HD void row_backward(const RowLayout& L, int i, const Scalar* pp, const Scalar* w,
-                                                const Scalar* G, Scalar* ds) {
+template <class Scalar>
+LM_HD void row_backward(const RowLayout& L, int i, const Scalar* pp, const Scalar* w, const Scalar* G, Scalar* ds) {
   if (L.kind[i] == kContextMiss) {
     for (int j = 0; j <= i; ++j) ds[j] = Scalar(0);
     return;

@@ -32,11 +32,16 @@ std::vector<int> plot_groups(const std::vector<int32_t>& kind, const std::string
     for (int j = 0; j <= i; ++j) {
       const int32_t g = G[static_cast<size_t>(i) * T + j];
       int c;
-      if (kind[i] == kContextMiss) c = 2;
-      else if (g == -1) c = 3;
-      else if (g == -2) c = 4;
-      else if (kind[j] == kContextMiss) c = 2;
-      else if (g == top) c = (kind[j] == kRegular) ? 0 : 1;
+      if (kind[i] == kContextMiss)
+        c = 2;
+      else if (g == -1)
+        c = 3;
+      else if (g == -2)
+        c = 4;
+      else if (kind[j] == kContextMiss)
+        c = 2;
+      else if (g == top)
+        c = (kind[j] == kRegular) ? 0 : 1;
       else {
         c = 5 + block_of_landmark[g];
         max_block = std::max(max_block, block_of_landmark[g]);
@@ -50,8 +55,11 @@ std::vector<int> plot_groups(const std::vector<int32_t>& kind, const std::string
   o.x_label = "key position j";
   o.y_label = "query position i";
   o.categorical = true;
-  o.category_names = {{0, "top group: own block"}, {1, "top group: landmark (gate)"}, {2, "top group: CMT"},
-                      {3, "ignored: own landmark"}, {4, "CMT-controlled landmarks"}};
+  o.category_names = {{0, "top group: own block"},
+                      {1, "top group: landmark (gate)"},
+                      {2, "top group: CMT"},
+                      {3, "ignored: own landmark"},
+                      {4, "CMT-controlled landmarks"}};
   for (int b = 0; b <= max_block; ++b) o.category_names[5 + b] = "block " + std::to_string(b) + " (own softmax)";
   for (int j = 0; j < T; ++j)
     if (kind[j] == kLandmark || kind[j] == kControlledLandmark) o.marked_columns.push_back(j);

@@ -15,11 +15,13 @@
 namespace lm {
 
 template <class Scalar>
-LandmarkKeyIndex<Scalar>::LandmarkKeyIndex(int64_t HS, int64_t tile) : HS_(HS), S_(tile), absmax_(static_cast<size_t>(HS), Scalar(0)) {
+LandmarkKeyIndex<Scalar>::LandmarkKeyIndex(int64_t HS, int64_t tile)
+    : HS_(HS), S_(tile), absmax_(static_cast<size_t>(HS), Scalar(0)) {
   LM_CHECK(HS > 0 && tile > 0, "LandmarkKeyIndex: head size " << HS << " and tile " << tile << " must be positive");
 }
 
-template <class Scalar> void LandmarkKeyIndex<Scalar>::append(const Scalar* rotated) {
+template <class Scalar>
+void LandmarkKeyIndex<Scalar>::append(const Scalar* rotated) {
   const int64_t at = end_ - base_, col = at % S_, tile = at / S_;
   if (col == 0) {  // a new tile: empty bounds (min +inf, max -inf) until its keys arrive
     tiles_.resize(static_cast<size_t>((tile + 1) * HS_ * S_), Scalar(0));
@@ -31,7 +33,8 @@ template <class Scalar> void LandmarkKeyIndex<Scalar>::append(const Scalar* rota
   Scalar* mx = maxs_.data() + tile * HS_;
   for (int64_t d = 0; d < HS_; ++d) {
     const Scalar v = rotated[d];
-    LM_CHECK(std::isfinite(static_cast<double>(v)), "LandmarkKeyIndex: a landmark key holds " << v << " at feature " << d);
+    LM_CHECK(std::isfinite(static_cast<double>(v)),
+             "LandmarkKeyIndex: a landmark key holds " << v << " at feature " << d);
     t[d * S_ + col] = v;
     mn[d] = std::min(mn[d], v);
     mx[d] = std::max(mx[d], v);
@@ -40,7 +43,8 @@ template <class Scalar> void LandmarkKeyIndex<Scalar>::append(const Scalar* rota
   ++end_;
 }
 
-template <class Scalar> void LandmarkKeyIndex<Scalar>::drop_oldest(int64_t count) {
+template <class Scalar>
+void LandmarkKeyIndex<Scalar>::drop_oldest(int64_t count) {
   LM_CHECK(count >= 0 && count <= size(), "LandmarkKeyIndex: cannot drop " << count << " of " << size() << " blocks");
   first_ += count;
   // Free whole tiles in front once they are at least half of what is stored: each block is moved
@@ -54,7 +58,8 @@ template <class Scalar> void LandmarkKeyIndex<Scalar>::drop_oldest(int64_t count
   }
 }
 
-template <class Scalar> const Scalar* LandmarkKeyIndex<Scalar>::rotated_key(int64_t b, int64_t* stride) const {
+template <class Scalar>
+const Scalar* LandmarkKeyIndex<Scalar>::rotated_key(int64_t b, int64_t* stride) const {
   LM_CHECK(b >= 0 && b < size(), "LandmarkKeyIndex: block " << b << " of " << size());
   const int64_t at = first_ + b - base_;
   *stride = S_;
@@ -79,7 +84,8 @@ void score_span(const Scalar* q, Scalar scale, const Scalar* tiles, int64_t HS, 
 
 // The best blocks so far, best first: (score, block). `beats` is top-k's order: a higher score, or
 // the same score and an older block.
-template <class Scalar> struct Best {
+template <class Scalar>
+struct Best {
   int64_t k;
   std::vector<std::pair<Scalar, int32_t>> v;
   static bool beats(const std::pair<Scalar, int32_t>& a, const std::pair<Scalar, int32_t>& b) {
@@ -93,7 +99,8 @@ template <class Scalar> struct Best {
     if (k == 0) return;
     v.reserve(static_cast<size_t>(k) + 1);
     for (const auto& e : extra) {
-      LM_CHECK(e.first >= count, "LandmarkKeyIndex: an extra candidate, block " << e.first << ", is among the " << count << " searched");
+      LM_CHECK(e.first >= count,
+               "LandmarkKeyIndex: an extra candidate, block " << e.first << ", is among the " << count << " searched");
       offer(e.second, e.first);
     }
   }
@@ -124,7 +131,8 @@ template <class Scalar> struct Best {
 // scale's rounding, is added to a bound (already times the scale) before it is compared, in
 // double: a tile is skipped, or an answer called proven, only when even its widest possible score
 // loses. top_k and approx_top_k both go through it.
-template <class Scalar> struct BoundMargin {
+template <class Scalar>
+struct BoundMargin {
   double margin, u;
   BoundMargin(const Scalar* q, const std::vector<Scalar>& absmax, double scale)
       : u(std::numeric_limits<Scalar>::epsilon() / 2) {
@@ -138,8 +146,8 @@ template <class Scalar> struct BoundMargin {
 
 }  // namespace
 
-template <class Scalar> void LandmarkKeyIndex<Scalar>::scan_scores(const Scalar* q, Scalar scale, int64_t count,
-                                                                   Scalar* out) const {
+template <class Scalar>
+void LandmarkKeyIndex<Scalar>::scan_scores(const Scalar* q, Scalar scale, int64_t count, Scalar* out) const {
   LM_CHECK(count >= 0 && count <= size(), "LandmarkKeyIndex: scores of " << count << " blocks of " << size());
   score_span(q, scale, tiles_.data(), HS_, S_, base_, first_, first_ + count, out);
 }
@@ -148,7 +156,8 @@ template <class Scalar>
 std::vector<int32_t> LandmarkKeyIndex<Scalar>::top_k(const Scalar* q, Scalar scale, int64_t count, int64_t k,
                                                      const std::vector<std::pair<int32_t, Scalar>>& extra,
                                                      KeySearchStats* stats) const {
-  LM_CHECK(count >= 0 && count <= size() && k >= 0, "LandmarkKeyIndex: top " << k << " of " << count << " blocks of " << size());
+  LM_CHECK(count >= 0 && count <= size() && k >= 0,
+           "LandmarkKeyIndex: top " << k << " of " << count << " blocks of " << size());
   Best<Scalar> best(k, count, extra);
   std::vector<int32_t> out;
   if (best.k == 0) return out;
@@ -176,7 +185,9 @@ std::vector<int32_t> LandmarkKeyIndex<Scalar>::top_k(const Scalar* q, Scalar sca
   // Highest bound first; the walk ends at the first tile whose bound is below the k-th best so
   // far, since every later one is lower still (a tile whose bound only equals it is scored: one
   // of its blocks could tie and be older).
-  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a.first > b.first || (a.first == b.first && a.second < b.second); });
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return a.first > b.first || (a.first == b.first && a.second < b.second);
+  });
   std::vector<Scalar> s(static_cast<size_t>(S_));
   int64_t visited = 0, scored = 0;
   for (const auto& [bound, t] : order) {
@@ -243,7 +254,8 @@ void LandmarkKeyIndex<Scalar>::approx_top_k(const Scalar* Q, int64_t n, Scalar s
     // Whether the next tile, and with it every tile after it, is out of reach: its bound (widened
     // by top_k's margin) below the k-th best. Then the answer is proven, and scoring stops early.
     auto out_of_reach = [&](int64_t v) {
-      return best.full() && margin.widen(static_cast<double>(chosen[v].second)) < static_cast<double>(best.v.back().first);
+      return best.full() &&
+             margin.widen(static_cast<double>(chosen[v].second)) < static_cast<double>(best.v.back().first);
     };
     int64_t scored = 0, visit = 0;
     for (; visit < kept && visit < budget; ++visit) {

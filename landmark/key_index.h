@@ -45,7 +45,8 @@ struct KeySearchStats {
   int64_t queries = 0, keys_scored = 0, tiles_bounded = 0, tiles_visited = 0, budget_stops = 0;
 };
 
-template <class Scalar> class LandmarkKeyIndex {
+template <class Scalar>
+class LandmarkKeyIndex {
  public:
   static constexpr int64_t kDefaultTile = 64;
   explicit LandmarkKeyIndex(int64_t HS, int64_t tile = kDefaultTile);

@@ -36,15 +36,16 @@ LandmarkLayout make_layout(const Tensor& kinds, Device device) {
     start[b * (T + 1)] = static_cast<int32_t>(first);
     for (int64_t t = first; t < T; ++t) {
       const int32_t kind = kr[t];
-      LM_CHECK(kind >= kRegular && kind <= kContextMiss, "make_layout: unknown token kind " << kind << " at row " << b
-                                                                                            << ", position " << t);
-      LM_CHECK(kind != kContextMiss, "make_layout: a context-miss token may only be at position 0 (row " << b
-                                                                                                         << ", position " << t << ")");
+      LM_CHECK(kind >= kRegular && kind <= kContextMiss,
+               "make_layout: unknown token kind " << kind << " at row " << b << ", position " << t);
+      LM_CHECK(kind != kContextMiss,
+               "make_layout: a context-miss token may only be at position 0 (row " << b << ", position " << t << ")");
       block_of[b * T + t] = blk;
       if (kind == kLandmark || kind == kControlledLandmark) {
         LM_CHECK(t > start[b * (T + 1) + blk],
-                 "make_layout: block " << blk << " of row " << b << " has no regular token before its landmark at position "
-                                       << t << " (a window must not start with a landmark; see docs/landmark.md)");
+                 "make_layout: block " << blk << " of row " << b
+                                       << " has no regular token before its landmark at position " << t
+                                       << " (a window must not start with a landmark; see docs/landmark.md)");
         ++blk;
         start[b * (T + 1) + blk] = static_cast<int32_t>(t + 1);
       }

@@ -25,8 +25,8 @@ struct LandmarkLayout {
   Tensor block_start;  // i32 (B, T + 1), unused entries = T
   Tensor cmt;          // i32 (B), position of the CMT or -1
   int64_t B = 0, T = 0;
-  double cmt_cutoff = 0;                 // evaluation only; see RowLayout::cmt_cutoff
-  std::shared_ptr<CmtStats> cmt_stats;   // when set, every forward adds its counts here
+  double cmt_cutoff = 0;                // evaluation only; see RowLayout::cmt_cutoff
+  std::shared_ptr<CmtStats> cmt_stats;  // when set, every forward adds its counts here
   // Host view of row b (valid only for CPU tensors).
   RowLayout row(int64_t b) const;
 };

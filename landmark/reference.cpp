@@ -25,19 +25,25 @@ std::vector<int32_t> paper_groups(const std::vector<int32_t>& kind) {
   for (int32_t i = 0; i < T; ++i)
     for (int32_t j = 0; j <= i; ++j) {
       int32_t g;
-      if (kind[j] == kContextMiss) g = p[i];                  // the CMT joins the query's group
-      else if (p[j] != j) g = p[j];                           // regular tokens: their own block
-      else if (p[i] == j) g = -1;                             // the query's own landmark: ignored
-      else if (kind[j] == kControlledLandmark) g = -2;        // controlled landmarks: their own group
-      else g = p[i];                                          // free landmarks: the query's group
+      if (kind[j] == kContextMiss)
+        g = p[i];  // the CMT joins the query's group
+      else if (p[j] != j)
+        g = p[j];  // regular tokens: their own block
+      else if (p[i] == j)
+        g = -1;  // the query's own landmark: ignored
+      else if (kind[j] == kControlledLandmark)
+        g = -2;  // controlled landmarks: their own group
+      else
+        g = p[i];  // free landmarks: the query's group
       G[static_cast<size_t>(i) * T + j] = g;
     }
   return G;
 }
 
 Var landmark_attention_reference(const Var& q, const Var& k, const Var& v, const Tensor& kinds) {
-  LM_CHECK(q.dim() == 4 && kinds.dim() == 2 && kinds.size(0) == q.size(0) && kinds.size(1) == q.size(2),
-           "landmark_attention_reference: q " << describe(q.value()) << " and kinds " << describe(kinds) << " disagree");
+  LM_CHECK(
+      q.dim() == 4 && kinds.dim() == 2 && kinds.size(0) == q.size(0) && kinds.size(1) == q.size(2),
+      "landmark_attention_reference: q " << describe(q.value()) << " and kinds " << describe(kinds) << " disagree");
   const int64_t B = q.size(0), T = q.size(2), HS = q.size(3);
   const DType dt = q.dtype();
   std::vector<int32_t> kind_all = kinds.to_vector<int32_t>();
@@ -75,23 +81,23 @@ Var landmark_attention_reference(const Var& q, const Var& k, const Var& v, const
       if (kind[j] == kRegular && p[j] < T) pick[(b * T + p[j]) * T + j] = 1;
   }
   auto constant = [&](const std::vector<double>& x, const Shape& s) { return from_vector(x, s).to(dt).to(q.device()); };
-  Tensor valid_t = constant(valid, {B, 1, T, T}), same_t = constant(same, {B, T, T, T}), own_t = constant(own, {B, 1, T, T}),
-         gated_t = constant(gated, {B, 1, T, T}), ctrl_t = constant(controlled, {B, 1, T, T}),
-         pick_t = constant(pick, {B, 1, T, T});
+  Tensor valid_t = constant(valid, {B, 1, T, T}), same_t = constant(same, {B, T, T, T}),
+         own_t = constant(own, {B, 1, T, T}), gated_t = constant(gated, {B, 1, T, T}),
+         ctrl_t = constant(controlled, {B, 1, T, T}), pick_t = constant(pick, {B, 1, T, T});
 
   // Scores and the grouped softmax S_ij = exp(s_ij) / sum over k in j's group of exp(s_ik).
   Var s = mul(matmul(q, k, false, true), 1.0 / std::sqrt(static_cast<double>(HS)));  // (B, NH, T, T)
   Var masked = where(valid_t, s, Var(full({}, -INFINITY, dt, q.device())));
   Var e = exp(sub(masked, max(masked, -1, true)));  // 0 on invalid entries
   // Z_ij = sum_k same[i][j][k] e_ik: a batched matmul over (B, T_i) after moving heads inward.
-  Var e_p = permute(e, {0, 2, 1, 3});                                   // (B, T_i, NH, T_k)
+  Var e_p = permute(e, {0, 2, 1, 3});                                    // (B, T_i, NH, T_k)
   Var z = permute(matmul(e_p, Var(same_t), false, true), {0, 2, 1, 3});  // (B, NH, T_i, T_j)
-  Var z_safe = where(valid_t, z, Var(full({}, 1.0, dt, q.device())));   // no 0/0 on invalid entries
+  Var z_safe = where(valid_t, z, Var(full({}, 1.0, dt, q.device())));    // no 0/0 on invalid entries
   Var S = div(e, z_safe);
 
   // AttWeight: own group as is; other blocks gated by their landmark (and by the CMT if controlled).
   Var gate = matmul(S, Var(pick_t.expand(S.shape()).contiguous()));  // gate_ij = S_{i, p_j}
-  Var cmt_col = narrow(S, 3, 0, 1);                                    // S_{i, 0}: the CMT if present
+  Var cmt_col = narrow(S, 3, 0, 1);                                  // S_{i, 0}: the CMT if present
   Var gated_w = mul(mul(S, gate), add(mul(cmt_col, Var(ctrl_t)), Var(sub(gated_t, ctrl_t))));
   Var W = add(mul(S, Var(own_t)), mul(gated_w, Var(gated_t)));
   return matmul(W, v);

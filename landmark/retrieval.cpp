@@ -26,14 +26,16 @@ const char* granularity_name(Granularity g) {
 namespace {
 // Indices of the k largest values (ties: smaller index first), returned in ascending order: the
 // whole row as one piece of a TopKStream.
-template <class Scalar> std::vector<int32_t> top_k(const Scalar* v, int64_t nb, int64_t k) {
+template <class Scalar>
+std::vector<int32_t> top_k(const Scalar* v, int64_t nb, int64_t k) {
   TopKStream<Scalar> stream(std::min(k, nb));
   stream.push(v, 0, nb);
   return stream.take();
 }
 
 // Softmax over the nb landmark scores of one (head, query), into out.
-template <class Scalar> void softmax_row(const Scalar* s, int64_t nb, double* out) {
+template <class Scalar>
+void softmax_row(const Scalar* s, int64_t nb, double* out) {
   double m = -INFINITY, z = 0;
   for (int64_t b = 0; b < nb; ++b) m = std::max(m, static_cast<double>(s[b]));
   for (int64_t b = 0; b < nb; ++b) z += out[b] = std::exp(static_cast<double>(s[b]) - m);
@@ -47,15 +49,19 @@ template <class Scalar> void softmax_row(const Scalar* s, int64_t nb, double* ou
 // value (`worst_`). At long contexts almost no value is, so runs of kRun values are tested
 // against it together first, four full-width vector compares OR-ed (GCC vector extensions, as in
 // tensor/cpu/vec_dot.h), and only a run with a candidate is walked value by value.
-template <class Scalar> void TopKStream<Scalar>::insert(Scalar value, int64_t index) {
-  auto beats = [](const Entry& a, const Entry& b) { return a.value > b.value || (a.value == b.value && a.index < b.index); };
+template <class Scalar>
+void TopKStream<Scalar>::insert(Scalar value, int64_t index) {
+  auto beats = [](const Entry& a, const Entry& b) {
+    return a.value > b.value || (a.value == b.value && a.index < b.index);
+  };
   const Entry e{value, static_cast<int32_t>(index)};
   best_.insert(std::upper_bound(best_.begin(), best_.end(), e, beats), e);
   if (static_cast<int64_t>(best_.size()) > k_) best_.pop_back();
   worst_ = best_.back().value;
 }
 
-template <class Scalar> void TopKStream<Scalar>::push(const Scalar* v, int64_t first, int64_t len) {
+template <class Scalar>
+void TopKStream<Scalar>::push(const Scalar* v, int64_t first, int64_t len) {
   if (k_ <= 0) return;
   int64_t j = 0;
   for (; j < len && static_cast<int64_t>(best_.size()) < k_; ++j) insert(v[j], first + j);  // filling up
@@ -77,7 +83,8 @@ template <class Scalar> void TopKStream<Scalar>::push(const Scalar* v, int64_t f
     if (v[j] > worst_) insert(v[j], first + j);
 }
 
-template <class Scalar> std::vector<int32_t> TopKStream<Scalar>::take() const {
+template <class Scalar>
+std::vector<int32_t> TopKStream<Scalar>::take() const {
   std::vector<int32_t> out;
   out.reserve(best_.size());
   for (const Entry& e : best_) out.push_back(e.index);
@@ -85,7 +92,8 @@ template <class Scalar> std::vector<int32_t> TopKStream<Scalar>::take() const {
   return out;
 }
 
-template <class Scalar> std::vector<std::pair<int32_t, Scalar>> TopKStream<Scalar>::entries() const {
+template <class Scalar>
+std::vector<std::pair<int32_t, Scalar>> TopKStream<Scalar>::entries() const {
   std::vector<std::pair<int32_t, Scalar>> out;
   out.reserve(best_.size());
   for (const Entry& e : best_) out.emplace_back(e.index, e.value);
@@ -98,7 +106,8 @@ template class TopKStream<double>;
 template <class Scalar>
 std::vector<std::vector<int32_t>> select_blocks(const Scalar* scores, int64_t NH, int64_t n, int64_t nb, int64_t k,
                                                 Granularity g) {
-  LM_CHECK(NH > 0 && n >= 0 && nb >= 0 && k >= 0, "select_blocks: bad sizes NH=" << NH << " n=" << n << " nb=" << nb << " k=" << k);
+  LM_CHECK(NH > 0 && n >= 0 && nb >= 0 && k >= 0,
+           "select_blocks: bad sizes NH=" << NH << " n=" << n << " nb=" << nb << " k=" << k);
   std::vector<std::vector<int32_t>> out(static_cast<size_t>(NH * n));
   if (nb == 0 || k == 0 || n == 0) return out;
   if (g == Granularity::TokenHead) {  // rows apart, split across threads (each row's answer is its own)
@@ -134,8 +143,10 @@ std::vector<std::vector<int32_t>> select_blocks(const Scalar* scores, int64_t NH
   return out;
 }
 
-template std::vector<std::vector<int32_t>> select_blocks<float>(const float*, int64_t, int64_t, int64_t, int64_t, Granularity);
-template std::vector<std::vector<int32_t>> select_blocks<double>(const double*, int64_t, int64_t, int64_t, int64_t, Granularity);
+template std::vector<std::vector<int32_t>> select_blocks<float>(const float*, int64_t, int64_t, int64_t, int64_t,
+                                                                Granularity);
+template std::vector<std::vector<int32_t>> select_blocks<double>(const double*, int64_t, int64_t, int64_t, int64_t,
+                                                                 Granularity);
 
 std::vector<int32_t> stingy_score_slots(int64_t n, int64_t k) {
   LM_CHECK(n >= 0 && k >= 0, "stingy_score_slots: n and k must be >= 0, got " << n << ", " << k);
@@ -154,8 +165,8 @@ std::vector<int32_t> stingy_attention_slots(const std::vector<int32_t>& chosen, 
   std::vector<int32_t> out(chosen.size());
   for (size_t j = 0; j < chosen.size(); ++j) {
     LM_CHECK(chosen[j] >= 0 && chosen[j] < n && (j == 0 || chosen[j] > chosen[j - 1]),
-             "stingy_attention_slots: chosen blocks must be distinct, ascending and in 0.." << n - 1 << "; got "
-                                                                                         << chosen[j] << " at " << j);
+             "stingy_attention_slots: chosen blocks must be distinct, ascending and in 0.."
+                 << n - 1 << "; got " << chosen[j] << " at " << j);
     const bool recent = stingy_score_slot(chosen[j], n, k) > 0;
     out[j] = static_cast<int32_t>(static_cast<int64_t>(j) + (recent ? recent_shift : 0));
   }

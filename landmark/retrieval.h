@@ -32,7 +32,8 @@ std::vector<std::vector<int32_t>> select_blocks(const Scalar* scores, int64_t NH
 // cache). push(v, first, len) takes scores v[0..len) of blocks first..first+len-1; pieces must
 // come in order. take() returns the chosen block indices in ascending order. Ties go to the older
 // block; a NaN never enters once k are held. Same answer as select_blocks, piece sizes whatever.
-template <class Scalar> class TopKStream {
+template <class Scalar>
+class TopKStream {
  public:
   explicit TopKStream(int64_t k) : k_(k) { best_.reserve(static_cast<size_t>(k) + 1); }
   void push(const Scalar* v, int64_t first, int64_t len);
@@ -47,14 +48,15 @@ template <class Scalar> class TopKStream {
   };
   void insert(Scalar value, int64_t index);  // into best_, keeping k and worst_
   int64_t k_;
-  std::vector<Entry> best_;  // best first
+  std::vector<Entry> best_;   // best first
   Scalar worst_ = Scalar(0);  // best_.back().value once k are held
 };
 
 // `count` empty streams keeping k each, every one built (and its room for k + 1 reserved) in
 // place: a vector filled with copies of one stream would copy its size but not that room, and each
 // copy would then grow one entry at a time (1.5 million reallocations in a 32k-token prompt).
-template <class Scalar> std::vector<TopKStream<Scalar>> top_k_streams(int64_t count, int64_t k) {
+template <class Scalar>
+std::vector<TopKStream<Scalar>> top_k_streams(int64_t count, int64_t k) {
   std::vector<TopKStream<Scalar>> streams;
   streams.reserve(static_cast<size_t>(count));
   for (int64_t i = 0; i < count; ++i) streams.emplace_back(k);

@@ -9,7 +9,8 @@ namespace lm {
 LandmarkInserter::LandmarkInserter(int64_t block_len, int32_t landmark_id, int64_t phase)
     : block_len_(block_len), landmark_id_(landmark_id), phase_(phase) {
   LM_CHECK(block_len > 0, "LandmarkInserter: block length F must be positive, got " << block_len);
-  LM_CHECK(phase >= 0 && phase < block_len, "LandmarkInserter: phase " << phase << " must be in [0, " << block_len << ")");
+  LM_CHECK(phase >= 0 && phase < block_len,
+           "LandmarkInserter: phase " << phase << " must be in [0, " << block_len << ")");
 }
 
 void LandmarkInserter::push(const std::vector<int32_t>& raw, std::vector<int32_t>& out, std::vector<int32_t>* kinds) {
@@ -34,7 +35,8 @@ std::vector<int32_t> insert_landmarks(const std::vector<int32_t>& raw, int64_t b
 
 std::vector<int32_t> landmark_targets(const std::vector<int32_t>& tokens, const std::vector<int32_t>& kinds,
                                       int32_t next_regular) {
-  LM_CHECK(tokens.size() == kinds.size(), "landmark_targets: " << tokens.size() << " tokens but " << kinds.size() << " kinds");
+  LM_CHECK(tokens.size() == kinds.size(),
+           "landmark_targets: " << tokens.size() << " tokens but " << kinds.size() << " kinds");
   std::vector<int32_t> y(tokens.size(), kIgnoreIndex);
   int32_t next = next_regular;  // walking backwards: the next regular token seen so far
   for (size_t i = tokens.size(); i-- > 0;) {
@@ -47,7 +49,8 @@ std::vector<int32_t> landmark_targets(const std::vector<int32_t>& tokens, const 
 }
 
 Tensor select_regular(const Tensor& x, const Tensor& kinds) {
-  LM_CHECK(kinds.dim() == 2 && kinds.dtype() == DType::I32, "select_regular: kinds must be i32 (B, T), got " << describe(kinds));
+  LM_CHECK(kinds.dim() == 2 && kinds.dtype() == DType::I32,
+           "select_regular: kinds must be i32 (B, T), got " << describe(kinds));
   LM_CHECK(x.dim() >= 2 && x.size(0) == kinds.size(0) && x.size(1) == kinds.size(1),
            "select_regular: x " << describe(x) << " must start with the (B, T) of kinds " << describe(kinds));
   const int64_t B = kinds.size(0), T = kinds.size(1);
@@ -68,8 +71,8 @@ Tensor select_regular(const Tensor& x, const Tensor& kinds) {
       count += e - t;
       t = e;
     }
-    LM_CHECK(R < 0 || R == count, "select_regular: batch rows have different numbers of regular positions (" << R
-                                                                                                           << " vs " << count << ")");
+    LM_CHECK(R < 0 || R == count,
+             "select_regular: batch rows have different numbers of regular positions (" << R << " vs " << count << ")");
     R = count;
     rows.push_back((keep.empty() ? x.select(0, b).narrow(0, 0, 0) : concat(keep, 0)).unsqueeze(0));
   }

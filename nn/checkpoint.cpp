@@ -4,7 +4,6 @@
 // starts 8-aligned), then the tensors' bytes, row-major and little-endian, back to back with no
 // holes. Not memory-mapped and not streaming: each tensor is read into its own host Storage.
 #include "nn/checkpoint.h"
-#include "tensor/files.h"
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -19,6 +18,8 @@
 #include <numeric>
 #include <set>
 
+#include "tensor/files.h"
+
 namespace lm {
 
 namespace {
@@ -32,17 +33,24 @@ constexpr uint64_t kMaxHeaderBytes = 100ull << 20;
 // BF16, F16, I64, ... are rejected rather than silently converted.
 const char* st_dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "F32";
-    case DType::F64: return "F64";
-    case DType::I32: return "I32";
+    case DType::F32:
+      return "F32";
+    case DType::F64:
+      return "F64";
+    case DType::I32:
+      return "I32";
   }
   return "?";
 }
 bool parse_st_dtype(const std::string& s, DType* out) {
-  if (s == "F32") *out = DType::F32;
-  else if (s == "F64") *out = DType::F64;
-  else if (s == "I32") *out = DType::I32;
-  else return false;
+  if (s == "F32")
+    *out = DType::F32;
+  else if (s == "F64")
+    *out = DType::F64;
+  else if (s == "I32")
+    *out = DType::I32;
+  else
+    return false;
   return true;
 }
 
@@ -51,13 +59,12 @@ void check_little_endian() {
   const uint16_t one = 1;
   unsigned char first_byte;
   std::memcpy(&first_byte, &one, 1);
-  LM_CHECK(first_byte == 1, "checkpoints: this host is big-endian; safetensors data is "
-                            "little-endian and this code does not swap bytes");
+  LM_CHECK(first_byte == 1,
+           "checkpoints: this host is big-endian; safetensors data is "
+           "little-endian and this code does not swap bytes");
 }
 
-uint64_t tensor_nbytes(const Tensor& t) {
-  return static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype());
-}
+uint64_t tensor_nbytes(const Tensor& t) { return static_cast<uint64_t>(t.numel()) * dtype_size(t.dtype()); }
 
 // The first 200 characters of a JSON value, for error messages about odd header entries.
 std::string snippet(const ordered_json& v) {
@@ -165,8 +172,8 @@ Tensor Checkpoint::get(const std::string& name, const Shape& expected_shape, DTy
   const Tensor& t = get(name);
   LM_CHECK(t.shape() == expected_shape && t.dtype() == expected_dtype,
            "checkpoint tensor '" << name << "' is " << dtype_name(t.dtype()) << " " << shape_str(t.shape())
-               << ", expected " << dtype_name(expected_dtype) << " " << shape_str(expected_shape)
-               << " (was the checkpoint written by a model with a different config?)");
+                                 << ", expected " << dtype_name(expected_dtype) << " " << shape_str(expected_shape)
+                                 << " (was the checkpoint written by a model with a different config?)");
   return t;
 }
 
@@ -186,11 +193,13 @@ std::string checkpoint_header_crc32(const ordered_json& header) {
 
 std::string unverified_note(const Checkpoint& ckpt, const std::string& path) {
   if (!ckpt.checksummed)
-    return "note: " + path + " has no CRC-32s (written before checkpoints had them): its tensors and metadata "
-                             "were read unverified";
+    return "note: " + path +
+           " has no CRC-32s (written before checkpoints had them): its tensors and metadata "
+           "were read unverified";
   if (!ckpt.header_checksummed)
-    return "note: " + path + " has no CRC-32 over its header (written before headers had one): its metadata "
-                             "(model config, tokenizer, training state) was read unverified";
+    return "note: " + path +
+           " has no CRC-32 over its header (written before headers had one): its metadata "
+           "(model config, tokenizer, training state) was read unverified";
   return "";
 }
 
@@ -214,8 +223,9 @@ void save_safetensors(const std::string& path, const Checkpoint& ckpt) {
   nlohmann::json crcs = nlohmann::json::object();
   uint64_t offset = 0;
   for (const auto& [name, t] : ckpt.tensors) {
-    LM_CHECK(name != "__metadata__", "save_safetensors('" << path << "'): '__metadata__' is reserved "
-                                     "by safetensors and cannot name a tensor");
+    LM_CHECK(name != "__metadata__", "save_safetensors('" << path
+                                                          << "'): '__metadata__' is reserved "
+                                                             "by safetensors and cannot name a tensor");
     LM_CHECK(seen.insert(name).second, "save_safetensors('" << path << "'): two tensors are named '" << name << "'");
     LM_CHECK(t.defined(), "save_safetensors('" << path << "'): tensor '" << name << "' is undefined");
     Tensor h = t.to(Device::CPU).contiguous();
@@ -292,8 +302,9 @@ class SafetensorsFile {
 ordered_json read_header(SafetensorsFile& file, uint64_t* header_bytes) {
   const std::string& where = file.where;
   const uint64_t file_size = file.file_size;
-  LM_CHECK(file_size >= 8, where << "the file is " << file_size << " bytes long, too short for the "
-                                 "8-byte header length that starts every safetensors file");
+  LM_CHECK(file_size >= 8, where << "the file is " << file_size
+                                 << " bytes long, too short for the "
+                                    "8-byte header length that starts every safetensors file");
   unsigned char len[8];
   file.read_exact(0, len, 8, "the header length");
   uint64_t n = 0;
@@ -351,10 +362,11 @@ Metadata read_metadata(const ordered_json& header, const std::string& where) {
     LM_CHECK(value.is_string(), where << "__metadata__[\"" << key << "\"] is " << snippet(value)
                                       << ", but safetensors metadata values must be strings");
   LM_CHECK(meta.contains("format"), where << "not a landmark checkpoint: __metadata__ has no \"format\" "
-                                          "entry (expected \"" << kCheckpointFormat << "\")");
+                                             "entry (expected \""
+                                          << kCheckpointFormat << "\")");
   const std::string format = meta["format"].get<std::string>();
-  LM_CHECK(format == kCheckpointFormat, where << "not a landmark checkpoint: __metadata__.format is \""
-                                              << format << "\", expected \"" << kCheckpointFormat << "\"");
+  LM_CHECK(format == kCheckpointFormat, where << "not a landmark checkpoint: __metadata__.format is \"" << format
+                                              << "\", expected \"" << kCheckpointFormat << "\"");
   // A name this reader does not know is a damaged one: "header_crc32" with a flipped bit must not
   // make the file pass for one written before the header had a checksum.
   for (const auto& [key, value] : meta.items())
@@ -435,9 +447,9 @@ Entry parse_entry(const std::string& name, const ordered_json& v, const std::str
   e.begin = off[0].get<uint64_t>();
   e.end = off[1].get<uint64_t>();
   LM_CHECK(e.begin <= e.end, what << "data_offsets [" << e.begin << ", " << e.end << "] end before they begin");
-  LM_CHECK(e.end - e.begin == nbytes,
-           what << "shape " << shape_str(e.shape) << " of " << st_dtype_name(e.dtype) << " needs " << nbytes
-                << " bytes, but data_offsets [" << e.begin << ", " << e.end << "] span " << e.end - e.begin);
+  LM_CHECK(e.end - e.begin == nbytes, what << "shape " << shape_str(e.shape) << " of " << st_dtype_name(e.dtype)
+                                           << " needs " << nbytes << " bytes, but data_offsets [" << e.begin << ", "
+                                           << e.end << "] span " << e.end - e.begin);
   return e;
 }
 

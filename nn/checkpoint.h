@@ -4,11 +4,10 @@
 // training run puts in a checkpoint (and how it resumes from one) is decided by their owners.
 #pragma once
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "tensor/tensor.h"
 

@@ -24,12 +24,14 @@ void GPTConfig::validate() const {
   LM_CHECK(n_layer > 0, "GPTConfig: n_layer must be positive, got " << n_layer);
   LM_CHECK(n_head > 0 && n_embd > 0 && n_embd % n_head == 0,
            "GPTConfig: n_embd (" << n_embd << ") must be a positive multiple of n_head (" << n_head << ")");
-  LM_CHECK(head_size() % 2 == 0, "GPTConfig: head size n_embd / n_head = " << head_size() << " must be even (rotary pairs)");
+  LM_CHECK(head_size() % 2 == 0,
+           "GPTConfig: head size n_embd / n_head = " << head_size() << " must be even (rotary pairs)");
   LM_CHECK(block_size > 0, "GPTConfig: block_size must be positive, got " << block_size);
   LM_CHECK(dropout >= 0 && dropout < 1, "GPTConfig: dropout must be in [0, 1), got " << dropout);
   LM_CHECK(landmark_every > 0, "GPTConfig: landmark_every (F) must be positive, got " << landmark_every);
-  LM_CHECK(!context_miss || landmark(), "GPTConfig: context_miss (a context-miss token, Appendix D) needs landmark "
-                                        "attention");
+  LM_CHECK(!context_miss || landmark(),
+           "GPTConfig: context_miss (a context-miss token, Appendix D) needs landmark "
+           "attention");
   // Rotary frequencies are base^(-2i/HS): at a base of 1 or less they no longer fall with i. The
   // upper bound, 1e12, is far above the bases models train with (1e4 here): past it a damaged
   // number (1e308), not a model. ln_eps is added to a variance before its square root: 0 divides
@@ -38,19 +40,22 @@ void GPTConfig::validate() const {
   LM_CHECK(ln_eps > 0 && ln_eps <= 1, "GPTConfig: ln_eps must be in (0, 1], got " << ln_eps);
   LM_CHECK(xl_cache >= 0 && xl_cache <= (int64_t(1) << 24),
            "GPTConfig: xl_cache (Transformer-XL cache length) must be in [0, 2^24], got " << xl_cache);
-  LM_CHECK(xl_cache == 0 || !landmark(), "GPTConfig: xl_cache " << xl_cache << " (Transformer-XL) needs standard attention, "
+  LM_CHECK(xl_cache == 0 || !landmark(), "GPTConfig: xl_cache " << xl_cache
+                                                                << " (Transformer-XL) needs standard attention, "
                                                                 << "not landmark attention");
   // Sane limits, before anything is built (n_layer 100000 once allocated layer after layer for a
   // minute before failing): ids are int32 below 2^30, positions int32.
   LM_CHECK(vocab_size < (int64_t(1) << 30), "GPTConfig: vocab_size " << vocab_size << " is past 2^30");
   LM_CHECK(n_layer <= 4096 && n_embd <= (int64_t(1) << 20) && block_size <= (int64_t(1) << 24) &&
                landmark_every <= (int64_t(1) << 24),
-           "GPTConfig: n_layer " << n_layer << ", n_embd " << n_embd << ", block_size " << block_size << " or landmark_every "
-                                 << landmark_every << " is past its limit (4096, 2^20, 2^24, 2^24)");
+           "GPTConfig: n_layer " << n_layer << ", n_embd " << n_embd << ", block_size " << block_size
+                                 << " or landmark_every " << landmark_every
+                                 << " is past its limit (4096, 2^20, 2^24, 2^24)");
   // The weights alone must fit in memory: vocab x C for the embedding, about 12 C^2 per layer.
   const double params = approx_params();
   const double bytes = params * 4.0, have = static_cast<double>(physical_memory_bytes());
-  LM_CHECK(bytes <= have, "GPTConfig: about " << params << " parameters (" << bytes / 1e9 << " GB in f32) do not fit in "
+  LM_CHECK(bytes <= have, "GPTConfig: about " << params << " parameters (" << bytes / 1e9
+                                              << " GB in f32) do not fit in "
                                               << "this machine's " << have / 1e9 << " GB of memory");
 }
 
@@ -74,9 +79,13 @@ Var CausalSelfAttention::forward(const Var& x, const RotaryTables& rot, const At
     y = causal_attention_packed(qkv_heads(qkv_out, NH, rot));
   } else {
     // Split q, k, v and move heads forward: (B, T, C) -> (B, T, NH, HS) -> (B, NH, T, HS).
-    auto heads = [&](int64_t part) { return transpose(reshape(narrow(qkv_out, 2, part * C, C), {B, T, NH, HS}), 1, 2); };
+    auto heads = [&](int64_t part) {
+      return transpose(reshape(narrow(qkv_out, 2, part * C, C), {B, T, NH, HS}), 1, 2);
+    };
     Var q = rotary(contiguous(heads(0)), rot), k = rotary(contiguous(heads(1)), rot), v = heads(2);
-    y = core ? core(q, k, v) : cfg_.fused_attention ? causal_attention(q, k, v) : causal_attention_reference(q, k, contiguous(v));
+    y = core                   ? core(q, k, v)
+        : cfg_.fused_attention ? causal_attention(q, k, v)
+                               : causal_attention_reference(q, k, contiguous(v));
   }
   y = reshape(transpose(y, 1, 2), {B, T, C});  // heads back together
   return dropout(proj.forward(y), cfg_.dropout, is_training());
@@ -95,13 +104,15 @@ Var CausalSelfAttention::forward_xl(const Var& x, const RotaryTables& rot, const
   Var q = rotary(contiguous(heads(0)), rot), k = rotary(k_raw, rot);
   const bool cached = ck.defined() && ck.size(2) > 0;
   const Tensor ckr = cached ? rotary(ck, rot_cache) : Tensor(), cvc = cached ? cv : Tensor();
-  Var y = cfg_.fused_attention ? prefix_attention(q, k, v, ckr, cvc) : prefix_attention_reference(q, k, contiguous(v), ckr, cvc);
+  Var y = cfg_.fused_attention ? prefix_attention(q, k, v, ckr, cvc)
+                               : prefix_attention_reference(q, k, contiguous(v), ckr, cvc);
   y = reshape(transpose(y, 1, 2), {B, T, C});
   return dropout(proj.forward(y), cfg_.dropout, is_training());
 }
 
 MLP::MLP(const GPTConfig& cfg)
-    : fc(cfg.n_embd, 4 * cfg.n_embd, cfg.bias), proj(4 * cfg.n_embd, cfg.n_embd, cfg.bias, proj_std(cfg)),
+    : fc(cfg.n_embd, 4 * cfg.n_embd, cfg.bias),
+      proj(4 * cfg.n_embd, cfg.n_embd, cfg.bias, proj_std(cfg)),
       dropout_(cfg.dropout) {
   register_module("fc", fc);
   register_module("proj", proj);
@@ -127,7 +138,8 @@ Var Block::forward_xl(const Var& x, const RotaryTables& rot, const Tensor& ck, c
   return add(h, mlp.forward(ln2.forward(h)));
 }
 
-GPT::GPT(const GPTConfig& cfg) : wte((cfg.validate(), cfg.vocab_size), cfg.n_embd), ln_f(cfg.n_embd, cfg.ln_eps), cfg_(cfg) {
+GPT::GPT(const GPTConfig& cfg)
+    : wte((cfg.validate(), cfg.vocab_size), cfg.n_embd), ln_f(cfg.n_embd, cfg.ln_eps), cfg_(cfg) {
   register_module("wte", wte);
   for (int64_t l = 0; l < cfg.n_layer; ++l) {
     blocks.push_back(std::make_unique<Block>(cfg));
@@ -157,27 +169,31 @@ Var GPT::forward_xl(const Tensor& idx, const XLCache& cache, XLCache* next) cons
            "GPT: idx must be i32 (B, T), got " << describe(idx));
   const int64_t B = idx.size(0), T = idx.size(1), M = cache.length(), L = cfg_.n_layer;
   LM_CHECK(cache.k.empty() || (static_cast<int64_t>(cache.k.size()) == L && cache.v.size() == cache.k.size()),
-           "GPT: an XL cache holds one (k, v) per layer: " << cache.k.size() << " and " << cache.v.size() << " for " << L
-                                                           << " layers");
+           "GPT: an XL cache holds one (k, v) per layer: " << cache.k.size() << " and " << cache.v.size() << " for "
+                                                           << L << " layers");
   const Device dev = device();
   const DType dt = wte.weight.dtype();
   auto tables = [&](int64_t first, int64_t n) {
-    return rotary_tables(arange(static_cast<double>(first), static_cast<double>(first + n), 1.0, DType::I32).reshape({1, n}),
-                         cfg_.head_size(), cfg_.rotary_base, dt, dev);
+    return rotary_tables(
+        arange(static_cast<double>(first), static_cast<double>(first + n), 1.0, DType::I32).reshape({1, n}),
+        cfg_.head_size(), cfg_.rotary_base, dt, dev);
   };
   const RotaryTables rot = tables(M, T), rot_cache = M > 0 ? tables(0, M) : RotaryTables{};
   Var x = dropout(wte.forward(idx.to(dev)), cfg_.dropout, is_training());
   XLCache out;
   const int64_t keep = std::min(cfg_.xl_cache, M + T);  // positions the next window will see
   for (int64_t l = 0; l < L; ++l) {
-    const Tensor ck = M > 0 ? cache.k[static_cast<size_t>(l)] : Tensor(), cv = M > 0 ? cache.v[static_cast<size_t>(l)] : Tensor();
+    const Tensor ck = M > 0 ? cache.k[static_cast<size_t>(l)] : Tensor(),
+                 cv = M > 0 ? cache.v[static_cast<size_t>(l)] : Tensor();
     LM_CHECK(M == 0 || (ck.dim() == 4 && ck.size(2) == M && cv.dim() == 4 && cv.size(2) == M),
-             "GPT: the XL cache of layer " << l << " is k " << describe(ck) << ", v " << describe(cv) << "; every layer must hold "
-                                           << M << " positions");
+             "GPT: the XL cache of layer " << l << " is k " << describe(ck) << ", v " << describe(cv)
+                                           << "; every layer must hold " << M << " positions");
     Tensor k_new, v_new;
-    x = blocks[static_cast<size_t>(l)]->forward_xl(x, rot, ck, cv, rot_cache, next ? &k_new : nullptr, next ? &v_new : nullptr);
+    x = blocks[static_cast<size_t>(l)]->forward_xl(x, rot, ck, cv, rot_cache, next ? &k_new : nullptr,
+                                                   next ? &v_new : nullptr);
     if (next) {  // the last `keep` positions of [cache | window]
-      const Tensor k_all = M > 0 ? concat(std::vector<Tensor>{ck, k_new}, 2) : k_new, v_all = M > 0 ? concat(std::vector<Tensor>{cv, v_new}, 2) : v_new;
+      const Tensor k_all = M > 0 ? concat(std::vector<Tensor>{ck, k_new}, 2) : k_new,
+                   v_all = M > 0 ? concat(std::vector<Tensor>{cv, v_new}, 2) : v_new;
       out.k.push_back(k_all.narrow(2, M + T - keep, keep).contiguous());
       out.v.push_back(v_all.narrow(2, M + T - keep, keep).contiguous());
     }

@@ -25,18 +25,18 @@ struct GPTConfig {
   int64_t n_layer = 4;
   int64_t n_head = 4;
   int64_t n_embd = 256;
-  int64_t block_size = 512;   // the training context length T
+  int64_t block_size = 512;  // the training context length T
   double dropout = 0.0;
   double rotary_base = 10000.0;
   double ln_eps = 1e-5;
-  bool bias = false;          // biases in Linear layers
+  bool bias = false;            // biases in Linear layers
   bool fused_attention = true;  // false: the composed reference (slow; for tests)
   // Which attention the model was trained with. nn/ does not interpret it (the landmark variant
   // lives in landmark/ and is passed in as an AttentionFn); it travels with the config into
   // checkpoints (as "standard" or "landmark"), next to the landmark settings below.
   AttentionKind attention = AttentionKind::Standard;
-  int64_t landmark_every = 50;   // F: regular tokens per landmark block
-  bool context_miss = false;     // trained with a context-miss token (Appendix D)
+  int64_t landmark_every = 50;  // F: regular tokens per landmark block
+  bool context_miss = false;    // trained with a context-miss token (Appendix D)
   // Transformer-XL (docs/nn.md section 17): M, the positions of cached keys and values per layer
   // that a window sees before its own (forward_xl); 0 = off, a plain causal model. Standard
   // attention only; CPU only.
@@ -73,8 +73,8 @@ class CausalSelfAttention : public Module {
   // their un-rotated keys and values (undefined: M = 0); rot for positions M..M+T-1, rot_cache
   // for 0..M-1 -> (B, T, C). k_new, v_new (when given) receive the window's un-rotated keys and
   // values (B, NH, T, HS), detached.
-  Var forward_xl(const Var& x, const RotaryTables& rot, const Tensor& ck, const Tensor& cv, const RotaryTables& rot_cache,
-                 Tensor* k_new, Tensor* v_new) const;
+  Var forward_xl(const Var& x, const RotaryTables& rot, const Tensor& ck, const Tensor& cv,
+                 const RotaryTables& rot_cache, Tensor* k_new, Tensor* v_new) const;
   Linear qkv, proj;  // qkv: C -> 3C (q, k, v stacked in that order); proj: C -> C
 
  private:
@@ -95,8 +95,9 @@ class Block : public Module {
  public:
   explicit Block(const GPTConfig& cfg);
   Var forward(const Var& x, const RotaryTables& rot, const AttentionFn& core = nullptr) const;
-  Var forward_xl(const Var& x, const RotaryTables& rot, const Tensor& ck, const Tensor& cv, const RotaryTables& rot_cache,
-                 Tensor* k_new, Tensor* v_new) const;  // as CausalSelfAttention::forward_xl
+  Var forward_xl(const Var& x, const RotaryTables& rot, const Tensor& ck, const Tensor& cv,
+                 const RotaryTables& rot_cache, Tensor* k_new,
+                 Tensor* v_new) const;  // as CausalSelfAttention::forward_xl
   LayerNorm ln1, ln2;
   CausalSelfAttention attn;
   MLP mlp;
@@ -109,8 +110,8 @@ class GPT : public Module {
   // `core` replaces causal attention in every block (e.g. landmark attention).
   Var forward(const Tensor& idx, const Tensor& positions = Tensor(), const AttentionFn& core = nullptr) const;
   // Mean cross-entropy of forward(idx) against targets i32 (B, T); ignore_index rows skipped.
-  Var loss(const Tensor& idx, const Tensor& targets, const Tensor& positions = Tensor(),
-           int64_t ignore_index = -100, const AttentionFn& core = nullptr) const;
+  Var loss(const Tensor& idx, const Tensor& targets, const Tensor& positions = Tensor(), int64_t ignore_index = -100,
+           const AttentionFn& core = nullptr) const;
   // Transformer-XL: idx i32 (B, T), the window right after the positions `cache` holds (none at a
   // segment's start) -> logits (B, T, V). Query i attends to all M cached keys of its layer and to
   // the window's keys j <= i; rotary positions are 0..M-1 for the cache and M..M+T-1 for the

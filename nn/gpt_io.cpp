@@ -7,12 +7,18 @@
 namespace lm {
 
 nlohmann::json gpt_config_to_json(const GPTConfig& c) {
-  return nlohmann::json{{"vocab_size", c.vocab_size},     {"n_layer", c.n_layer},
-                        {"n_head", c.n_head},             {"n_embd", c.n_embd},
-                        {"block_size", c.block_size},     {"dropout", c.dropout},
-                        {"rotary_base", c.rotary_base},   {"ln_eps", c.ln_eps},
-                        {"bias", c.bias},                 {"attention", attention_kind_name(c.attention)},
-                        {"landmark_every", c.landmark_every}, {"context_miss", c.context_miss},
+  return nlohmann::json{{"vocab_size", c.vocab_size},
+                        {"n_layer", c.n_layer},
+                        {"n_head", c.n_head},
+                        {"n_embd", c.n_embd},
+                        {"block_size", c.block_size},
+                        {"dropout", c.dropout},
+                        {"rotary_base", c.rotary_base},
+                        {"ln_eps", c.ln_eps},
+                        {"bias", c.bias},
+                        {"attention", attention_kind_name(c.attention)},
+                        {"landmark_every", c.landmark_every},
+                        {"context_miss", c.context_miss},
                         {"xl_cache", c.xl_cache}};
 }
 
@@ -89,7 +95,8 @@ void require_finite(const Tensor& t, const std::string& name) {
   for (int64_t i = 0; i < c.numel(); ++i) {
     const double v = pf ? static_cast<double>(pf[i]) : pd[i];
     LM_CHECK(std::isfinite(v), "checkpoint tensor '" << name << "' holds " << (std::isnan(v) ? "NaN" : "an infinity")
-                                   << " at element " << i << " (saved from a run that diverged, or corrupt)");
+                                                     << " at element " << i
+                                                     << " (saved from a run that diverged, or corrupt)");
   }
 }
 

@@ -5,9 +5,8 @@
 // trainer loads AdamW's moments next to these weights).
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "nn/checkpoint.h"
 #include "nn/gpt.h"

@@ -21,8 +21,8 @@ void prefix_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
 // dS = P * (dP - rowsum(P * dP)); dq = scale dS [ck | k]; dk = scale dS[:, M:]^T q. All outputs
 // (BH, T, HS), fully overwritten.
 void prefix_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& ck, const Tensor& cv,
-                               const Tensor& probs, const Tensor& dout, double scale, const Tensor& dq, const Tensor& dk,
-                               const Tensor& dv);
+                               const Tensor& probs, const Tensor& dout, double scale, const Tensor& dq,
+                               const Tensor& dk, const Tensor& dv);
 }  // namespace cpu
 namespace cuda {
 #include "nn/kernel_list.inc"

@@ -30,9 +30,9 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  void zero_grad();             // drop the accumulated gradient of every parameter
-  void to(Device device);       // move every parameter (gradients are dropped)
-  void to(DType dtype);         // convert every parameter, e.g. to f64 for reference checks
+  void zero_grad();        // drop the accumulated gradient of every parameter
+  void to(Device device);  // move every parameter (gradients are dropped)
+  void to(DType dtype);    // convert every parameter, e.g. to f64 for reference checks
 
  protected:
   // Called from constructors with members of the derived class (so they live as long as the
@@ -43,7 +43,7 @@ class Module {
  private:
   void collect(const std::string& prefix, std::vector<std::pair<std::string, Var*>>& out);
   std::vector<std::pair<std::string, Var*>> params_;  // members of the derived class, in order
-  std::vector<bool> decay_;                            // parallel to params_
+  std::vector<bool> decay_;                           // parallel to params_
   std::vector<std::pair<std::string, Module*>> children_;
   bool training_ = true;
 };

@@ -61,7 +61,8 @@ LM_HD double sub_rn(double a, double b) {
 // One interleaved pair (x0, x1) = (x[2i], x[2i+1]) rotated by the angle whose cosine and sine are
 // c and s (the caller negates s for the inverse rotation):
 //   y0 = x0 c - x1 s,   y1 = x0 s + x1 c.
-template <class Scalar> LM_HD void rotate_pair(Scalar x0, Scalar x1, Scalar c, Scalar s, Scalar& y0, Scalar& y1) {
+template <class Scalar>
+LM_HD void rotate_pair(Scalar x0, Scalar x1, Scalar c, Scalar s, Scalar& y0, Scalar& y1) {
   y0 = sub_rn(mul_rn(x0, c), mul_rn(x1, s));
   y1 = add_rn(mul_rn(x0, s), mul_rn(x1, c));
 }
@@ -69,11 +70,12 @@ template <class Scalar> LM_HD void rotate_pair(Scalar x0, Scalar x1, Scalar c, S
 // ---- AdamW ----
 // The per-step constants of one AdamW update, derived on the host in f64 and rounded once to the
 // parameter dtype (so both devices start from the same values).
-template <class Scalar> struct AdamWCoeffs {
-  Scalar beta1, beta2;    // moment decay rates
-  Scalar decay;           // 1 - lr * weight_decay (decoupled weight decay)
-  Scalar step;            // lr / bc1, bc1 = 1 - beta1^t
-  Scalar inv_sqrt_bc2;    // 1 / sqrt(bc2), bc2 = 1 - beta2^t
+template <class Scalar>
+struct AdamWCoeffs {
+  Scalar beta1, beta2;  // moment decay rates
+  Scalar decay;         // 1 - lr * weight_decay (decoupled weight decay)
+  Scalar step;          // lr / bc1, bc1 = 1 - beta1^t
+  Scalar inv_sqrt_bc2;  // 1 / sqrt(bc2), bc2 = 1 - beta2^t
   Scalar eps;
 };
 
@@ -95,7 +97,8 @@ inline AdamWCoeffs<Scalar> adamw_coeffs(double lr, double beta1, double beta2, d
 //   p = p (1 - lr wd) - (lr / bc1) m / (sqrt(v) / sqrt(bc2) + eps).
 // sqrt and / are correctly rounded on both devices (nvcc without --use_fast_math), so with the
 // unfused products and sums above the result is bit-identical on CPU and CUDA.
-template <class Scalar> LM_HD void adamw_element(Scalar& p, Scalar& m, Scalar& v, Scalar g, const AdamWCoeffs<Scalar>& c) {
+template <class Scalar>
+LM_HD void adamw_element(Scalar& p, Scalar& m, Scalar& v, Scalar g, const AdamWCoeffs<Scalar>& c) {
   m = add_rn(mul_rn(c.beta1, m), mul_rn(sub_rn(Scalar(1), c.beta1), g));
   v = add_rn(mul_rn(c.beta2, v), mul_rn(mul_rn(sub_rn(Scalar(1), c.beta2), g), g));
   const Scalar denom = add_rn(mul_rn(std::sqrt(v), c.inv_sqrt_bc2), c.eps);

@@ -66,10 +66,13 @@ double clip_grad_norm(Module& model, double max_norm) {
 
 namespace {
 // Cosine interpolation from `start` (pct 0) to `end` (pct 1), as in PyTorch's OneCycleLR.
-double anneal_cos(double start, double end, double pct) { return end + (start - end) / 2.0 * (std::cos(M_PI * pct) + 1.0); }
+double anneal_cos(double start, double end, double pct) {
+  return end + (start - end) / 2.0 * (std::cos(M_PI * pct) + 1.0);
+}
 }  // namespace
 
-double lr_one_cycle(int64_t s, int64_t total, double max_lr, double pct_start, double div_factor, double final_div_factor) {
+double lr_one_cycle(int64_t s, int64_t total, double max_lr, double pct_start, double div_factor,
+                    double final_div_factor) {
   LM_CHECK(total > 1 && s >= 0 && s < total, "lr_one_cycle: step " << s << " outside [0, " << total << ")");
   const double initial = max_lr / div_factor, min_lr = initial / final_div_factor;
   const double end1 = pct_start * static_cast<double>(total) - 1.0, end2 = static_cast<double>(total) - 1.0;
@@ -81,7 +84,8 @@ double lr_one_cycle(int64_t s, int64_t total, double max_lr, double pct_start, d
 double lr_warmup_cosine(int64_t s, int64_t total, double max_lr, int64_t warmup, double min_lr) {
   LM_CHECK(total > 0 && s >= 0 && s < total, "lr_warmup_cosine: step " << s << " outside [0, " << total << ")");
   if (s < warmup) return max_lr * static_cast<double>(s + 1) / static_cast<double>(warmup);
-  const double pct = total - warmup <= 1 ? 1.0 : static_cast<double>(s - warmup) / static_cast<double>(total - warmup - 1);
+  const double pct =
+      total - warmup <= 1 ? 1.0 : static_cast<double>(s - warmup) / static_cast<double>(total - warmup - 1);
   return anneal_cos(max_lr, min_lr, pct);
 }
 

@@ -14,11 +14,12 @@ namespace lm {
 namespace {
 // The cache as (B, NH, M, HS) tensors matching q, M = 0 when undefined; checks every shape.
 std::pair<Tensor, Tensor> checked_cache(const Var& q, const Var& k, const Var& v, const Tensor& ck, const Tensor& cv) {
-  LM_CHECK(q.dim() == 4 && is_floating(q.dtype()), "prefix_attention: q must be float (B, NH, T, HS), got " << describe(q.value()));
+  LM_CHECK(q.dim() == 4 && is_floating(q.dtype()),
+           "prefix_attention: q must be float (B, NH, T, HS), got " << describe(q.value()));
   LM_CHECK(k.shape() == q.shape() && v.shape() == q.shape() && k.dtype() == q.dtype() && v.dtype() == q.dtype() &&
                k.device() == q.device() && v.device() == q.device(),
-           "prefix_attention: q " << describe(q.value()) << ", k " << describe(k.value()) << ", v " << describe(v.value())
-                                  << " must share shape, dtype and device");
+           "prefix_attention: q " << describe(q.value()) << ", k " << describe(k.value()) << ", v "
+                                  << describe(v.value()) << " must share shape, dtype and device");
   const int64_t B = q.size(0), NH = q.size(1), HS = q.size(3);
   LM_CHECK(ck.defined() == cv.defined(), "prefix_attention: give both cached keys and values, or neither");
   if (!ck.defined()) {
@@ -26,7 +27,8 @@ std::pair<Tensor, Tensor> checked_cache(const Var& q, const Var& k, const Var& v
     return {empty, empty};
   }
   LM_CHECK(ck.dim() == 4 && ck.size(0) == B && ck.size(1) == NH && ck.size(3) == HS && cv.shape() == ck.shape() &&
-               ck.dtype() == q.dtype() && cv.dtype() == q.dtype() && ck.device() == q.device() && cv.device() == q.device(),
+               ck.dtype() == q.dtype() && cv.dtype() == q.dtype() && ck.device() == q.device() &&
+               cv.device() == q.device(),
            "prefix_attention: the cache k " << describe(ck) << ", v " << describe(cv) << " must be (B, NH, M, HS) = ("
                                             << B << ", " << NH << ", M, " << HS << ") like q " << describe(q.value()));
   return {ck, cv};
@@ -39,8 +41,10 @@ std::pair<Tensor, Tensor> checked_cache(const Var& q, const Var& k, const Var& v
 // dq = scale dS [ck | k]; dk = scale dS[:, M:]^T q.
 Var prefix_attention(const Var& q, const Var& k, const Var& v, const Tensor& ck_in, const Tensor& cv_in) {
   const auto [ck, cv] = checked_cache(q, k, v, ck_in, cv_in);
-  LM_CHECK(q.device() == Device::CPU, "prefix_attention (the Transformer-XL cache): CPU only, there is no CUDA kernel; "
-                                      "got " << describe(q.value()) << " (run XL models with --device cpu)");
+  LM_CHECK(q.device() == Device::CPU,
+           "prefix_attention (the Transformer-XL cache): CPU only, there is no CUDA kernel; "
+           "got "
+               << describe(q.value()) << " (run XL models with --device cpu)");
   const int64_t B = q.size(0), NH = q.size(1), T = q.size(2), HS = q.size(3), M = ck.size(2);
   const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
   Tensor q3 = q.value().contiguous().view({B * NH, T, HS}), k3 = k.value().contiguous().view({B * NH, T, HS}),
@@ -55,8 +59,8 @@ Var prefix_attention(const Var& q, const Var& k, const Var& v, const Tensor& ck_
                           Tensor dq(q3.shape(), q3.dtype(), q3.device()), dk(q3.shape(), q3.dtype(), q3.device()),
                               dv(q3.shape(), q3.dtype(), q3.device());
                           if (dq.numel() > 0)
-                            cpu::prefix_attention_backward(q3, k3, v3, ck3, cv3, probs, g.contiguous().view(q3.shape()), scale,
-                                                           dq, dk, dv);
+                            cpu::prefix_attention_backward(q3, k3, v3, ck3, cv3, probs, g.contiguous().view(q3.shape()),
+                                                           scale, dq, dk, dv);
                           return std::vector<Tensor>{dq.view(shape), dk.view(shape), dv.view(shape)};
                         });
 }

@@ -16,8 +16,8 @@ inline constexpr int kLabelScale = 2;  // axis labels, legend entries
 inline constexpr int kTickScale = 2;   // tick labels
 inline constexpr int kPad = 16;        // image border to the nearest text
 inline constexpr int kTickLen = 5;
-inline constexpr int kTickGap = 6;     // tick mark to its label
-inline constexpr int kLabelGap = 14;   // tick labels to the axis label
+inline constexpr int kTickGap = 6;    // tick mark to its label
+inline constexpr int kLabelGap = 14;  // tick labels to the axis label
 inline constexpr Rgb kTextColor{30, 30, 30};
 inline constexpr Rgb kTickTextColor{70, 70, 70};
 inline constexpr Rgb kAxisColor{90, 90, 90};
@@ -50,8 +50,7 @@ Frame layout_axes(int width, int height, const AxesText& text, const Ticks& x_ti
 void draw_grid(Canvas& canvas, const Frame& frame, const Ticks& x_ticks, const Ticks& y_ticks);
 // The frame one pixel outside the plot area, tick marks, tick labels (a label that would overlap
 // its neighbour is skipped), axis labels and the title (drawn after the data).
-void draw_axes(Canvas& canvas, const Frame& frame, const Ticks& x_ticks, const Ticks& y_ticks,
-               const AxesText& text);
+void draw_axes(Canvas& canvas, const Frame& frame, const Ticks& x_ticks, const Ticks& y_ticks, const AxesText& text);
 // The x label under the tick labels, the y label turned up at the left border, and the title;
 // only the pixel box of `frame` is used.
 void draw_axis_titles(Canvas& canvas, const Frame& frame, const AxesText& text);

@@ -28,8 +28,8 @@
 #include <stb/stb_image_write.h>
 #define STB_IMAGE_IMPLEMENTATION
 #define STBI_ONLY_PNG
-#include <stb/stb_image.h>
 #include <stb/stb_easy_font.h>
+#include <stb/stb_image.h>
 #pragma GCC diagnostic pop
 
 namespace lm::plot {
@@ -157,7 +157,7 @@ void Canvas::line(double x0, double y0, double x1, double y1, Rgb c, double thic
   // Walk the longer axis; for each step, visit only the short run of pixels across the line.
   // Ranges are clamped to the clip rectangle in double first, so huge coordinates are safe.
   const bool shallow = std::fabs(dx) >= std::fabs(dy);
-  const double a0 = shallow ? x0 : y0, a1 = shallow ? x1 : y1;     // along the long axis
+  const double a0 = shallow ? x0 : y0, a1 = shallow ? x1 : y1;  // along the long axis
   const double b0 = shallow ? y0 : x0, slope = shallow ? dy / dx : dx / dy;
   const double lo_a = shallow ? cx0_ : cy0_, hi_a = shallow ? cx1_ : cy1_;
   const double lo_b = shallow ? cy0_ : cx0_, hi_b = shallow ? cy1_ : cx1_;

@@ -36,7 +36,7 @@ class Canvas {
 
   int width() const { return w_; }
   int height() const { return h_; }
-  Rgb at(int x, int y) const;  // throws lm::Error outside the image
+  Rgb at(int x, int y) const;                               // throws lm::Error outside the image
   const std::vector<uint8_t>& data() const { return px_; }  // (height, width, 3) row-major
 
   // Restrict drawing to the inclusive rectangle [x0, x1] x [y0, y1] (clamped to the image).
@@ -62,8 +62,7 @@ class Canvas {
 
   // stb_easy_font text, each font unit drawn as a scale x scale block; (x, y) is the anchor
   // chosen by h and v. '\n' starts a new line 12 * scale below.
-  void text(int x, int y, const std::string& s, Rgb c, int scale = 1, HAlign h = HAlign::Left,
-            VAlign v = VAlign::Top);
+  void text(int x, int y, const std::string& s, Rgb c, int scale = 1, HAlign h = HAlign::Left, VAlign v = VAlign::Top);
   // The same text turned 90 degrees counter-clockwise (reads bottom to top), centred on (cx, cy).
   void text_up(int cx, int cy, const std::string& s, Rgb c, int scale = 1);
 
@@ -82,7 +81,7 @@ class Canvas {
 // A decoded PNG (always 3 channels); the test's and tools' way to look at what was written.
 struct Image {
   int width = 0, height = 0;
-  std::vector<uint8_t> rgb;  // (height, width, 3)
+  std::vector<uint8_t> rgb;    // (height, width, 3)
   Rgb at(int x, int y) const;  // throws lm::Error outside the image
 };
 Image read_png(const std::string& path);  // throws lm::Error naming the path

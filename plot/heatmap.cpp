@@ -62,7 +62,7 @@ Scale value_scale(int cols, const std::vector<double>& values, const HeatmapOpti
     const double v = values[i];
     if (std::isnan(v)) continue;
     LM_CHECK(std::isfinite(v), "heatmap: values[" << i << "] (row " << i / cols << ", col " << i % cols << ") is " << v
-                                                   << "; use NaN for 'no value'");
+                                                  << "; use NaN for 'no value'");
     if (opt.categorical) {
       LM_CHECK(v >= 0 && v <= 1e6 && v == std::floor(v),
                "heatmap: categorical mode needs integer values in [0, 1e6], but values["
@@ -77,9 +77,12 @@ Scale value_scale(int cols, const std::vector<double>& values, const HeatmapOpti
   if (opt.v_min) lo = *opt.v_min;
   if (opt.v_max) hi = *opt.v_max;
   if (!(lo < hi)) {
-    if (opt.v_min) hi = lo + 1;
-    else if (opt.v_max) lo = hi - 1;
-    else lo -= 0.5, hi += 0.5;
+    if (opt.v_min)
+      hi = lo + 1;
+    else if (opt.v_max)
+      lo = hi - 1;
+    else
+      lo -= 0.5, hi += 0.5;
   }
   return sc;
 }
@@ -256,8 +259,10 @@ HeatmapFrame heatmap(const std::string& path, int rows, int cols, const std::vec
   draw_axis_titles(canvas, box, AxesText{opt.title, opt.x_label, opt.y_label});
 
   const int side_x = box.right + 1 + kSideGap;
-  if (opt.categorical) draw_legend(canvas, L, sc, opt, side_x);
-  else draw_colour_bar(canvas, L, sc, opt, side_x);
+  if (opt.categorical)
+    draw_legend(canvas, L, sc, opt, side_x);
+  else
+    draw_colour_bar(canvas, L, sc, opt, side_x);
   canvas.write_png(path);
   return hf;
 }

@@ -14,18 +14,17 @@ Frame histogram(const std::string& path, const std::vector<double>& values, int 
   using namespace detail;
   check_image_size(opt.width, opt.height, "histogram");
   LM_CHECK(!values.empty(), "histogram: `values` is empty; nothing to count");
-  if (!opt.integer_bins)
-    LM_CHECK(bins > 0 && bins <= 100000, "histogram: bins must be in [1, 100000], got " << bins);
+  if (!opt.integer_bins) LM_CHECK(bins > 0 && bins <= 100000, "histogram: bins must be in [1, 100000], got " << bins);
   if (opt.range)
-    LM_CHECK(std::isfinite(opt.range->first) && std::isfinite(opt.range->second) &&
-                 opt.range->first <= opt.range->second,
-             "histogram: range must be finite with lo <= hi, got [" << opt.range->first << ", " << opt.range->second
-                                                                  << "]");
+    LM_CHECK(
+        std::isfinite(opt.range->first) && std::isfinite(opt.range->second) && opt.range->first <= opt.range->second,
+        "histogram: range must be finite with lo <= hi, got [" << opt.range->first << ", " << opt.range->second << "]");
   double v_min = INFINITY, v_max = -INFINITY;
   for (size_t i = 0; i < values.size(); ++i) {
     const double v = values[i];
     if (std::isnan(v)) continue;
-    LM_CHECK(std::isfinite(v), "histogram: values[" << i << "] is " << v << "; only finite values (or NaN, skipped) can be counted");
+    LM_CHECK(std::isfinite(v),
+             "histogram: values[" << i << "] is " << v << "; only finite values (or NaN, skipped) can be counted");
     LM_CHECK(!opt.integer_bins || v == std::floor(v),
              "histogram: integer_bins needs integer values, but values[" << i << "] = " << v);
     v_min = std::min(v_min, v), v_max = std::max(v_max, v);
@@ -39,7 +38,8 @@ Frame histogram(const std::string& path, const std::vector<double>& values, int 
   if (opt.integer_bins) {
     lo = std::ceil(lo), hi = std::floor(hi);
     LM_CHECK(lo <= hi, "histogram: range [" << opt.range->first << ", " << opt.range->second << "] holds no integer");
-    LM_CHECK(hi - lo < 100000, "histogram: integer_bins over [" << lo << ", " << hi
+    LM_CHECK(hi - lo < 100000, "histogram: integer_bins over ["
+                                   << lo << ", " << hi
                                    << "] would draw more than 100000 bars; use equal-width bins instead");
     n = static_cast<int>(hi - lo) + 1;
     edge0 = lo - 0.5, width = 1;

@@ -47,7 +47,8 @@ Extent data_extent(const std::vector<Series>& series, const LineChartOptions& op
     const Series& s = series[i];
     LM_CHECK(!s.y.empty(), "line_chart: series " << i << " ('" << s.label << "') has no y values");
     LM_CHECK(s.x.empty() || s.x.size() == s.y.size(), "line_chart: series " << i << " ('" << s.label << "'): x has "
-                                                          << s.x.size() << " values but y has " << s.y.size());
+                                                                            << s.x.size() << " values but y has "
+                                                                            << s.y.size());
     any_label = any_label || !s.label.empty();
     for (size_t j = 0; j < s.y.size(); ++j) {
       const double x = s.x.empty() ? static_cast<double>(j) : s.x[j], y = s.y[j];
@@ -88,8 +89,10 @@ void draw_series(Canvas& canvas, const Frame& f, const Series& s, Rgb color, con
     if (ok(j) && ok(j + 1)) canvas.line(px[j], py[j], px[j + 1], py[j + 1], color, opt.line_width);
   for (size_t j = 0; j < n; ++j) {
     const bool isolated = ok(j) && (j == 0 || !ok(j - 1)) && (j + 1 == n || !ok(j + 1));
-    if (opt.markers) canvas.dot(px[j], py[j], opt.line_width + 1.5, color);
-    else if (isolated) canvas.dot(px[j], py[j], opt.line_width, color);
+    if (opt.markers)
+      canvas.dot(px[j], py[j], opt.line_width + 1.5, color);
+    else if (isolated)
+      canvas.dot(px[j], py[j], opt.line_width, color);
   }
 }
 

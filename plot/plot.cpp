@@ -98,8 +98,8 @@ std::string format_tick(double v, double step) {
   if (step >= 1e5 || (step > 0 && step < 1e-4)) {
     if (v == 0) return "0";
     // Enough significant digits to tell neighbouring ticks apart, then "2.50e+06" -> "2.5e6".
-    const int sig = std::max(1, static_cast<int>(std::floor(std::log10(std::fabs(v))) -
-                                                 std::floor(std::log10(step)) + 1));
+    const int sig =
+        std::max(1, static_cast<int>(std::floor(std::log10(std::fabs(v))) - std::floor(std::log10(step)) + 1));
     std::snprintf(buf, sizeof buf, "%.*e", std::min(sig, 15) - 1, v);
     std::string s = buf;
     const size_t e = s.find('e');
@@ -121,7 +121,7 @@ std::string format_tick(double v, double step) {
 Rgb palette_color(int i) {
   LM_CHECK(i >= 0, "palette_color: index must be >= 0, got " << i);
   // matplotlib's tab10 without its grey (grey means "no data" here).
-  static const Rgb kFixed[] = {{31, 119, 180}, {255, 127, 14}, {44, 160, 44},  {214, 39, 40},  {148, 103, 189},
+  static const Rgb kFixed[] = {{31, 119, 180}, {255, 127, 14},  {44, 160, 44},  {214, 39, 40}, {148, 103, 189},
                                {140, 86, 75},  {227, 119, 194}, {188, 189, 34}, {23, 190, 207}};
   constexpr int kN = sizeof kFixed / sizeof kFixed[0];
   if (i < kN) return kFixed[i];
@@ -130,20 +130,32 @@ Rgb palette_color(int i) {
   const double c = v * s, x = c * (1 - std::fabs(std::fmod(h, 2.0) - 1)), m = v - c;
   double r = 0, g = 0, b = 0;
   switch (static_cast<int>(h)) {
-    case 0: r = c, g = x; break;
-    case 1: r = x, g = c; break;
-    case 2: g = c, b = x; break;
-    case 3: g = x, b = c; break;
-    case 4: r = x, b = c; break;
-    default: r = c, b = x; break;
+    case 0:
+      r = c, g = x;
+      break;
+    case 1:
+      r = x, g = c;
+      break;
+    case 2:
+      g = c, b = x;
+      break;
+    case 3:
+      g = x, b = c;
+      break;
+    case 4:
+      r = x, b = c;
+      break;
+    default:
+      r = c, b = x;
+      break;
   }
   auto u8 = [m](double f) { return static_cast<uint8_t>(std::lround((f + m) * 255)); };
   return {u8(r), u8(g), u8(b)};
 }
 
 Rgb viridis(double t) {
-  static const Rgb kStops[9] = {{68, 1, 84},    {71, 45, 123},  {59, 82, 139},  {44, 114, 142}, {33, 145, 140},
-                                {40, 174, 128}, {94, 201, 98},  {173, 220, 48}, {253, 231, 37}};
+  static const Rgb kStops[9] = {{68, 1, 84},    {71, 45, 123}, {59, 82, 139},  {44, 114, 142}, {33, 145, 140},
+                                {40, 174, 128}, {94, 201, 98}, {173, 220, 48}, {253, 231, 37}};
   if (!(t > 0)) t = 0;  // NaN lands here too; callers draw NaN cells in kNanColor themselves
   if (t > 1) t = 1;
   const double pos = t * 8;
@@ -262,15 +274,13 @@ void draw_y_tick_labels(Canvas& canvas, const std::vector<double>& py, const std
     canvas.fill_rect(right_x - kTickLen, y, right_x - 1, y, kAxisColor);
     const int h = text_height(kTickScale);
     if (y + h / 2 > last_top - 2 * kTickScale) continue;
-    canvas.text(right_x - kTickLen - kTickGap, y, labels[i], kTickTextColor, kTickScale, HAlign::Right,
-                VAlign::Middle);
+    canvas.text(right_x - kTickLen - kTickGap, y, labels[i], kTickTextColor, kTickScale, HAlign::Right, VAlign::Middle);
     last_top = y - h / 2;
   }
 }
 
 void draw_title(Canvas& canvas, const std::string& title) {
-  if (!title.empty())
-    canvas.text(canvas.width() / 2, kPad, title, kTextColor, kTitleScale, HAlign::Center);
+  if (!title.empty()) canvas.text(canvas.width() / 2, kPad, title, kTextColor, kTitleScale, HAlign::Center);
 }
 
 void draw_axes(Canvas& canvas, const Frame& f, const Ticks& x_ticks, const Ticks& y_ticks, const AxesText& text) {
@@ -290,8 +300,7 @@ void draw_axis_titles(Canvas& canvas, const Frame& f, const AxesText& text) {
     canvas.text((f.left + f.right) / 2, y, text.x_label, kTextColor, kLabelScale, HAlign::Center);
   }
   if (!text.y_label.empty())
-    canvas.text_up(kPad + text_height(kLabelScale) / 2, (f.top + f.bottom) / 2, text.y_label, kTextColor,
-                   kLabelScale);
+    canvas.text_up(kPad + text_height(kLabelScale) / 2, (f.top + f.bottom) / 2, text.y_label, kTextColor, kLabelScale);
   draw_title(canvas, text.title);
 }
 

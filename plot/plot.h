@@ -67,9 +67,9 @@ struct Frame {
 // ---- line chart ----
 
 struct Series {
-  std::string label;      // legend text; the legend is left out when every label is empty
-  std::vector<double> x;  // empty means 0, 1, 2, ...
-  std::vector<double> y;  // NaN (or <= 0 on a log axis) leaves a gap in the line
+  std::string label;         // legend text; the legend is left out when every label is empty
+  std::vector<double> x;     // empty means 0, 1, 2, ...
+  std::vector<double> y;     // NaN (or <= 0 on a log axis) leaves a gap in the line
   std::optional<Rgb> color;  // default: palette_color(index of the series)
 };
 
@@ -102,10 +102,10 @@ struct CellSpan {
 
 struct HeatmapOptions {
   std::string title, x_label, y_label;
-  std::string value_label;  // written beside the colour bar (continuous mode)
-  int cell_size = 0;        // pixels per (square) cell; 0 = as large as fits in width x height
-  int width = 960, height = 720;  // upper bound on the image when cell_size == 0
-  bool square_cells = true;       // false: stretch cells to fill width x height (cell_size == 0)
+  std::string value_label;             // written beside the colour bar (continuous mode)
+  int cell_size = 0;                   // pixels per (square) cell; 0 = as large as fits in width x height
+  int width = 960, height = 720;       // upper bound on the image when cell_size == 0
+  bool square_cells = true;            // false: stretch cells to fill width x height (cell_size == 0)
   std::optional<double> v_min, v_max;  // colour scale; default: min and max of the finite values
 
   // Categorical mode: every finite value must be an integer >= 0 and is drawn in
@@ -115,7 +115,7 @@ struct HeatmapOptions {
 
   std::vector<int> marked_columns;  // e.g. landmark positions: a thin line and a tick above
   Rgb mark_color{255, 0, 255};
-  std::vector<CellSpan> outlined;   // e.g. retrieved blocks, per query row
+  std::vector<CellSpan> outlined;  // e.g. retrieved blocks, per query row
   Rgb outline_color{255, 40, 40};
 };
 

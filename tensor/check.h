@@ -22,19 +22,19 @@ namespace detail {
 }  // namespace lm
 
 // Usage: LM_CHECK(a.dim() == 2, "matmul: expected a 2-d tensor, got shape " << shape_str(a.shape()));
-#define LM_CHECK(cond, ...)                                           \
-  do {                                                                \
-    if (!(cond)) {                                                    \
-      std::ostringstream lm_check_os_;                                \
-      lm_check_os_ << __VA_ARGS__;                                    \
+#define LM_CHECK(cond, ...)                                              \
+  do {                                                                   \
+    if (!(cond)) {                                                       \
+      std::ostringstream lm_check_os_;                                   \
+      lm_check_os_ << __VA_ARGS__;                                       \
       ::lm::detail::fail(__FILE__, __LINE__, #cond, lm_check_os_.str()); \
-    }                                                                 \
+    }                                                                    \
   } while (0)
 
 // Unconditional failure with the same formatting.
-#define LM_FAIL(...)                                                  \
-  do {                                                                \
-    std::ostringstream lm_check_os_;                                  \
-    lm_check_os_ << __VA_ARGS__;                                      \
+#define LM_FAIL(...)                                                     \
+  do {                                                                   \
+    std::ostringstream lm_check_os_;                                     \
+    lm_check_os_ << __VA_ARGS__;                                         \
     ::lm::detail::fail(__FILE__, __LINE__, nullptr, lm_check_os_.str()); \
   } while (0)

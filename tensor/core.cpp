@@ -14,17 +14,22 @@ namespace detail {
 void fail(const char* file, int line, const char* expr, const std::string& msg) {
   std::ostringstream os;
   os << msg;
-  if (expr) os << "\n  (check failed: " << expr << " at " << file << ":" << line << ")";
-  else os << "\n  (at " << file << ":" << line << ")";
+  if (expr)
+    os << "\n  (check failed: " << expr << " at " << file << ":" << line << ")";
+  else
+    os << "\n  (at " << file << ":" << line << ")";
   throw Error(os.str());
 }
 }  // namespace detail
 
 const char* dtype_name(DType t) {
   switch (t) {
-    case DType::F32: return "f32";
-    case DType::F64: return "f64";
-    case DType::I32: return "i32";
+    case DType::F32:
+      return "f32";
+    case DType::F64:
+      return "f64";
+    case DType::I32:
+      return "i32";
   }
   return "?";
 }
@@ -77,17 +82,17 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* opname) {
   for (size_t i = 0; i < n; ++i) {
     int64_t da = i < n - a.size() ? 1 : a[i - (n - a.size())];
     int64_t db = i < n - b.size() ? 1 : b[i - (n - b.size())];
-    LM_CHECK(da == db || da == 1 || db == 1,
-             opname << ": shapes " << shape_str(a) << " and " << shape_str(b)
-                    << " cannot be broadcast (dim " << i << ": " << da << " vs " << db << ")");
+    LM_CHECK(da == db || da == 1 || db == 1, opname << ": shapes " << shape_str(a) << " and " << shape_str(b)
+                                                    << " cannot be broadcast (dim " << i << ": " << da << " vs " << db
+                                                    << ")");
     out[i] = da == 1 ? db : da;
   }
   return out;
 }
 int64_t normalize_dim(int64_t d, int64_t ndim, const char* opname) {
   int64_t lo = ndim == 0 ? -1 : -ndim, hi = ndim == 0 ? 0 : ndim - 1;
-  LM_CHECK(d >= lo && d <= hi, opname << ": dim " << d << " is out of range for a " << ndim
-                                      << "-d tensor (expected " << lo << ".." << hi << ")");
+  LM_CHECK(d >= lo && d <= hi, opname << ": dim " << d << " is out of range for a " << ndim << "-d tensor (expected "
+                                      << lo << ".." << hi << ")");
   return d < 0 ? d + std::max<int64_t>(ndim, 1) : d;
 }
 

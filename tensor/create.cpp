@@ -25,24 +25,23 @@ Tensor full_like(const Tensor& t, double value) { return full(t.shape(), value, 
 Tensor scalar_tensor(double value, DType dtype, Device device) { return full({}, value, dtype, device); }
 
 Tensor arange(double start, double end, double step, DType dtype, Device device) {
-  LM_CHECK(step != 0.0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
-           "arange: need finite start/end and a non-zero step, got start=" << start << " end=" << end
-                                                                          << " step=" << step);
+  LM_CHECK(
+      step != 0.0 && std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
+      "arange: need finite start/end and a non-zero step, got start=" << start << " end=" << end << " step=" << step);
   double len = std::ceil((end - start) / step);
   int64_t n = len > 0 ? static_cast<int64_t>(len) : 0;
   Tensor t({n}, dtype, device);
   if (n > 0) LM_KERNEL(device, arange, t, start, step);
   return t;
 }
-Tensor arange(int64_t n, DType dtype, Device device) {
-  return arange(0.0, static_cast<double>(n), 1.0, dtype, device);
-}
+Tensor arange(int64_t n, DType dtype, Device device) { return arange(0.0, static_cast<double>(n), 1.0, dtype, device); }
 
 namespace {
-template <class Scalar> Tensor from_host(const std::vector<Scalar>& values, const Shape& shape, Device device) {
+template <class Scalar>
+Tensor from_host(const std::vector<Scalar>& values, const Shape& shape, Device device) {
   LM_CHECK(static_cast<int64_t>(values.size()) == numel(shape),
-           "from_vector: " << values.size() << " values do not fill shape " << shape_str(shape) << " ("
-                           << numel(shape) << " elements)");
+           "from_vector: " << values.size() << " values do not fill shape " << shape_str(shape) << " (" << numel(shape)
+                           << " elements)");
   Tensor t(shape, dtype_of<Scalar>(), Device::CPU);
   if (!values.empty()) std::memcpy(t.data<Scalar>(), values.data(), values.size() * sizeof(Scalar));
   return t.to(device);

@@ -18,8 +18,7 @@ Tensor full_like(const Tensor& t, double value);
 Tensor scalar_tensor(double value, DType dtype = DType::F32, Device device = Device::CPU);  // 0-d
 
 // [start, end) in steps of step, like Python's range; length ceil((end - start) / step).
-Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::I32,
-              Device device = Device::CPU);
+Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::I32, Device device = Device::CPU);
 Tensor arange(int64_t n, DType dtype = DType::I32, Device device = Device::CPU);
 
 // Copies host values; values.size() must equal numel(shape). The element type picks the dtype.
@@ -29,9 +28,9 @@ Tensor from_vector(const std::vector<int32_t>& values, const Shape& shape, Devic
 
 // Random tensors from the global generator (rng.h). Same seed + same sequence of calls = same
 // numbers, on CPU and CUDA alike.
-Tensor rand(const Shape& shape, DType dtype = DType::F32, Device device = Device::CPU,
-            double lo = 0.0, double hi = 1.0);
-Tensor randn(const Shape& shape, DType dtype = DType::F32, Device device = Device::CPU,
-             double mean = 0.0, double std = 1.0);
+Tensor rand(const Shape& shape, DType dtype = DType::F32, Device device = Device::CPU, double lo = 0.0,
+            double hi = 1.0);
+Tensor randn(const Shape& shape, DType dtype = DType::F32, Device device = Device::CPU, double mean = 0.0,
+             double std = 1.0);
 
 }  // namespace lm

@@ -14,6 +14,7 @@ namespace detail {
 #define LM_KERNEL(device, name, ...) \
   ((device) == ::lm::Device::CPU ? ::lm::cpu::name(__VA_ARGS__) : ::lm::cuda::name(__VA_ARGS__))
 #else
-#define LM_KERNEL(device, name, ...) \
-  ((device) == ::lm::Device::CPU ? ::lm::cpu::name(__VA_ARGS__) : (::lm::detail::no_cuda(#name), ::lm::cpu::name(__VA_ARGS__)))
+#define LM_KERNEL(device, name, ...)                            \
+  ((device) == ::lm::Device::CPU ? ::lm::cpu::name(__VA_ARGS__) \
+                                 : (::lm::detail::no_cuda(#name), ::lm::cpu::name(__VA_ARGS__)))
 #endif

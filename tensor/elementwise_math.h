@@ -12,35 +12,49 @@ namespace lm {
 
 enum class UnaryOp : uint8_t { Neg, Exp, Log, Sqrt, Tanh, Relu, Gelu };
 enum class BinaryOp : uint8_t {
-  Add, Sub, Mul, Div,          // arithmetic
-  Eq, Ne, Lt, Le, Gt, Ge,      // comparisons: 1 where true, 0 where false, in the input dtype
-  Max, Min,                    // elementwise maximum / minimum
-  ReluBackward,                // (x, g) -> g where x > 0 else 0
-  GeluBackward,                // (x, g) -> g * gelu'(x)
+  Add,
+  Sub,
+  Mul,
+  Div,  // arithmetic
+  Eq,
+  Ne,
+  Lt,
+  Le,
+  Gt,
+  Ge,  // comparisons: 1 where true, 0 where false, in the input dtype
+  Max,
+  Min,           // elementwise maximum / minimum
+  ReluBackward,  // (x, g) -> g where x > 0 else 0
+  GeluBackward,  // (x, g) -> g * gelu'(x)
 };
 const char* unary_op_name(UnaryOp op);
 const char* binary_op_name(BinaryOp op);
 
 // Bind the runtime op to a constexpr `OPV` and run the block: one compiled loop per op.
 #define LM_CASE_OP_(Enum, name, ...) \
-  case Enum::name: { constexpr Enum OPV = Enum::name; __VA_ARGS__; break; }
-#define LM_SWITCH_UNARY(op, ...)                                                           \
-  switch (op) {                                                                            \
-    LM_CASE_OP_(::lm::UnaryOp, Neg, __VA_ARGS__) LM_CASE_OP_(::lm::UnaryOp, Exp, __VA_ARGS__) \
-    LM_CASE_OP_(::lm::UnaryOp, Log, __VA_ARGS__) LM_CASE_OP_(::lm::UnaryOp, Sqrt, __VA_ARGS__) \
-    LM_CASE_OP_(::lm::UnaryOp, Tanh, __VA_ARGS__) LM_CASE_OP_(::lm::UnaryOp, Relu, __VA_ARGS__) \
-    LM_CASE_OP_(::lm::UnaryOp, Gelu, __VA_ARGS__)                                          \
+  case Enum::name: {                 \
+    constexpr Enum OPV = Enum::name; \
+    __VA_ARGS__;                     \
+    break;                           \
   }
-#define LM_SWITCH_BINARY(op, ...)                                                          \
-  switch (op) {                                                                            \
-    LM_CASE_OP_(::lm::BinaryOp, Add, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Sub, __VA_ARGS__) \
-    LM_CASE_OP_(::lm::BinaryOp, Mul, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Div, __VA_ARGS__) \
-    LM_CASE_OP_(::lm::BinaryOp, Eq, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Ne, __VA_ARGS__)   \
-    LM_CASE_OP_(::lm::BinaryOp, Lt, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Le, __VA_ARGS__)   \
-    LM_CASE_OP_(::lm::BinaryOp, Gt, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Ge, __VA_ARGS__)   \
-    LM_CASE_OP_(::lm::BinaryOp, Max, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Min, __VA_ARGS__) \
-    LM_CASE_OP_(::lm::BinaryOp, ReluBackward, __VA_ARGS__)                                 \
-    LM_CASE_OP_(::lm::BinaryOp, GeluBackward, __VA_ARGS__)                                 \
+#define LM_SWITCH_UNARY(op, ...)                                                                        \
+  switch (op) {                                                                                         \
+    LM_CASE_OP_(::lm::UnaryOp, Neg, __VA_ARGS__)                                                        \
+    LM_CASE_OP_(::lm::UnaryOp, Exp, __VA_ARGS__) LM_CASE_OP_(::lm::UnaryOp, Log, __VA_ARGS__)           \
+        LM_CASE_OP_(::lm::UnaryOp, Sqrt, __VA_ARGS__) LM_CASE_OP_(::lm::UnaryOp, Tanh, __VA_ARGS__)     \
+            LM_CASE_OP_(::lm::UnaryOp, Relu, __VA_ARGS__) LM_CASE_OP_(::lm::UnaryOp, Gelu, __VA_ARGS__) \
+  }
+#define LM_SWITCH_BINARY(op, ...)                                                                              \
+  switch (op) {                                                                                                \
+    LM_CASE_OP_(::lm::BinaryOp, Add, __VA_ARGS__)                                                              \
+    LM_CASE_OP_(::lm::BinaryOp, Sub, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Mul, __VA_ARGS__)                \
+        LM_CASE_OP_(::lm::BinaryOp, Div, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Eq, __VA_ARGS__)             \
+            LM_CASE_OP_(::lm::BinaryOp, Ne, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Lt, __VA_ARGS__)          \
+                LM_CASE_OP_(::lm::BinaryOp, Le, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Gt, __VA_ARGS__)      \
+                    LM_CASE_OP_(::lm::BinaryOp, Ge, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Max, __VA_ARGS__) \
+                        LM_CASE_OP_(::lm::BinaryOp, Min, __VA_ARGS__)                                          \
+                            LM_CASE_OP_(::lm::BinaryOp, ReluBackward, __VA_ARGS__)                             \
+                                LM_CASE_OP_(::lm::BinaryOp, GeluBackward, __VA_ARGS__)                         \
   }
 
 namespace math {
@@ -93,12 +107,14 @@ LM_HD double exp_softmax(double x) { return std::exp(x); }
 
 // Exact (erf-based) GELU, PyTorch's nn.GELU(approximate='none'): gelu(x) = x * Phi(x), Phi the
 // standard normal CDF. f64 (and the gradient checker) uses std::erf; f32 uses normal_cdf below.
-template <class Scalar> LM_HD Scalar gelu(Scalar x) {
+template <class Scalar>
+LM_HD Scalar gelu(Scalar x) {
   const Scalar inv_sqrt2 = Scalar(0.70710678118654752440);
   return Scalar(0.5) * x * (Scalar(1) + std::erf(x * inv_sqrt2));
 }
 // d/dx [x Phi(x)] = Phi(x) + x phi(x), phi the standard normal density.
-template <class Scalar> LM_HD Scalar gelu_grad(Scalar x) {
+template <class Scalar>
+LM_HD Scalar gelu_grad(Scalar x) {
   const Scalar inv_sqrt2 = Scalar(0.70710678118654752440);
   const Scalar inv_sqrt2pi = Scalar(0.39894228040143267794);
   Scalar cdf = Scalar(0.5) * (Scalar(1) + std::erf(x * inv_sqrt2));
@@ -147,31 +163,54 @@ LM_HD float gelu_grad(float x) {
   return normal_cdf(x) + x * pdf;
 }
 
-template <UnaryOp OP, class Scalar> LM_HD Scalar unary(Scalar x) {
-  if constexpr (OP == UnaryOp::Neg) return -x;
-  else if constexpr (OP == UnaryOp::Relu) return x > Scalar(0) ? x : Scalar(0);
-  else if constexpr (OP == UnaryOp::Exp) return std::exp(x);
-  else if constexpr (OP == UnaryOp::Log) return std::log(x);
-  else if constexpr (OP == UnaryOp::Sqrt) return std::sqrt(x);
-  else if constexpr (OP == UnaryOp::Tanh) return std::tanh(x);
-  else return gelu(x);
+template <UnaryOp OP, class Scalar>
+LM_HD Scalar unary(Scalar x) {
+  if constexpr (OP == UnaryOp::Neg)
+    return -x;
+  else if constexpr (OP == UnaryOp::Relu)
+    return x > Scalar(0) ? x : Scalar(0);
+  else if constexpr (OP == UnaryOp::Exp)
+    return std::exp(x);
+  else if constexpr (OP == UnaryOp::Log)
+    return std::log(x);
+  else if constexpr (OP == UnaryOp::Sqrt)
+    return std::sqrt(x);
+  else if constexpr (OP == UnaryOp::Tanh)
+    return std::tanh(x);
+  else
+    return gelu(x);
 }
 
-template <BinaryOp OP, class Scalar> LM_HD Scalar binary(Scalar a, Scalar b) {
-  if constexpr (OP == BinaryOp::Add) return a + b;
-  else if constexpr (OP == BinaryOp::Sub) return a - b;
-  else if constexpr (OP == BinaryOp::Mul) return a * b;
-  else if constexpr (OP == BinaryOp::Div) return a / b;
-  else if constexpr (OP == BinaryOp::Eq) return Scalar(a == b);
-  else if constexpr (OP == BinaryOp::Ne) return Scalar(a != b);
-  else if constexpr (OP == BinaryOp::Lt) return Scalar(a < b);
-  else if constexpr (OP == BinaryOp::Le) return Scalar(a <= b);
-  else if constexpr (OP == BinaryOp::Gt) return Scalar(a > b);
-  else if constexpr (OP == BinaryOp::Ge) return Scalar(a >= b);
-  else if constexpr (OP == BinaryOp::Max) return a > b ? a : b;
-  else if constexpr (OP == BinaryOp::Min) return a < b ? a : b;
-  else if constexpr (OP == BinaryOp::ReluBackward) return a > Scalar(0) ? b : Scalar(0);
-  else return b * gelu_grad(a);  // GeluBackward (floating types only; fronts check)
+template <BinaryOp OP, class Scalar>
+LM_HD Scalar binary(Scalar a, Scalar b) {
+  if constexpr (OP == BinaryOp::Add)
+    return a + b;
+  else if constexpr (OP == BinaryOp::Sub)
+    return a - b;
+  else if constexpr (OP == BinaryOp::Mul)
+    return a * b;
+  else if constexpr (OP == BinaryOp::Div)
+    return a / b;
+  else if constexpr (OP == BinaryOp::Eq)
+    return Scalar(a == b);
+  else if constexpr (OP == BinaryOp::Ne)
+    return Scalar(a != b);
+  else if constexpr (OP == BinaryOp::Lt)
+    return Scalar(a < b);
+  else if constexpr (OP == BinaryOp::Le)
+    return Scalar(a <= b);
+  else if constexpr (OP == BinaryOp::Gt)
+    return Scalar(a > b);
+  else if constexpr (OP == BinaryOp::Ge)
+    return Scalar(a >= b);
+  else if constexpr (OP == BinaryOp::Max)
+    return a > b ? a : b;
+  else if constexpr (OP == BinaryOp::Min)
+    return a < b ? a : b;
+  else if constexpr (OP == BinaryOp::ReluBackward)
+    return a > Scalar(0) ? b : Scalar(0);
+  else
+    return b * gelu_grad(a);  // GeluBackward (floating types only; fronts check)
 }
 
 }  // namespace math

@@ -23,12 +23,12 @@ namespace fs = std::filesystem;
 
 // What a path that is not a regular file is, in words.
 const char* kind_of(const fs::file_status& st) {
-  return fs::is_symlink(st)                                     ? "a symbolic link"
-         : fs::is_directory(st)                                 ? "a directory"
-         : fs::is_fifo(st)                                      ? "a FIFO (named pipe)"
-         : fs::is_socket(st)                                    ? "a socket"
+  return fs::is_symlink(st)                                   ? "a symbolic link"
+         : fs::is_directory(st)                               ? "a directory"
+         : fs::is_fifo(st)                                    ? "a FIFO (named pipe)"
+         : fs::is_socket(st)                                  ? "a socket"
          : fs::is_block_file(st) || fs::is_character_file(st) ? "a device"
-                                                                : "not a regular file";
+                                                              : "not a regular file";
 }
 
 // The status of `path` itself (a symbolic link is not followed); not_found when there is nothing.
@@ -45,9 +45,9 @@ fs::file_status own_status(const std::string& path, const std::string& where) {
 void require_regular_file(const std::string& path, const std::string& what) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  LM_CHECK(!ec && fs::exists(st), what << " " << path << ": cannot open it: "
-                                       << (ec && ec != std::errc::no_such_file_or_directory ? ec.message()
-                                                                                           : "No such file or directory"));
+  LM_CHECK(!ec && fs::exists(st),
+           what << " " << path << ": cannot open it: "
+                << (ec && ec != std::errc::no_such_file_or_directory ? ec.message() : "No such file or directory"));
   LM_CHECK(fs::is_regular_file(st), what << " " << path << ": this is " << kind_of(st) << ", not a regular file");
 }
 

@@ -25,7 +25,7 @@ LM_HD uint16_t float_to_half(float f) {
   if (a >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7BFFu);  // >= 65520: saturate at 65504
   if (a >= 0x38800000u) {  // >= 2^-14: a normal half. Rebias the exponent (127 -> 15), keep 10 bits.
     uint32_t h = (a >> 13) - (112u << 10);
-    const uint32_t rem = a & 0x1FFFu;  // the 13 bits dropped
+    const uint32_t rem = a & 0x1FFFu;                        // the 13 bits dropped
     if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) ++h;  // a carry into the exponent is right too
     return static_cast<uint16_t>(sign | h);
   }
@@ -48,7 +48,7 @@ LM_HD float half_to_float(uint16_t h) {
     bits = sign | ((e + 112u) << 23) | (m << 13);
   } else if (m == 0) {
     bits = sign;  // +-0
-  } else {  // subnormal m * 2^-24: shift the leading 1 up to bit 10 and lower the exponent to match
+  } else {        // subnormal m * 2^-24: shift the leading 1 up to bit 10 and lower the exponent to match
     int32_t ex = 1;
     while (!(m & 0x400u)) {
       m <<= 1;

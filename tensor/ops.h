@@ -67,8 +67,8 @@ Tensor sum(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor mean(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor max(const Tensor& x, int64_t dim, bool keepdim = false);     // values
 Tensor argmax(const Tensor& x, int64_t dim, bool keepdim = false);  // i32 indices, first max wins
-Tensor sum(const Tensor& x);   // all elements -> 0-d
-Tensor mean(const Tensor& x);  // all elements -> 0-d
+Tensor sum(const Tensor& x);                                        // all elements -> 0-d
+Tensor mean(const Tensor& x);                                       // all elements -> 0-d
 // Sum x down to `shape` (the inverse of broadcasting `shape` up to x.shape()).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
@@ -93,22 +93,28 @@ Tensor embedding_backward(const Tensor& gout, const Tensor& idx, int64_t num_emb
 Tensor concat(const std::vector<Tensor>& xs, int64_t dim);
 
 // ---- fused layers ----
-struct LayerNormResult { Tensor out, mean, rstd; };  // mean, rstd: x.shape() without the last dim
+struct LayerNormResult {
+  Tensor out, mean, rstd;
+};  // mean, rstd: x.shape() without the last dim
 LayerNormResult layernorm(const Tensor& x, const Tensor& w, const Tensor& b, double eps = 1e-5);
-struct LayerNormGrads { Tensor dx, dw, db; };
-LayerNormGrads layernorm_backward(const Tensor& gout, const Tensor& x, const Tensor& w,
-                                  const Tensor& mean, const Tensor& rstd);
+struct LayerNormGrads {
+  Tensor dx, dw, db;
+};
+LayerNormGrads layernorm_backward(const Tensor& gout, const Tensor& x, const Tensor& w, const Tensor& mean,
+                                  const Tensor& rstd);
 
 // Mean cross-entropy over rows whose target != ignore_index: logits (N, V), targets i32 (N) -> 0-d.
 // When every row is ignored the loss is 0 (not NaN) and so is its gradient.
 Tensor cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 // d(loss)/d(logits) times the incoming scalar gradient `gloss`.
-Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, double gloss,
-                              int64_t ignore_index = -100);
+Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, double gloss, int64_t ignore_index = -100);
 // The loss and what its backward can reuse: each row's max and sum of exp(logit - max) (N, 2),
 // and the number of rows that carry a loss. Given those, the backward reads the logits once and
 // counts nothing (autograd's cross_entropy does this); the result is the same bits.
-struct CrossEntropyResult { Tensor loss, stats; int64_t kept = 0; };
+struct CrossEntropyResult {
+  Tensor loss, stats;
+  int64_t kept = 0;
+};
 CrossEntropyResult cross_entropy_with_stats(const Tensor& logits, const Tensor& targets, int64_t ignore_index = -100);
 Tensor cross_entropy_backward(const Tensor& logits, const Tensor& targets, double gloss, int64_t ignore_index,
                               const CrossEntropyResult& forward);

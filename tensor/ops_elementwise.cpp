@@ -8,8 +8,8 @@ namespace lm {
 namespace {
 void check_pair(const char* op, const Tensor& a, const Tensor& b) {
   LM_CHECK(a.defined() && b.defined(), op << ": undefined input");
-  LM_CHECK(a.dtype() == b.dtype(), op << ": dtypes differ (" << describe(a) << " vs " << describe(b)
-                                      << "); convert one with to(dtype)");
+  LM_CHECK(a.dtype() == b.dtype(),
+           op << ": dtypes differ (" << describe(a) << " vs " << describe(b) << "); convert one with to(dtype)");
   LM_CHECK(a.device() == b.device(), op << ": devices differ (" << describe(a) << " vs " << describe(b) << ")");
 }
 bool float_only(UnaryOp op) { return op != UnaryOp::Neg && op != UnaryOp::Relu; }
@@ -18,32 +18,53 @@ bool float_only(BinaryOp op) { return op == BinaryOp::Div || op == BinaryOp::Gel
 
 const char* unary_op_name(UnaryOp op) {
   switch (op) {
-    case UnaryOp::Neg: return "neg";
-    case UnaryOp::Exp: return "exp";
-    case UnaryOp::Log: return "log";
-    case UnaryOp::Sqrt: return "sqrt";
-    case UnaryOp::Tanh: return "tanh";
-    case UnaryOp::Relu: return "relu";
-    case UnaryOp::Gelu: return "gelu";
+    case UnaryOp::Neg:
+      return "neg";
+    case UnaryOp::Exp:
+      return "exp";
+    case UnaryOp::Log:
+      return "log";
+    case UnaryOp::Sqrt:
+      return "sqrt";
+    case UnaryOp::Tanh:
+      return "tanh";
+    case UnaryOp::Relu:
+      return "relu";
+    case UnaryOp::Gelu:
+      return "gelu";
   }
   return "?";
 }
 const char* binary_op_name(BinaryOp op) {
   switch (op) {
-    case BinaryOp::Add: return "add";
-    case BinaryOp::Sub: return "sub";
-    case BinaryOp::Mul: return "mul";
-    case BinaryOp::Div: return "div";
-    case BinaryOp::Eq: return "eq";
-    case BinaryOp::Ne: return "ne";
-    case BinaryOp::Lt: return "lt";
-    case BinaryOp::Le: return "le";
-    case BinaryOp::Gt: return "gt";
-    case BinaryOp::Ge: return "ge";
-    case BinaryOp::Max: return "maximum";
-    case BinaryOp::Min: return "minimum";
-    case BinaryOp::ReluBackward: return "relu_backward";
-    case BinaryOp::GeluBackward: return "gelu_backward";
+    case BinaryOp::Add:
+      return "add";
+    case BinaryOp::Sub:
+      return "sub";
+    case BinaryOp::Mul:
+      return "mul";
+    case BinaryOp::Div:
+      return "div";
+    case BinaryOp::Eq:
+      return "eq";
+    case BinaryOp::Ne:
+      return "ne";
+    case BinaryOp::Lt:
+      return "lt";
+    case BinaryOp::Le:
+      return "le";
+    case BinaryOp::Gt:
+      return "gt";
+    case BinaryOp::Ge:
+      return "ge";
+    case BinaryOp::Max:
+      return "maximum";
+    case BinaryOp::Min:
+      return "minimum";
+    case BinaryOp::ReluBackward:
+      return "relu_backward";
+    case BinaryOp::GeluBackward:
+      return "gelu_backward";
   }
   return "?";
 }
@@ -51,8 +72,7 @@ const char* binary_op_name(BinaryOp op) {
 Tensor unary(UnaryOp op, const Tensor& x) {
   const char* name = unary_op_name(op);
   LM_CHECK(x.defined(), name << ": undefined input");
-  LM_CHECK(!float_only(op) || is_floating(x.dtype()),
-           name << ": needs f32 or f64, got " << describe(x));
+  LM_CHECK(!float_only(op) || is_floating(x.dtype()), name << ": needs f32 or f64, got " << describe(x));
   Tensor xc = x.contiguous();
   Tensor out(x.shape(), x.dtype(), x.device());
   if (out.numel() > 0) LM_KERNEL(x.device(), unary, op, xc, out);

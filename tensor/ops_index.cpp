@@ -7,8 +7,8 @@ namespace lm {
 Tensor embedding(const Tensor& weight, const Tensor& idx) {
   LM_CHECK(weight.defined() && weight.dim() == 2, "embedding: weight must be (V, C), got " << describe(weight));
   LM_CHECK(idx.defined() && idx.dtype() == DType::I32, "embedding: indices must be i32, got " << describe(idx));
-  LM_CHECK(idx.device() == weight.device(), "embedding: weight " << describe(weight) << " and indices "
-                                                                 << describe(idx) << " are on different devices");
+  LM_CHECK(idx.device() == weight.device(),
+           "embedding: weight " << describe(weight) << " and indices " << describe(idx) << " are on different devices");
   LM_CHECK(is_floating(weight.dtype()), "embedding: weight must be f32 or f64, got " << describe(weight));
   Shape out_shape = idx.shape();
   out_shape.push_back(weight.size(1));
@@ -25,13 +25,14 @@ Tensor embedding(const Tensor& weight, const Tensor& idx) {
 }
 
 Tensor embedding_backward(const Tensor& gout, const Tensor& idx, int64_t num_embeddings) {
-  LM_CHECK(idx.defined() && idx.dtype() == DType::I32, "embedding_backward: indices must be i32, got " << describe(idx));
-  LM_CHECK(gout.defined() && gout.dim() == idx.dim() + 1,
-           "embedding_backward: gradient " << describe(gout) << " must have the index shape " << shape_str(idx.shape())
-                                           << " plus a channel dim");
+  LM_CHECK(idx.defined() && idx.dtype() == DType::I32,
+           "embedding_backward: indices must be i32, got " << describe(idx));
+  LM_CHECK(gout.defined() && gout.dim() == idx.dim() + 1, "embedding_backward: gradient "
+                                                              << describe(gout) << " must have the index shape "
+                                                              << shape_str(idx.shape()) << " plus a channel dim");
   for (int64_t i = 0; i < idx.dim(); ++i)
-    LM_CHECK(gout.size(i) == idx.size(i), "embedding_backward: gradient " << describe(gout) << " does not match indices "
-                                                                          << describe(idx));
+    LM_CHECK(gout.size(i) == idx.size(i),
+             "embedding_backward: gradient " << describe(gout) << " does not match indices " << describe(idx));
   LM_CHECK(gout.device() == idx.device(), "embedding_backward: gradient and indices are on different devices");
   LM_CHECK(num_embeddings > 0, "embedding_backward: num_embeddings must be positive, got " << num_embeddings);
   Tensor dw({num_embeddings, gout.size(-1)}, gout.dtype(), gout.device());
@@ -54,8 +55,9 @@ Tensor concat(const std::vector<Tensor>& xs, int64_t dim) {
     LM_CHECK(x.defined() && x.dim() == first.dim() && x.dtype() == first.dtype() && x.device() == first.device(),
              "concat: input " << i << " (" << describe(x) << ") does not match input 0 (" << describe(first) << ")");
     for (int64_t k = 0; k < x.dim(); ++k)
-      LM_CHECK(k == d || x.size(k) == first.size(k), "concat: input " << i << " " << describe(x) << " differs from input 0 "
-                                                                      << describe(first) << " in dim " << k);
+      LM_CHECK(k == d || x.size(k) == first.size(k), "concat: input " << i << " " << describe(x)
+                                                                      << " differs from input 0 " << describe(first)
+                                                                      << " in dim " << k);
     total += x.size(d);
   }
   Shape shape = first.shape();

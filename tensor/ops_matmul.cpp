@@ -29,13 +29,13 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
   LM_CHECK(a.dtype() == b.dtype() && a.device() == b.device(),
            "matmul: inputs differ in dtype or device (" << describe(a) << " vs " << describe(b) << ")");
   LM_CHECK(is_floating(a.dtype()), "matmul: needs f32 or f64, got " << describe(a));
-  LM_CHECK(a.dim() >= 2 && b.dim() >= 2, "matmul: needs tensors of at least 2 dims, got " << describe(a) << " and "
-                                                                                            << describe(b));
+  LM_CHECK(a.dim() >= 2 && b.dim() >= 2,
+           "matmul: needs tensors of at least 2 dims, got " << describe(a) << " and " << describe(b));
   const int64_t M = trans_a ? a.size(-1) : a.size(-2), K = trans_a ? a.size(-2) : a.size(-1);
   const int64_t Kb = trans_b ? b.size(-1) : b.size(-2), N = trans_b ? b.size(-2) : b.size(-1);
   LM_CHECK(K == Kb, "matmul: inner sizes differ: " << describe(a) << (trans_a ? " (transposed)" : "") << " times "
-                                                   << describe(b) << (trans_b ? " (transposed)" : "") << " gives K=" << K
-                                                   << " vs " << Kb);
+                                                   << describe(b) << (trans_b ? " (transposed)" : "")
+                                                   << " gives K=" << K << " vs " << Kb);
   Shape batch(a.shape().begin(), a.shape().end() - 2);
   const bool shared_b = b.dim() == 2;
   if (!shared_b) {

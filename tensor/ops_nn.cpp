@@ -6,7 +6,8 @@
 namespace lm {
 
 LayerNormResult layernorm(const Tensor& x, const Tensor& w, const Tensor& b, double eps) {
-  LM_CHECK(x.defined() && x.dim() >= 1 && is_floating(x.dtype()), "layernorm: input must be a float tensor, got " << describe(x));
+  LM_CHECK(x.defined() && x.dim() >= 1 && is_floating(x.dtype()),
+           "layernorm: input must be a float tensor, got " << describe(x));
   const int64_t C = x.size(-1);
   for (const Tensor* p : {&w, &b})
     LM_CHECK(p->defined() && p->shape() == Shape{C} && p->dtype() == x.dtype() && p->device() == x.device(),
@@ -16,7 +17,8 @@ LayerNormResult layernorm(const Tensor& x, const Tensor& w, const Tensor& b, dou
   Shape row_shape(x.shape().begin(), x.shape().end() - 1);
   LayerNormResult r{Tensor(x.shape(), x.dtype(), x.device()), Tensor(row_shape, x.dtype(), x.device()),
                     Tensor(row_shape, x.dtype(), x.device())};
-  if (x.numel() > 0) LM_KERNEL(x.device(), layernorm, x.contiguous(), w.contiguous(), b.contiguous(), eps, r.out, r.mean, r.rstd);
+  if (x.numel() > 0)
+    LM_KERNEL(x.device(), layernorm, x.contiguous(), w.contiguous(), b.contiguous(), eps, r.out, r.mean, r.rstd);
   return r;
 }
 

@@ -9,10 +9,14 @@ namespace lm {
 namespace {
 const char* reduce_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Mean: return "mean";
-    case ReduceOp::Max: return "max";
-    case ReduceOp::Argmax: return "argmax";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Mean:
+      return "mean";
+    case ReduceOp::Max:
+      return "max";
+    case ReduceOp::Argmax:
+      return "argmax";
   }
   return "?";
 }
@@ -24,7 +28,8 @@ Tensor reduce_dim(ReduceOp op, const Tensor& x, int64_t dim, bool keepdim) {
   if (x.dim() == 0) return op == ReduceOp::Argmax ? zeros({}, DType::I32, x.device()) : x.clone();
   const int64_t d = normalize_dim(dim, x.dim(), name);
   const int64_t n = x.size(d);
-  LM_CHECK(n > 0 || op == ReduceOp::Sum, name << ": cannot reduce over dim " << d << " of size 0 (" << describe(x) << ")");
+  LM_CHECK(n > 0 || op == ReduceOp::Sum,
+           name << ": cannot reduce over dim " << d << " of size 0 (" << describe(x) << ")");
   int64_t outer = 1, inner = 1;
   for (int64_t i = 0; i < d; ++i) outer *= x.size(i);
   for (int64_t i = d + 1; i < x.dim(); ++i) inner *= x.size(i);
@@ -32,8 +37,10 @@ Tensor reduce_dim(ReduceOp op, const Tensor& x, int64_t dim, bool keepdim) {
   out_shape[d] = 1;
   Tensor out(out_shape, op == ReduceOp::Argmax ? DType::I32 : x.dtype(), x.device());
   if (out.numel() > 0) {
-    if (n == 0) out.zero_();
-    else LM_KERNEL(x.device(), reduce, op, x.contiguous(), outer, n, inner, out);
+    if (n == 0)
+      out.zero_();
+    else
+      LM_KERNEL(x.device(), reduce, op, x.contiguous(), outer, n, inner, out);
   }
   return keepdim ? out : out.squeeze(d);
 }
@@ -57,8 +64,10 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
   const int64_t lead = x.dim() - static_cast<int64_t>(shape.size());
   for (int64_t i = 0; i < lead; ++i) t = sum(t, 0, false);  // dims broadcasting added in front
   for (int64_t i = 0; i < t.dim(); ++i) {
-    if (shape[i] == 1 && t.size(i) != 1) t = sum(t, i, true);
-    else LM_CHECK(shape[i] == t.size(i), "sum_to: " << describe(x) << " does not broadcast from " << shape_str(shape));
+    if (shape[i] == 1 && t.size(i) != 1)
+      t = sum(t, i, true);
+    else
+      LM_CHECK(shape[i] == t.size(i), "sum_to: " << describe(x) << " does not broadcast from " << shape_str(shape));
   }
   return t;
 }

@@ -23,14 +23,17 @@ constexpr int64_t kEdge = 3;  // entries kept at each end of a long dim
 
 std::string format_value(double v, DType dt, bool scientific) {
   char buf[64];
-  if (dt == DType::I32) std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
-  else if (scientific) std::snprintf(buf, sizeof buf, "%.4e", v);
-  else std::snprintf(buf, sizeof buf, "%.4f", v);
+  if (dt == DType::I32)
+    std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+  else if (scientific)
+    std::snprintf(buf, sizeof buf, "%.4e", v);
+  else
+    std::snprintf(buf, sizeof buf, "%.4f", v);
   return buf;
 }
 
-void print_rec(std::ostream& os, const std::vector<double>& v, const Shape& shape, const Shape& strides,
-               size_t d, int64_t base, DType dt, bool sci, int indent) {
+void print_rec(std::ostream& os, const std::vector<double>& v, const Shape& shape, const Shape& strides, size_t d,
+               int64_t base, DType dt, bool sci, int indent) {
   if (d == shape.size()) {
     os << format_value(v[base], dt, sci);
     return;

@@ -11,7 +11,9 @@
 
 namespace lm {
 
-struct Philox4 { uint32_t v[4]; };
+struct Philox4 {
+  uint32_t v[4];
+};
 
 namespace philox {
 LM_HD uint32_t mulhilo(uint32_t a, uint32_t b, uint32_t* hi) {
@@ -29,7 +31,10 @@ LM_HD Philox4 block(uint64_t counter, uint32_t stream, uint64_t key) {
     uint32_t lo0 = mulhilo(0xD2511F53u, c0, &hi0);
     uint32_t lo1 = mulhilo(0xCD9E8D57u, c2, &hi1);
     uint32_t n0 = hi1 ^ c1 ^ k0, n2 = hi0 ^ c3 ^ k1;
-    c0 = n0; c1 = lo1; c2 = n2; c3 = lo0;
+    c0 = n0;
+    c1 = lo1;
+    c2 = n2;
+    c3 = lo0;
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
   }
@@ -38,16 +43,20 @@ LM_HD Philox4 block(uint64_t counter, uint32_t stream, uint64_t key) {
 }  // namespace philox
 
 // Uniform in [0, 1) from the top 24 bits (float) or 53 bits (double) of the block.
-template <class Scalar> LM_HD Scalar uniform_from(const Philox4& r);
-template <> LM_HD float uniform_from<float>(const Philox4& r) {
+template <class Scalar>
+LM_HD Scalar uniform_from(const Philox4& r);
+template <>
+LM_HD float uniform_from<float>(const Philox4& r) {
   return static_cast<float>(r.v[0] >> 8) * (1.0f / 16777216.0f);
 }
-template <> LM_HD double uniform_from<double>(const Philox4& r) {
+template <>
+LM_HD double uniform_from<double>(const Philox4& r) {
   uint64_t bits = (static_cast<uint64_t>(r.v[0] >> 5) << 26) | (r.v[1] >> 6);  // 27 + 26 bits
   return static_cast<double>(bits) * (1.0 / 9007199254740992.0);
 }
 // Standard normal by Box-Muller in double, then rounded to Scalar: u1 from words 0-1, u2 from 2-3.
-template <class Scalar> LM_HD Scalar normal_from(const Philox4& r) {
+template <class Scalar>
+LM_HD Scalar normal_from(const Philox4& r) {
   uint64_t b1 = (static_cast<uint64_t>(r.v[0] >> 5) << 26) | (r.v[1] >> 6);
   uint64_t b2 = (static_cast<uint64_t>(r.v[2] >> 5) << 26) | (r.v[3] >> 6);
   double u1 = (static_cast<double>(b1) + 1.0) * (1.0 / 9007199254740992.0);  // (0, 1]: log is finite
@@ -66,8 +75,8 @@ struct RngState {
   uint64_t offset = 0;
 };
 
-RngState& global_rng();                 // the process-wide state (not thread safe by design:
-void manual_seed(uint64_t seed);        // draws happen on the host thread that runs the model)
-uint64_t rng_reserve(uint64_t n);       // returns the first counter of n fresh ones
+RngState& global_rng();            // the process-wide state (not thread safe by design:
+void manual_seed(uint64_t seed);   // draws happen on the host thread that runs the model)
+uint64_t rng_reserve(uint64_t n);  // returns the first counter of n fresh ones
 
 }  // namespace lm

@@ -110,20 +110,20 @@ size_t physical_memory_bytes() {
   return bytes;
 }
 
-
 Storage::Storage(size_t nbytes, Device device) : nbytes_(nbytes), device_(device) {
   if (device == Device::CPU) {
     static const bool tuned = tune_host_allocator();
     (void)tuned;
     data_ = host_alloc(nbytes);
     LM_CHECK(data_ != nullptr, "out of host memory allocating " << nbytes << " bytes (the machine has "
-                                                                  << physical_memory_bytes() << ")");
+                                                                << physical_memory_bytes() << ")");
   } else {
 #ifdef LANDMARK_WITH_CUDA
     data_ = cuda::device_malloc(nbytes == 0 ? 4 : nbytes);
 #else
-    LM_FAIL("cannot allocate on cuda: this build has no CUDA support "
-            "(configure with -DLANDMARK_CUDA=ON on a machine with the CUDA toolkit)");
+    LM_FAIL(
+        "cannot allocate on cuda: this build has no CUDA support "
+        "(configure with -DLANDMARK_CUDA=ON on a machine with the CUDA toolkit)");
 #endif
   }
 }

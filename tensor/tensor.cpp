@@ -15,15 +15,15 @@ namespace lm {
 
 namespace detail {
 void no_cuda(const char* kernel) {
-  LM_FAIL("kernel '" << kernel << "' was asked to run on cuda, but this build has no CUDA "
-                     "support (configure with -DLANDMARK_CUDA=ON)");
+  LM_FAIL("kernel '" << kernel
+                     << "' was asked to run on cuda, but this build has no CUDA "
+                        "support (configure with -DLANDMARK_CUDA=ON)");
 }
 }  // namespace detail
 
 Tensor::Tensor(const Shape& shape, DType dtype, Device device)
     : shape_(shape), strides_(contiguous_strides(shape)), dtype_(dtype), device_(device) {
-  for (int64_t d : shape)
-    LM_CHECK(d >= 0, "Tensor: negative size in shape " << shape_str(shape));
+  for (int64_t d : shape) LM_CHECK(d >= 0, "Tensor: negative size in shape " << shape_str(shape));
   const int64_t n = lm::numel(shape);
   const size_t elem = dtype_size(dtype);
   LM_CHECK(static_cast<uint64_t>(n) <= std::numeric_limits<size_t>::max() / 2 / elem,
@@ -45,10 +45,11 @@ bool Tensor::is_contiguous() const {
   return true;
 }
 
-template <class Scalar> Scalar* Tensor::data() const {
+template <class Scalar>
+Scalar* Tensor::data() const {
   LM_CHECK(defined(), "data(): tensor is undefined");
-  LM_CHECK(dtype_of<Scalar>() == dtype_, "data<" << dtype_name(dtype_of<Scalar>()) << ">() called on a "
-                                            << dtype_name(dtype_) << " tensor");
+  LM_CHECK(dtype_of<Scalar>() == dtype_,
+           "data<" << dtype_name(dtype_of<Scalar>()) << ">() called on a " << dtype_name(dtype_) << " tensor");
   return static_cast<Scalar*>(storage_->data()) + offset_;
 }
 template float* Tensor::data<float>() const;
@@ -72,27 +73,29 @@ Tensor Tensor::with_layout(Shape shape, Shape strides, int64_t offset) const {
 }
 
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset) {
-  LM_CHECK(shape.size() == strides.size(), "make_view: shape " << shape_str(shape) << " and strides "
-                                                                << shape_str(strides) << " differ in length");
+  LM_CHECK(shape.size() == strides.size(),
+           "make_view: shape " << shape_str(shape) << " and strides " << shape_str(strides) << " differ in length");
   // The furthest element reachable must lie inside the storage.
   int64_t hi = offset, lo = offset;
   bool empty = false;
   for (size_t i = 0; i < shape.size(); ++i) {
     LM_CHECK(shape[i] >= 0, "make_view: negative size in " << shape_str(shape));
-    if (shape[i] == 0) empty = true;
-    else if (strides[i] >= 0) hi += (shape[i] - 1) * strides[i];
-    else lo += (shape[i] - 1) * strides[i];
+    if (shape[i] == 0)
+      empty = true;
+    else if (strides[i] >= 0)
+      hi += (shape[i] - 1) * strides[i];
+    else
+      lo += (shape[i] - 1) * strides[i];
   }
   int64_t capacity = static_cast<int64_t>(base.storage()->nbytes() / dtype_size(base.dtype()));
   LM_CHECK(empty || (lo >= 0 && hi < capacity),
-           "make_view: view " << shape_str(shape) << " with strides " << shape_str(strides)
-                              << " at offset " << offset << " exceeds storage of " << capacity << " elements");
+           "make_view: view " << shape_str(shape) << " with strides " << shape_str(strides) << " at offset " << offset
+                              << " exceeds storage of " << capacity << " elements");
   return base.with_layout(std::move(shape), std::move(strides), offset);
 }
 
 Tensor Tensor::view(const Shape& shape) const {
-  LM_CHECK(is_contiguous(), "view: tensor with shape " << shape_str(shape_) << " and strides "
-                                                       << shape_str(strides_)
+  LM_CHECK(is_contiguous(), "view: tensor with shape " << shape_str(shape_) << " and strides " << shape_str(strides_)
                                                        << " is not contiguous; use reshape() or contiguous()");
   Shape s = shape;
   int64_t known = 1, infer = -1;
@@ -111,14 +114,12 @@ Tensor Tensor::view(const Shape& shape) const {
     s[infer] = numel() / known;
   }
   LM_CHECK(lm::numel(s) == numel(), "view: shape " << shape_str(shape) << " has " << lm::numel(s)
-                                                   << " elements but the tensor " << shape_str(shape_)
-                                                   << " has " << numel());
+                                                   << " elements but the tensor " << shape_str(shape_) << " has "
+                                                   << numel());
   return with_layout(s, contiguous_strides(s), offset_);
 }
 
-Tensor Tensor::reshape(const Shape& shape) const {
-  return is_contiguous() ? view(shape) : contiguous().view(shape);
-}
+Tensor Tensor::reshape(const Shape& shape) const { return is_contiguous() ? view(shape) : contiguous().view(shape); }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   d0 = normalize_dim(d0, dim(), "transpose");
@@ -147,8 +148,8 @@ Tensor Tensor::permute(const std::vector<int64_t>& dims) const {
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
   d = normalize_dim(d, dim(), "narrow");
   LM_CHECK(start >= 0 && length >= 0 && start + length <= shape_[d],
-           "narrow: range [" << start << ", " << start + length << ") is outside dim " << d
-                             << " of size " << shape_[d] << " (shape " << shape_str(shape_) << ")");
+           "narrow: range [" << start << ", " << start + length << ") is outside dim " << d << " of size " << shape_[d]
+                             << " (shape " << shape_str(shape_) << ")");
   Shape s = shape_;
   s[d] = length;
   return with_layout(s, strides_, offset_ + start * strides_[d]);
@@ -164,8 +165,8 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
 }
 
 Tensor Tensor::expand(const Shape& shape) const {
-  LM_CHECK(shape.size() >= shape_.size(), "expand: cannot expand " << shape_str(shape_) << " to fewer dims "
-                                                                   << shape_str(shape));
+  LM_CHECK(shape.size() >= shape_.size(),
+           "expand: cannot expand " << shape_str(shape_) << " to fewer dims " << shape_str(shape));
   size_t lead = shape.size() - shape_.size();
   Shape s(shape.size()), st(shape.size());
   for (size_t i = 0; i < shape.size(); ++i) {
@@ -176,9 +177,9 @@ Tensor Tensor::expand(const Shape& shape) const {
       continue;
     }
     int64_t have = shape_[i - lead], want = shape[i] == -1 ? have : shape[i];
-    LM_CHECK(have == want || have == 1, "expand: cannot expand " << shape_str(shape_) << " to "
-                                                                 << shape_str(shape) << " (dim " << i
-                                                                 << ": " << have << " vs " << want << ")");
+    LM_CHECK(have == want || have == 1, "expand: cannot expand " << shape_str(shape_) << " to " << shape_str(shape)
+                                                                 << " (dim " << i << ": " << have << " vs " << want
+                                                                 << ")");
     s[i] = want;
     st[i] = have == want ? strides_[i - lead] : 0;
   }
@@ -197,8 +198,8 @@ Tensor Tensor::unsqueeze(int64_t d) const {
 
 Tensor Tensor::squeeze(int64_t d) const {
   d = normalize_dim(d, dim(), "squeeze");
-  LM_CHECK(shape_[d] == 1, "squeeze: dim " << d << " has size " << shape_[d] << ", not 1 (shape "
-                                            << shape_str(shape_) << ")");
+  LM_CHECK(shape_[d] == 1,
+           "squeeze: dim " << d << " has size " << shape_[d] << ", not 1 (shape " << shape_str(shape_) << ")");
   Shape s = shape_, st = strides_;
   s.erase(s.begin() + d);
   st.erase(st.begin() + d);
@@ -225,8 +226,10 @@ Tensor Tensor::to(Device device) const {
   Tensor out(shape_, dtype_, device);
   size_t nbytes = static_cast<size_t>(numel()) * dtype_size(dtype_);
   if (nbytes == 0) return out;
-  if (device == Device::CUDA) cuda::memcpy_h2d(out.raw_data(), src.raw_data(), nbytes);
-  else cuda::memcpy_d2h(out.raw_data(), src.raw_data(), nbytes);
+  if (device == Device::CUDA)
+    cuda::memcpy_h2d(out.raw_data(), src.raw_data(), nbytes);
+  else
+    cuda::memcpy_d2h(out.raw_data(), src.raw_data(), nbytes);
   return out;
 #else
   LM_FAIL("to(" << device_name(device) << "): this build has no CUDA support (configure with -DLANDMARK_CUDA=ON)");
@@ -244,8 +247,8 @@ Tensor Tensor::to(DType dtype) const {
 
 void Tensor::copy_(const Tensor& src) {
   LM_CHECK(defined() && src.defined(), "copy_: undefined tensor");
-  LM_CHECK(src.dtype() == dtype_, "copy_: dtype " << dtype_name(src.dtype()) << " into "
-                                                  << dtype_name(dtype_) << " (convert with to(dtype) first)");
+  LM_CHECK(src.dtype() == dtype_, "copy_: dtype " << dtype_name(src.dtype()) << " into " << dtype_name(dtype_)
+                                                  << " (convert with to(dtype) first)");
   Tensor s = src.device() == device_ ? src : src.to(device_);
   Tensor expanded = s.shape() == shape_ ? s : s.expand(shape_);
   if (numel() > 0) LM_KERNEL(device_, copy_strided, *this, expanded);
@@ -268,9 +271,10 @@ double Tensor::item() const {
   return to_double_vector()[0];
 }
 
-template <class Scalar> std::vector<Scalar> Tensor::to_vector() const {
-  LM_CHECK(dtype_of<Scalar>() == dtype_, "to_vector<" << dtype_name(dtype_of<Scalar>()) << ">() on a "
-                                                 << dtype_name(dtype_) << " tensor");
+template <class Scalar>
+std::vector<Scalar> Tensor::to_vector() const {
+  LM_CHECK(dtype_of<Scalar>() == dtype_,
+           "to_vector<" << dtype_name(dtype_of<Scalar>()) << ">() on a " << dtype_name(dtype_) << " tensor");
   Tensor c = contiguous().to(Device::CPU);
   std::vector<Scalar> v(static_cast<size_t>(numel()));
   if (!v.empty()) std::memcpy(v.data(), c.data<Scalar>(), v.size() * sizeof(Scalar));

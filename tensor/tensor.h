@@ -36,7 +36,8 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
   // Pointer to element 0 of this view. Scalar must match dtype() (checked).
-  template <class Scalar> Scalar* data() const;
+  template <class Scalar>
+  Scalar* data() const;
   void* raw_data() const;
 
   // --- views: share storage ---
@@ -48,22 +49,23 @@ class Tensor {
   Tensor select(int64_t dim, int64_t index) const;  // narrow + drop the dim
   Tensor expand(const Shape& shape) const;          // size-1 dims broadcast with stride 0
   Tensor unsqueeze(int64_t dim) const;
-  Tensor squeeze(int64_t dim) const;                // dim must have size 1
+  Tensor squeeze(int64_t dim) const;  // dim must have size 1
   Tensor flatten() const { return reshape({numel()}); }
 
   // --- copies ---
   Tensor contiguous() const;  // self when already contiguous
   Tensor clone() const;       // always a fresh contiguous copy
   Tensor to(Device device) const;
-  Tensor to(DType dtype) const;  // value conversion (f32 <-> f64 <-> i32, truncating to int)
-  void copy_(const Tensor& src);   // same shape (src may broadcast), same dtype and device
+  Tensor to(DType dtype) const;   // value conversion (f32 <-> f64 <-> i32, truncating to int)
+  void copy_(const Tensor& src);  // same shape (src may broadcast), same dtype and device
   void fill_(double value);
   void zero_() { fill_(0.0); }
 
   // --- reading values (copies to the host when needed) ---
   double item() const;  // numel() must be 1
-  template <class Scalar> std::vector<Scalar> to_vector() const;  // row-major; Scalar must match dtype()
-  std::vector<double> to_double_vector() const;         // any dtype, converted
+  template <class Scalar>
+  std::vector<Scalar> to_vector() const;         // row-major; Scalar must match dtype()
+  std::vector<double> to_double_vector() const;  // any dtype, converted
 
  private:
   std::shared_ptr<Storage> storage_;
@@ -80,6 +82,6 @@ class Tensor {
 Tensor make_view(const Tensor& base, Shape shape, Shape strides, int64_t offset);
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);  // readable, summarised print
-std::string describe(const Tensor& t);  // "f32 cpu [2, 3]", used in error messages
+std::string describe(const Tensor& t);                        // "f32 cpu [2, 3]", used in error messages
 
 }  // namespace lm

@@ -28,10 +28,12 @@ std::vector<int64_t> document_starts(const TokenFile& data, int32_t separator, i
 
 int64_t row_start(uint64_t counter, uint64_t seed, int64_t num_starts, const std::vector<int64_t>* starts) {
   if (!starts) return window_start(counter, seed, num_starts);
-  LM_CHECK(!starts->empty(), "training windows: no document start leaves room for a whole window; use a smaller "
-                             "window or a file with more documents");
-  LM_CHECK(starts->back() < num_starts, "training windows: document start " << starts->back()
-                                        << " leaves no room for a whole window (starts must be below " << num_starts << ")");
+  LM_CHECK(!starts->empty(),
+           "training windows: no document start leaves room for a whole window; use a smaller "
+           "window or a file with more documents");
+  LM_CHECK(starts->back() < num_starts,
+           "training windows: document start "
+               << starts->back() << " leaves no room for a whole window (starts must be below " << num_starts << ")");
   return (*starts)[static_cast<size_t>(window_start(counter, seed, static_cast<int64_t>(starts->size())))];
 }
 
@@ -39,8 +41,9 @@ Batch sample_batch(const TokenFile& data, int64_t B, int64_t T, uint64_t seed, u
                    const std::vector<int64_t>* starts) {
   LM_CHECK(B >= 1 && T >= 1, "sample_batch: B and T must be positive, got B=" << B << " T=" << T);
   LM_CHECK(data.size() >= T + 1, "sample_batch: token file " << data.path() << " holds " << data.size()
-           << " tokens, too few for one window of T + 1 = " << T + 1 << " (input plus the shifted target); "
-           "use a smaller T or more data");
+                                                             << " tokens, too few for one window of T + 1 = " << T + 1
+                                                             << " (input plus the shifted target); "
+                                                                "use a smaller T or more data");
   const int64_t num_starts = data.size() - T;  // starts 0 .. size - T - 1
   Batch batch{Tensor({B, T}, DType::I32), Tensor({B, T}, DType::I32)};
   int32_t* x = batch.x.data<int32_t>();

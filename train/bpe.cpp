@@ -50,9 +50,9 @@ BpeTokenizer::BpeTokenizer(std::vector<int32_t> byte_ids, std::vector<Merge> mer
   LM_CHECK(max_id < (1 << 30), "BPE: id " << max_id << " is implausibly large");
   // Contiguous ids need one definition each: more ids than bytes + merges is an error before
   // anything is allocated (one id of 777777772 once asked for 25 GB of empty strings).
-  LM_CHECK(static_cast<size_t>(max_id) < 256 + merges_.size(),
-           "BPE: the ids must be contiguous, but the largest, " << max_id << ", is past the 256 bytes and "
-                                                             << merges_.size() << " merges");
+  LM_CHECK(static_cast<size_t>(max_id) < 256 + merges_.size(), "BPE: the ids must be contiguous, but the largest, "
+                                                                   << max_id << ", is past the 256 bytes and "
+                                                                   << merges_.size() << " merges");
   // Every id in [0, max_id] must stand for exactly one byte string; merges may only use ids
   // that exist by the time of their rank.
   std::vector<std::string> bytes(static_cast<size_t>(max_id + 1));
@@ -69,28 +69,30 @@ BpeTokenizer::BpeTokenizer(std::vector<int32_t> byte_ids, std::vector<Merge> mer
   size_t total_bytes = 256;
   for (size_t r = 0; r < merges_.size(); ++r) {
     const Merge& m = merges_[r];
-    LM_CHECK(m.left >= 0 && m.left <= max_id && defined[m.left] && m.right >= 0 && m.right <= max_id &&
-             defined[m.right], "BPE: merge " << r << " (" << m.left << ", " << m.right
-             << ") uses an id that no byte or earlier merge defines");
+    LM_CHECK(
+        m.left >= 0 && m.left <= max_id && defined[m.left] && m.right >= 0 && m.right <= max_id && defined[m.right],
+        "BPE: merge " << r << " (" << m.left << ", " << m.right
+                      << ") uses an id that no byte or earlier merge defines");
     // A chain of merges doubles a token's length each time: bounded, per token and in all.
     const size_t len = bytes[m.left].size() + bytes[m.right].size();
     total_bytes += len;
     LM_CHECK(len <= kMaxTokenBytes && total_bytes <= kMaxTotalBytes,
-             "BPE: merge " << r << " makes a token of " << len << " bytes (" << total_bytes << " in all so far); the limits are "
-                           << kMaxTokenBytes << " per token and " << kMaxTotalBytes << " in all");
+             "BPE: merge " << r << " makes a token of " << len << " bytes (" << total_bytes
+                           << " in all so far); the limits are " << kMaxTokenBytes << " per token and "
+                           << kMaxTotalBytes << " in all");
     define(m.result, bytes[m.left] + bytes[m.right], "a merge result");
     // A pair listed twice keeps its first (lowest) rank, as GPT-2's loader does.
     rank_of_.emplace(pair_key(m.left, m.right), static_cast<int32_t>(r));
   }
   for (size_t id = 0; id < bytes.size(); ++id)
     LM_CHECK(defined[id], "BPE: the ids must be contiguous, but id " << id << " (of 0.." << max_id
-             << ") is neither a byte nor a merge result");
+                                                                     << ") is neither a byte nor a merge result");
   token_bytes_ = std::move(bytes);
 }
 
 const std::string& BpeTokenizer::token_bytes(int32_t id) const {
-  LM_CHECK(id >= 0 && id < base_vocab_size(), "BPE: token_bytes: id " << id << " outside [0, "
-           << base_vocab_size() << ")");
+  LM_CHECK(id >= 0 && id < base_vocab_size(),
+           "BPE: token_bytes: id " << id << " outside [0, " << base_vocab_size() << ")");
   return token_bytes_[static_cast<size_t>(id)];
 }
 
@@ -141,7 +143,7 @@ std::vector<int32_t> BpeTokenizer::merge_long_chunk(std::vector<int32_t> ids) co
     const auto [r, i] = heap.top();
     heap.pop();
     if (!alive[i] || rank_at(i) != r) continue;  // stale
-    const int64_t j = next[i];                 // merge i and j into i
+    const int64_t j = next[i];                   // merge i and j into i
     ids[i] = merges_[static_cast<size_t>(r)].result;
     alive[j] = 0;
     next[i] = next[j];
@@ -279,8 +281,10 @@ class PairCounts {
       if (d == 0) continue;
       int64_t& c = pair_count_[k];
       c += d;
-      if (c <= 0) pair_count_.erase(k);
-      else heap_.push({c, k});
+      if (c <= 0)
+        pair_count_.erase(k);
+      else
+        heap_.push({c, k});
     }
   }
 
@@ -408,13 +412,15 @@ BpeTokenizer BpeTokenizer::load_gpt2(const std::string& encoder_json_path, const
   } catch (const nlohmann::json::exception& e) {
     LM_FAIL("load_gpt2: " << encoder_json_path << " is not valid JSON (" << e.what() << ")");
   }
-  LM_CHECK(encoder.is_object() && !encoder.empty(), "load_gpt2: " << encoder_json_path
-           << " must be a JSON object mapping token strings to ids");
+  LM_CHECK(encoder.is_object() && !encoder.empty(),
+           "load_gpt2: " << encoder_json_path << " must be a JSON object mapping token strings to ids");
   std::map<std::string, int32_t> id_of;
   for (const auto& [token, id] : encoder.items()) {
     LM_CHECK(id.is_number_integer() && id.get<int64_t>() >= 0 && id.get<int64_t>() < (1 << 30),
-             "load_gpt2: " << encoder_json_path << ": the id of \"" << token << "\" must be a "
-             "non-negative integer, got " << id.dump());
+             "load_gpt2: " << encoder_json_path << ": the id of \"" << token
+                           << "\" must be a "
+                              "non-negative integer, got "
+                           << id.dump());
     id_of[token] = id.get<int32_t>();
   }
   auto lookup = [&](const std::string& token, const std::string& where) {
@@ -434,10 +440,10 @@ BpeTokenizer BpeTokenizer::load_gpt2(const std::string& encoder_json_path, const
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (line.empty() || line.rfind("#version", 0) == 0) continue;
     size_t space = line.find(' ');
-    LM_CHECK(space != std::string::npos && space > 0 && space + 1 < line.size() &&
-             line.find(' ', space + 1) == std::string::npos,
-             "load_gpt2: " << vocab_bpe_path << " line " << line_no << ": expected \"left right\", got \""
-             << line << "\"");
+    LM_CHECK(
+        space != std::string::npos && space > 0 && space + 1 < line.size() &&
+            line.find(' ', space + 1) == std::string::npos,
+        "load_gpt2: " << vocab_bpe_path << " line " << line_no << ": expected \"left right\", got \"" << line << "\"");
     const std::string left = line.substr(0, space), right = line.substr(space + 1);
     const std::string where = vocab_bpe_path + " line " + std::to_string(line_no);
     merges.push_back({lookup(left, where), lookup(right, where), lookup(left + right, where)});
@@ -450,14 +456,16 @@ BpeTokenizer BpeTokenizer::load_gpt2(const std::string& encoder_json_path, const
     if (id >= tok.base_vocab_size()) rest.emplace_back(id, token);
   std::sort(rest.begin(), rest.end());
   for (const auto& [id, token] : rest) {
-    LM_CHECK(id == tok.vocab_size(), "load_gpt2: " << encoder_json_path << ": \"" << token << "\" has id "
-             << id << " but the next free id after the " << tok.base_vocab_size() << " byte and merge "
-             "tokens (and earlier specials) is " << tok.vocab_size());
+    LM_CHECK(id == tok.vocab_size(), "load_gpt2: " << encoder_json_path << ": \"" << token << "\" has id " << id
+                                                   << " but the next free id after the " << tok.base_vocab_size()
+                                                   << " byte and merge "
+                                                      "tokens (and earlier specials) is "
+                                                   << tok.vocab_size());
     tok.add_special(token);
   }
-  LM_CHECK(tok.vocab_size() == static_cast<int64_t>(id_of.size()), "load_gpt2: " << encoder_json_path
-           << " maps several strings to the same id (" << id_of.size() << " entries, " << tok.vocab_size()
-           << " distinct ids)");
+  LM_CHECK(tok.vocab_size() == static_cast<int64_t>(id_of.size()),
+           "load_gpt2: " << encoder_json_path << " maps several strings to the same id (" << id_of.size()
+                         << " entries, " << tok.vocab_size() << " distinct ids)");
   return tok;
 }
 

@@ -12,8 +12,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "tensor/files.h"
 #include "tensor/check.h"
+#include "tensor/files.h"
 #include "train/file_io.h"
 
 namespace lm {
@@ -45,8 +45,8 @@ const RObject& RObject::element(const std::string& name) const {
 
 namespace {
 // Special codes that stand in the type byte for shared values (serialize.c).
-constexpr int kRefSxp = 255, kNilValueSxp = 254, kGlobalEnvSxp = 253, kBaseNamespaceSxp = 250,
-              kEmptyEnvSxp = 242, kBaseEnvSxp = 241;
+constexpr int kRefSxp = 255, kNilValueSxp = 254, kGlobalEnvSxp = 253, kBaseNamespaceSxp = 250, kEmptyEnvSxp = 242,
+              kBaseEnvSxp = 241;
 // Flag bits of each item's leading integer.
 constexpr int kHasAttr = 1 << 9, kHasTag = 1 << 10;
 // CHARSXP encoding bits (in the "levels", flags >> 12).
@@ -57,12 +57,13 @@ class XdrReader {
   explicit XdrReader(const std::string& bytes) : b_(bytes) {}
 
   std::shared_ptr<RObject> read_all() {
-    LM_CHECK(b_.size() >= 2 && b_[0] == 'X' && b_[1] == '\n', "R unserialize: not XDR serialisation (expected "
+    LM_CHECK(b_.size() >= 2 && b_[0] == 'X' && b_[1] == '\n',
+             "R unserialize: not XDR serialisation (expected "
              "\"X\\n\" at the start; ASCII \"A\" and native binary \"B\" formats are not supported)");
     pos_ = 2;
     const int32_t version = i32();
-    LM_CHECK(version == 2 || version == 3, "R unserialize: unsupported serialisation version " << version
-             << " (this reader handles 2 and 3)");
+    LM_CHECK(version == 2 || version == 3,
+             "R unserialize: unsupported serialisation version " << version << " (this reader handles 2 and 3)");
     i32();  // the R version that wrote it
     i32();  // the oldest R version that can read it
     if (version == 3) {
@@ -79,8 +80,9 @@ class XdrReader {
   std::vector<std::shared_ptr<RObject>> refs_;  // back-references, 1-based in the stream
 
   const char* take(size_t n) {
-    LM_CHECK(n <= b_.size() - pos_, "R unserialize: unexpected end of data at byte " << pos_ << " (wanted " << n
-             << " more bytes, " << b_.size() - pos_ << " left): truncated input?");
+    LM_CHECK(n <= b_.size() - pos_, "R unserialize: unexpected end of data at byte "
+                                        << pos_ << " (wanted " << n << " more bytes, " << b_.size() - pos_
+                                        << " left): truncated input?");
     const char* p = b_.data() + pos_;
     pos_ += n;
     return p;
@@ -106,8 +108,9 @@ class XdrReader {
       uint64_t hi = u32(), lo = u32();
       n = static_cast<int64_t>((hi << 32) | lo);
     }
-    LM_CHECK(n >= 0 && static_cast<uint64_t>(n) <= (b_.size() - pos_) / min_bytes, "R unserialize: vector length "
-             << n << " at byte " << at << " does not fit in the " << b_.size() - pos_ << " bytes left");
+    LM_CHECK(n >= 0 && static_cast<uint64_t>(n) <= (b_.size() - pos_) / min_bytes,
+             "R unserialize: vector length " << n << " at byte " << at << " does not fit in the " << b_.size() - pos_
+                                             << " bytes left");
     return static_cast<size_t>(n);
   }
 
@@ -144,8 +147,9 @@ class XdrReader {
     obj.string_na.resize(n, 0);
     for (size_t i = 0; i < n; ++i) {
       std::shared_ptr<RObject> c = item(depth + 1);
-      LM_CHECK(c->type == RObject::CHAR, "R unserialize: element " << i << " of the character vector at byte "
-               << at << " has SEXP type " << c->type << ", expected a CHARSXP (9)");
+      LM_CHECK(c->type == RObject::CHAR, "R unserialize: element " << i << " of the character vector at byte " << at
+                                                                   << " has SEXP type " << c->type
+                                                                   << ", expected a CHARSXP (9)");
       obj.strings[i] = c->chars;
       obj.string_na[i] = c->is_na;
     }
@@ -160,14 +164,18 @@ class XdrReader {
     switch (type) {
       case kNilValueSxp:
         return obj;  // NIL
-      case kGlobalEnvSxp: case kEmptyEnvSxp: case kBaseEnvSxp: case kBaseNamespaceSxp:
+      case kGlobalEnvSxp:
+      case kEmptyEnvSxp:
+      case kBaseEnvSxp:
+      case kBaseNamespaceSxp:
         obj->type = RObject::ENV;  // a well-known environment: nothing more in the stream
         return obj;
       case kRefSxp: {
         int64_t index = flags >> 8;  // packed into the flags, or 0 and then the next integer
         if (index == 0) index = i32();
-        LM_CHECK(index >= 1 && index <= static_cast<int64_t>(refs_.size()), "R unserialize: reference "
-                 << index << " at byte " << at << " but only " << refs_.size() << " objects were stored");
+        LM_CHECK(index >= 1 && index <= static_cast<int64_t>(refs_.size()),
+                 "R unserialize: reference " << index << " at byte " << at << " but only " << refs_.size()
+                                             << " objects were stored");
         return refs_[static_cast<size_t>(index - 1)];
       }
       case RObject::SYM: {
@@ -182,7 +190,9 @@ class XdrReader {
       case RObject::CHAR:
         read_char(*obj, levels, at);
         break;
-      case RObject::LGL: case RObject::INT: case RObject::REAL:
+      case RObject::LGL:
+      case RObject::INT:
+      case RObject::REAL:
         read_numbers(*obj, type);
         break;
       case RObject::STR:
@@ -195,8 +205,10 @@ class XdrReader {
         break;
       }
       default:
-        LM_FAIL("R unserialize: SEXP type " << type << " at byte " << at << " is not supported (this reader "
-                "handles NULL, symbols, pairlists, character, logical, integer, double and list vectors)");
+        LM_FAIL("R unserialize: SEXP type "
+                << type << " at byte " << at
+                << " is not supported (this reader "
+                   "handles NULL, symbols, pairlists, character, logical, integer, double and list vectors)");
     }
     if (flags & kHasAttr) obj->attributes = item(depth + 1);
     return obj;
@@ -217,8 +229,8 @@ class XdrReader {
       flags = i32();
       const int type = flags & 0xFF;
       if (type == kNilValueSxp) return;
-      LM_CHECK(type == RObject::LIST, "R unserialize: a pairlist ends in SEXP type " << type << " at byte " << at
-               << " (dotted pairs are not supported)");
+      LM_CHECK(type == RObject::LIST, "R unserialize: a pairlist ends in SEXP type "
+                                          << type << " at byte " << at << " (dotted pairs are not supported)");
     }
   }
 
@@ -254,7 +266,8 @@ std::shared_ptr<RObject> r_unserialize(const std::string& bytes) { return XdrRea
 
 std::string inflate_bytes(const std::string& compressed, const std::string& what, size_t expected_size) {
   z_stream zs{};
-  LM_CHECK(inflateInit2(&zs, 15 + 32) == Z_OK, "inflate " << what << ": zlib failed to initialise");  // +32: zlib or gzip
+  LM_CHECK(inflateInit2(&zs, 15 + 32) == Z_OK,
+           "inflate " << what << ": zlib failed to initialise");  // +32: zlib or gzip
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
   zs.avail_in = static_cast<uInt>(compressed.size());
   std::string out;
@@ -270,9 +283,9 @@ std::string inflate_bytes(const std::string& compressed, const std::string& what
   const std::string msg = zs.msg ? zs.msg : "";
   inflateEnd(&zs);
   LM_CHECK(rc == Z_STREAM_END, "inflate " << what << ": corrupt or truncated zlib/gzip data (zlib code " << rc
-           << (msg.empty() ? "" : ", " + msg) << ")");
-  LM_CHECK(expected_size == 0 || out.size() == expected_size, "inflate " << what << ": got " << out.size()
-           << " bytes, the header promised " << expected_size);
+                                          << (msg.empty() ? "" : ", " + msg) << ")");
+  LM_CHECK(expected_size == 0 || out.size() == expected_size,
+           "inflate " << what << ": got " << out.size() << " bytes, the header promised " << expected_size);
   return out;
 }
 
@@ -290,14 +303,16 @@ std::map<std::string, std::shared_ptr<RObject>> read_lazyload_db(const std::stri
   LM_CHECK((compressed.type == RObject::LGL || compressed.type == RObject::INT) && compressed.ints.size() == 1,
            rdx_path << ": \"compressed\" should be one logical or integer");
   const int method = compressed.ints[0];  // FALSE/0 plain, TRUE/1 zlib, 2 bzip2, 3 xz
-  LM_CHECK(method == 0 || method == 1, rdx_path << ": compression method " << method << " (2 = bzip2, 3 = xz) "
-           "is not supported; only zlib (TRUE) and none");
+  LM_CHECK(method == 0 || method == 1, rdx_path << ": compression method " << method
+                                                << " (2 = bzip2, 3 = xz) "
+                                                   "is not supported; only zlib (TRUE) and none");
 
   const std::string rdb = read_file(rdb_path, "R database");
   std::map<std::string, std::shared_ptr<RObject>> out;
   const std::vector<std::string> names = variables.names();
-  LM_CHECK(names.size() == variables.items.size(), rdx_path << ": \"variables\" has " << variables.items.size()
-           << " entries but " << names.size() << " names");  // (a fuzzer found the mismatch: out_of_range)
+  LM_CHECK(names.size() == variables.items.size(),
+           rdx_path << ": \"variables\" has " << variables.items.size() << " entries but " << names.size()
+                    << " names");  // (a fuzzer found the mismatch: out_of_range)
   for (size_t i = 0; i < names.size(); ++i) {
     const RObject& loc = *variables.items.at(i);
     std::vector<double> v;
@@ -305,7 +320,7 @@ std::map<std::string, std::shared_ptr<RObject>> read_lazyload_db(const std::stri
     for (double x : loc.reals) v.push_back(x);
     LM_CHECK(v.size() == 2 && v[0] >= 0 && v[1] >= 0 && v[0] + v[1] <= static_cast<double>(rdb.size()),
              rdx_path << ": entry \"" << names[i] << "\" should be (offset, length) inside the " << rdb.size()
-             << "-byte " << rdb_path);
+                      << "-byte " << rdb_path);
     std::string entry = rdb.substr(static_cast<size_t>(v[0]), static_cast<size_t>(v[1]));
     const std::string what = rdb_path + " entry \"" + names[i] + "\"";
     if (method == 1) {
@@ -328,14 +343,15 @@ std::map<std::string, std::shared_ptr<RObject>> read_lazyload_db(const std::stri
 std::map<std::string, std::string> extract_austen(const std::string& rdb_dir) {
   const auto db = read_lazyload_db(rdb_dir + "/Rdata");
   std::map<std::string, std::string> novels;
-  for (const char* name : {"emma", "mansfieldpark", "northangerabbey", "persuasion", "prideprejudice",
-                           "sensesensibility"}) {
+  for (const char* name :
+       {"emma", "mansfieldpark", "northangerabbey", "persuasion", "prideprejudice", "sensesensibility"}) {
     auto it = db.find(name);
-    LM_CHECK(it != db.end(), rdb_dir << "/Rdata.rdb has no object \"" << name << "\": is this janeaustenr's data "
-             "directory (usr/lib/R/site-library/janeaustenr/data)?");
+    LM_CHECK(it != db.end(), rdb_dir << "/Rdata.rdb has no object \"" << name
+                                     << "\": is this janeaustenr's data "
+                                        "directory (usr/lib/R/site-library/janeaustenr/data)?");
     const RObject& lines = *it->second;
     LM_CHECK(lines.type == RObject::STR, rdb_dir << "/Rdata.rdb: \"" << name << "\" is SEXP type " << lines.type
-             << ", expected a character vector of lines");
+                                                 << ", expected a character vector of lines");
     std::string text;
     for (const std::string& line : lines.strings) text += line + "\n";  // NA lines are ""
     novels[name] = std::move(text);

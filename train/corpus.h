@@ -15,22 +15,20 @@ namespace lm {
 
 // One R value, as much of it as we read. `type` is R's SEXPTYPE number.
 struct RObject {
-  enum Type : int {
-    NIL = 0, SYM = 1, LIST = 2, ENV = 4, CHAR = 9, LGL = 10, INT = 13, REAL = 14, STR = 16, VEC = 19
-  };
+  enum Type : int { NIL = 0, SYM = 1, LIST = 2, ENV = 4, CHAR = 9, LGL = 10, INT = 13, REAL = 14, STR = 16, VEC = 19 };
   int type = NIL;
-  std::string chars;                          // SYM: the name; CHAR: the bytes (as UTF-8)
-  bool is_na = false;                         // CHAR: NA_character_
-  std::vector<std::string> strings;           // STR: the elements ("" for NA)
-  std::vector<char> string_na;                // STR: 1 where the element is NA
-  std::vector<int32_t> ints;                  // INT, LGL (NA = INT32_MIN)
-  std::vector<double> reals;                  // REAL
+  std::string chars;                            // SYM: the name; CHAR: the bytes (as UTF-8)
+  bool is_na = false;                           // CHAR: NA_character_
+  std::vector<std::string> strings;             // STR: the elements ("" for NA)
+  std::vector<char> string_na;                  // STR: 1 where the element is NA
+  std::vector<int32_t> ints;                    // INT, LGL (NA = INT32_MIN)
+  std::vector<double> reals;                    // REAL
   std::vector<std::shared_ptr<RObject>> items;  // VEC elements; LIST values (the pairlist, flattened)
-  std::vector<std::string> tags;              // LIST: the tag of each value ("" when untagged)
-  std::shared_ptr<RObject> attributes;        // a LIST of tagged values, or null
+  std::vector<std::string> tags;                // LIST: the tag of each value ("" when untagged)
+  std::shared_ptr<RObject> attributes;          // a LIST of tagged values, or null
 
-  const RObject* attr(const std::string& name) const;  // null when absent
-  std::vector<std::string> names() const;  // the "names" attribute (LIST: the tags); empty if none
+  const RObject* attr(const std::string& name) const;     // null when absent
+  std::vector<std::string> names() const;                 // the "names" attribute (LIST: the tags); empty if none
   const RObject& element(const std::string& name) const;  // VEC or LIST element by name; throws
 };
 

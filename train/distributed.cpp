@@ -112,7 +112,8 @@ const World& world() {
   if (local >= 0 && cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0) cudaSetDevice(local % devices);
 #endif
 #else
-  LM_CHECK(announced <= 1, "distributed: mpirun started " << announced << " ranks, but this build of landmark has no MPI "
+  LM_CHECK(announced <= 1, "distributed: mpirun started " << announced
+                                                          << " ranks, but this build of landmark has no MPI "
                                                           << "(install libopenmpi-dev and rebuild; CMake finds it)");
 #endif
   return g_world;
@@ -121,8 +122,9 @@ const World& world() {
 void allreduce_sum(std::vector<double>& values) {
   if (world().size == 1 || values.empty()) return;
 #ifdef LANDMARK_WITH_MPI
-  mpi_check(MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
-            "MPI_Allreduce");
+  mpi_check(
+      MPI_Allreduce(MPI_IN_PLACE, values.data(), static_cast<int>(values.size()), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+      "MPI_Allreduce");
 #endif
 }
 
@@ -142,7 +144,8 @@ void allreduce_sum(Tensor& flat) {
     nccl_check(ncclAllReduce(flat.raw_data(), flat.raw_data(), static_cast<size_t>(flat.numel()),
                              flat.dtype() == DType::F32 ? ncclFloat32 : ncclFloat64, ncclSum, nccl_comm(), nullptr),
                "ncclAllReduce");
-    LM_CHECK(cudaStreamSynchronize(nullptr) == cudaSuccess, "distributed: cudaStreamSynchronize after ncclAllReduce failed");
+    LM_CHECK(cudaStreamSynchronize(nullptr) == cudaSuccess,
+             "distributed: cudaStreamSynchronize after ncclAllReduce failed");
     return;
   }
 #endif

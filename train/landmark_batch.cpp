@@ -10,13 +10,12 @@
 namespace lm {
 
 LandmarkBatch sample_landmark_batch(const TokenFile& data, int64_t B, int64_t T, const LandmarkDataOptions& o,
-                                    uint64_t seed, uint64_t cursor, bool training,
-                                    const std::vector<int64_t>* starts) {
+                                    uint64_t seed, uint64_t cursor, bool training, const std::vector<int64_t>* starts) {
   LM_CHECK(B > 0 && T > 1, "sample_landmark_batch: need B > 0 and T > 1, got B=" << B << " T=" << T);
   LM_CHECK(o.every > 0, "sample_landmark_batch: landmark spacing F must be positive, got " << o.every);
-  LM_CHECK(o.landmark_id >= 0 && o.landmark_id < data.vocab(),
-           "sample_landmark_batch: landmark id " << o.landmark_id << " is not in the vocabulary of " << data.path()
-                                                 << " (size " << data.vocab() << ")");
+  LM_CHECK(o.landmark_id >= 0 && o.landmark_id < data.vocab(), "sample_landmark_batch: landmark id "
+                                                                   << o.landmark_id << " is not in the vocabulary of "
+                                                                   << data.path() << " (size " << data.vocab() << ")");
   LM_CHECK(!o.context_miss || (o.cmt_id >= 0 && o.cmt_id < data.vocab()),
            "sample_landmark_batch: context-miss id " << o.cmt_id << " is not in the vocabulary");
   LM_CHECK(o.jump_max >= 1, "sample_landmark_batch: p_jump must be >= 1, got " << o.jump_max);
@@ -24,8 +23,8 @@ LandmarkBatch sample_landmark_batch(const TokenFile& data, int64_t B, int64_t T,
   const int64_t N = data.size();
   // A window of T augmented positions spans at most T raw tokens, plus up to two for the last target.
   const int64_t num_starts = N - T - 2;
-  LM_CHECK(num_starts > 0, "sample_landmark_batch: " << data.path() << " has " << N << " tokens, too few for windows of "
-                                                      << T << " (+2)");
+  LM_CHECK(num_starts > 0, "sample_landmark_batch: " << data.path() << " has " << N
+                                                     << " tokens, too few for windows of " << T << " (+2)");
   const AugmentedIndex aug{o.every};
   const int64_t first = o.context_miss ? 1 : 0;
   std::vector<int32_t> x(B * T), y(B * T), kinds(B * T), pos(B * T);
@@ -73,7 +72,8 @@ LandmarkBatch sample_landmark_batch(const TokenFile& data, int64_t B, int64_t T,
       }
     }
   }
-  return LandmarkBatch{from_vector(x, {B, T}), from_vector(y, {B, T}), from_vector(kinds, {B, T}), from_vector(pos, {B, T})};
+  return LandmarkBatch{from_vector(x, {B, T}), from_vector(y, {B, T}), from_vector(kinds, {B, T}),
+                       from_vector(pos, {B, T})};
 }
 
 }  // namespace lm

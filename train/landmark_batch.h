@@ -13,13 +13,13 @@
 namespace lm {
 
 struct LandmarkDataOptions {
-  int64_t every = 50;          // F: regular tokens per block
-  int32_t landmark_id = -1;    // the tokenizer's "<|landmark|>" id
-  bool context_miss = false;   // prepend a CMT and let it control some landmarks
-  int32_t cmt_id = -1;         // the tokenizer's "<|cmt|>" id
-  double cmt_prob = 0.5;       // P_CMT: chance that a landmark is CMT-controlled (training)
-  int64_t jump_max = 1;        // p_jump: after each landmark the position advances by U{1..p_jump};
-                               // 1 = ordinary positions. Applied only when `training`.
+  int64_t every = 50;         // F: regular tokens per block
+  int32_t landmark_id = -1;   // the tokenizer's "<|landmark|>" id
+  bool context_miss = false;  // prepend a CMT and let it control some landmarks
+  int32_t cmt_id = -1;        // the tokenizer's "<|cmt|>" id
+  double cmt_prob = 0.5;      // P_CMT: chance that a landmark is CMT-controlled (training)
+  int64_t jump_max = 1;       // p_jump: after each landmark the position advances by U{1..p_jump};
+                              // 1 = ordinary positions. Applied only when `training`.
 };
 
 struct LandmarkBatch {

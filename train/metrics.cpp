@@ -3,9 +3,8 @@
 
 #include <cmath>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "plot/plot.h"
 #include "tensor/check.h"
@@ -67,7 +66,8 @@ void plot_loss_curves(const std::vector<std::string>& paths, const std::vector<s
       for (double& s : m.val_step) s += static_cast<double>(offsets[i]);
     }
     const std::string prefix = labels[i].empty() ? "" : labels[i] + ": ";
-    plot::Rgb base = plot::palette_color(static_cast<int>(2 * i)), val = plot::palette_color(static_cast<int>(2 * i + 1));
+    plot::Rgb base = plot::palette_color(static_cast<int>(2 * i)),
+              val = plot::palette_color(static_cast<int>(2 * i + 1));
     plot::Rgb faint{static_cast<uint8_t>((base.r + 2 * 255) / 3), static_cast<uint8_t>((base.g + 2 * 255) / 3),
                     static_cast<uint8_t>((base.b + 2 * 255) / 3)};
     series.push_back({prefix + "train loss (per step)", m.step, m.loss, faint});
@@ -102,12 +102,13 @@ NumberTable read_number_table(const std::string& path) {
     if (line.find_first_not_of(" \t") == std::string::npos) continue;
     std::vector<std::string> cells = split(line);
     if (t.columns.empty()) {
-      LM_CHECK(cells.size() >= 2, "table: " << path << " line " << n << ": a header needs at least two columns, got '" << line << "'");
+      LM_CHECK(cells.size() >= 2,
+               "table: " << path << " line " << n << ": a header needs at least two columns, got '" << line << "'");
       t.columns = cells;
       continue;
     }
     LM_CHECK(cells.size() == t.columns.size(), "table: " << path << " line " << n << " has " << cells.size()
-                                                          << " cells, the header " << t.columns.size());
+                                                         << " cells, the header " << t.columns.size());
     std::vector<double> row;
     for (size_t j = 0; j < cells.size(); ++j) {
       if (cells[j] == "-" || cells[j] == "nan" || cells[j].empty()) {
@@ -121,8 +122,8 @@ NumberTable read_number_table(const std::string& path) {
       } catch (const std::exception&) {
         used = 0;
       }
-      LM_CHECK(used == cells[j].size(), "table: " << path << " line " << n << ", column '" << t.columns[j]
-                                                  << "': '" << cells[j] << "' is not a number");
+      LM_CHECK(used == cells[j].size(), "table: " << path << " line " << n << ", column '" << t.columns[j] << "': '"
+                                                  << cells[j] << "' is not a number");
       row.push_back(v);
     }
     t.rows.push_back(row);

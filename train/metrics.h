@@ -3,8 +3,8 @@
 // format and the plot library; the training loop writes lines and never draws.
 #pragma once
 
-#include <optional>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>

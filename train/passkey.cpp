@@ -54,13 +54,15 @@ PasskeyPrompt passkey_prompt_for_length(const Tokenizer& tok, int64_t target_tok
   const int32_t key = draw_key(seed, 2 * trial);
   const int64_t base = static_cast<int64_t>(tok.encode(make_passkey_prompt(key, 0, 0).text).size());
   const int64_t per_filler = static_cast<int64_t>(tok.encode(std::string(" ") + kPasskeyFiller).size());
-  LM_CHECK(target_tokens >= base, "passkey: a prompt needs at least " << base << " tokens, asked for " << target_tokens);
+  LM_CHECK(target_tokens >= base,
+           "passkey: a prompt needs at least " << base << " tokens, asked for " << target_tokens);
   int64_t fillers = (target_tokens - base) / per_filler;
   // Encoding the whole prompt can merge differently at the seams: step back until it fits.
   PasskeyPrompt p;
   for (;; --fillers) {
-    const int64_t before = depth < 0 ? static_cast<int64_t>(draw(seed, 2 * trial + 1) * static_cast<double>(fillers + 1))
-                                     : std::llround(depth * static_cast<double>(fillers));
+    const int64_t before = depth < 0
+                               ? static_cast<int64_t>(draw(seed, 2 * trial + 1) * static_cast<double>(fillers + 1))
+                               : std::llround(depth * static_cast<double>(fillers));
     p = make_passkey_prompt(key, before, fillers - before);
     if (fillers == 0 || static_cast<int64_t>(tok.encode(p.text).size()) <= target_tokens) break;
   }
@@ -68,8 +70,8 @@ PasskeyPrompt passkey_prompt_for_length(const Tokenizer& tok, int64_t target_tok
 }
 
 std::string passkey_list_document(const std::vector<int32_t>& numbers, int64_t fillers) {
-  LM_CHECK(!numbers.empty() && fillers >= 0,
-           "passkey_list_document: needs at least one number and fillers >= 0, got " << numbers.size() << ", " << fillers);
+  LM_CHECK(!numbers.empty() && fillers >= 0, "passkey_list_document: needs at least one number and fillers >= 0, got "
+                                                 << numbers.size() << ", " << fillers);
   std::string list;
   for (int32_t n : numbers) list += " " + std::to_string(n);
   std::string out = "The list is" + list + ".";
@@ -81,15 +83,13 @@ std::string passkey_training_text(const PasskeyDataOptions& o) {
   LM_CHECK(o.docs > 0 && o.min_fillers >= 0 && o.max_fillers >= o.min_fillers && o.filler_only >= 0 &&
                o.filler_only <= 1 && o.list_docs >= 0 && o.list_docs <= 1 && o.list_max_items >= 1 &&
                o.list_max_items <= 60 && o.questions >= 1 && o.questions <= 60 && o.list_max_fillers >= 0,
-           "passkey_training_text: bad arguments docs=" << o.docs << " min_fillers=" << o.min_fillers
-                                                        << " max_fillers=" << o.max_fillers << " filler_only="
-                                                        << o.filler_only << " list_docs=" << o.list_docs
-                                                        << " list_max_items=" << o.list_max_items
-                                                        << " list_max_fillers=" << o.list_max_fillers
-                                                        << " questions=" << o.questions);
+           "passkey_training_text: bad arguments docs="
+               << o.docs << " min_fillers=" << o.min_fillers << " max_fillers=" << o.max_fillers << " filler_only="
+               << o.filler_only << " list_docs=" << o.list_docs << " list_max_items=" << o.list_max_items
+               << " list_max_fillers=" << o.list_max_fillers << " questions=" << o.questions);
   const uint64_t seed = o.seed;
   // The list documents' draws: a stream of their own (seed offset), 64 counters per document.
-  const uint64_t list_seed = seed ^ 0x6C697374ull;  // "list"
+  const uint64_t list_seed = seed ^ 0x6C697374ull;      // "list"
   const uint64_t question_seed = seed ^ 0x71756573ull;  // "ques": the fillers before repeated questions
   std::string out;
   for (int64_t d = 0; d < o.docs; ++d) {

@@ -14,7 +14,7 @@ namespace lm {
 
 class Tokenizer;
 
-extern const char* const kPasskeyTask;      // the paper's task line: "... Find it and memorize them. ..."
+extern const char* const kPasskeyTask;  // the paper's task line: "... Find it and memorize them. ..."
 // The task line of the training documents: the same but "Find it and memorize it.", the wording
 // the training text has had from the start. With the same seed, documents carrying the paper's
 // wording gave a demo-sized model that copied the key in 10% of 2048-token prompts instead of
@@ -26,7 +26,7 @@ extern const char* const kPasskeyQuestion;  // "What is the pass key? The pass k
 std::string passkey_sentence(int32_t key);  // "The pass key is K. Remember it. K is the pass key."
 
 struct PasskeyPrompt {
-  std::string text;   // ends with the question (no answer)
+  std::string text;  // ends with the question (no answer)
   int32_t key = 0;
   int64_t fillers_before = 0, fillers_after = 0;
 };

@@ -9,8 +9,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "tensor/files.h"
 #include "tensor/check.h"
+#include "tensor/files.h"
 #include "train/file_io.h"
 #include "train/tokenizer.h"
 
@@ -18,7 +18,7 @@ namespace lm {
 
 namespace {
 constexpr size_t kFixedHeader = 8 + 4 + 4 + 8 + 8 + 4;  // up to and including the fingerprint length
-constexpr uint32_t kMaxFingerprint = 4096;                // a sanity bound against corrupt lengths
+constexpr uint32_t kMaxFingerprint = 4096;              // a sanity bound against corrupt lengths
 
 void put_le(std::string& out, uint64_t v, int bytes) {
   for (int i = 0; i < bytes; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xFF));
@@ -38,7 +38,8 @@ std::string printable(std::string s) {  // for quoting foreign bytes in a messag
 void check_tokens(const std::vector<int32_t>& tokens, int64_t vocab, const std::string& where) {
   for (size_t i = 0; i < tokens.size(); ++i)
     LM_CHECK(tokens[i] >= 0 && tokens[i] < vocab, where << ": token " << tokens[i] << " at index " << i
-             << " is out of range: it must be in [0, vocab) = [0, " << vocab << ")");
+                                                        << " is out of range: it must be in [0, vocab) = [0, " << vocab
+                                                        << ")");
 }
 }  // namespace
 
@@ -48,8 +49,8 @@ void write_token_file(const std::string& path, const std::vector<int32_t>& token
                       const std::string& fingerprint) {
   const std::string where = "write_token_file " + path;
   LM_CHECK(vocab >= 1 && vocab <= (int64_t{1} << 31), where << ": vocab " << vocab << " must be in [1, 2^31]");
-  LM_CHECK(fingerprint.size() <= kMaxFingerprint, where << ": fingerprint of " << fingerprint.size()
-           << " bytes is longer than " << kMaxFingerprint);
+  LM_CHECK(fingerprint.size() <= kMaxFingerprint,
+           where << ": fingerprint of " << fingerprint.size() << " bytes is longer than " << kMaxFingerprint);
   check_tokens(tokens, vocab, where);
   const int width = token_width_for_vocab(vocab);
 
@@ -81,10 +82,10 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
   const auto* p = reinterpret_cast<const unsigned char*>(bytes.data());
   const size_t n = bytes.size();
 
-  LM_CHECK(n >= kFixedHeader, where << ": truncated header: " << n << " bytes, a header needs at least "
-           << kFixedHeader);
+  LM_CHECK(n >= kFixedHeader,
+           where << ": truncated header: " << n << " bytes, a header needs at least " << kFixedHeader);
   LM_CHECK(std::memcmp(p, kTokenFileMagic, 8) == 0, where << ": wrong magic: expected \"LMTOKENS\", got \""
-           << printable(bytes.substr(0, 8)) << "\" (not a token file)");
+                                                          << printable(bytes.substr(0, 8)) << "\" (not a token file)");
   const uint64_t version = get_le(p + 8, 4);
   LM_CHECK(version == 1 || version == 2, where << ": unsupported version " << version << " (this build reads 1 and 2)");
   const uint64_t width = get_le(p + 12, 4);
@@ -94,16 +95,20 @@ TokenFile::TokenFile(const std::string& path) : path_(path) {
   LM_CHECK(vocab >= 1 && vocab <= (uint64_t{1} << 31), where << ": bad vocab size " << vocab);
   LM_CHECK(width == static_cast<uint64_t>(token_width_for_vocab(static_cast<int64_t>(vocab))),
            where << ": bad token width " << width << " for vocab " << vocab << " (expected "
-           << token_width_for_vocab(static_cast<int64_t>(vocab)) << ")");
+                 << token_width_for_vocab(static_cast<int64_t>(vocab)) << ")");
   LM_CHECK(fp_len <= kMaxFingerprint && kFixedHeader + fp_len <= n, where << ": truncated header: the "
-           "fingerprint needs " << fp_len << " bytes but the file has " << n - kFixedHeader << " left");
+                                                                             "fingerprint needs "
+                                                                          << fp_len << " bytes but the file has "
+                                                                          << n - kFixedHeader << " left");
   const size_t crc_bytes = version >= 2 ? 4 : 0;
   LM_CHECK(kFixedHeader + fp_len + crc_bytes <= n, where << ": truncated header: no room for the CRC-32");
   const size_t data_start = kFixedHeader + fp_len + crc_bytes;
   const uint64_t have = n - data_start;
   LM_CHECK(count <= have / width && have == count * width, where << ": truncated or corrupt: the header "
-           "says " << count << " tokens (" << count << " x " << width << " bytes) but " << have
-           << " bytes of tokens follow the header");
+                                                                    "says "
+                                                                 << count << " tokens (" << count << " x " << width
+                                                                 << " bytes) but " << have
+                                                                 << " bytes of tokens follow the header");
 
   if (version >= 2) {  // the bytes before the CRC field, then the tokens
     const size_t at = kFixedHeader + fp_len;
@@ -136,7 +141,8 @@ TokenFile TokenFile::from_tokens(std::vector<int32_t> tokens, int64_t vocab, std
 
 void TokenFile::check_fingerprint(const std::string& expected) const {
   LM_CHECK(fingerprint_ == expected, "token file " << path_ << " was made by tokenizer " << fingerprint_
-           << " but the model uses tokenizer " << expected << ": re-run prepare with the model's tokenizer");
+                                                   << " but the model uses tokenizer " << expected
+                                                   << ": re-run prepare with the model's tokenizer");
 }
 
 // ---- prepare ----

@@ -24,7 +24,7 @@ namespace lm {
 class Tokenizer;
 
 inline constexpr char kTokenFileMagic[9] = "LMTOKENS";  // 8 bytes in the file, no terminator
-inline constexpr uint32_t kTokenFileVersion = 2;  // written; 1 and 2 are read
+inline constexpr uint32_t kTokenFileVersion = 2;        // written; 1 and 2 are read
 
 int token_width_for_vocab(int64_t vocab);  // 2 or 4 bytes
 

@@ -7,8 +7,8 @@
 #include <fstream>
 #include <sstream>
 
-#include "tensor/files.h"
 #include "tensor/check.h"
+#include "tensor/files.h"
 #include "train/file_io.h"
 
 namespace lm {
@@ -35,10 +35,13 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   for (size_t i = 0; i < ids.size(); ++i) {
     int32_t id = ids[i];
     LM_CHECK(id >= 0 && id < vocab_size(), "decode: token id " << id << " at position " << i
-             << " is outside the vocabulary [0, " << vocab_size() << ") of this " << kind()
-             << " tokenizer (" << base << " base ids + " << specials_.size() << " specials)");
-    if (id < base) append_base_token(id, out);
-    else out += specials_[static_cast<size_t>(id - base)];
+                                                               << " is outside the vocabulary [0, " << vocab_size()
+                                                               << ") of this " << kind() << " tokenizer (" << base
+                                                               << " base ids + " << specials_.size() << " specials)");
+    if (id < base)
+      append_base_token(id, out);
+    else
+      out += specials_[static_cast<size_t>(id - base)];
   }
   return out;
 }
@@ -70,8 +73,10 @@ int32_t json_token_id(const nlohmann::json& v, const char* what) {
 std::unique_ptr<Tokenizer> Tokenizer::from_json(const nlohmann::json& j) {
   std::unique_ptr<Tokenizer> tok;
   try {
-    LM_CHECK(j.is_object() && j.contains("kind"), "tokenizer JSON: expected an object with a \"kind\" "
-             "field, got: " << j.dump().substr(0, 200));
+    LM_CHECK(j.is_object() && j.contains("kind"),
+             "tokenizer JSON: expected an object with a \"kind\" "
+             "field, got: "
+                 << j.dump().substr(0, 200));
     const std::string kind = j.at("kind").get<std::string>();
     // The version is checked as JSON before any conversion: value<int> of a float such as 2e31 is
     // undefined behaviour (found by the tokenizer_json fuzz harness).
@@ -91,8 +96,10 @@ std::unique_ptr<Tokenizer> Tokenizer::from_json(const nlohmann::json& j) {
       LM_CHECK(ms.is_array(), "tokenizer JSON: merges must be an array of [left, right, result]");
       std::vector<BpeTokenizer::Merge> merges;
       for (const auto& m : ms) {
-        LM_CHECK(m.is_array() && m.size() == 3, "tokenizer JSON: each merge must be [left, right, "
-                 "result], got " << m.dump().substr(0, 80));
+        LM_CHECK(m.is_array() && m.size() == 3,
+                 "tokenizer JSON: each merge must be [left, right, "
+                 "result], got "
+                     << m.dump().substr(0, 80));
         merges.push_back({json_token_id(m[0], "a merge's left id"), json_token_id(m[1], "a merge's right id"),
                           json_token_id(m[2], "a merge's result id")});
       }

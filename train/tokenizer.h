@@ -8,12 +8,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace lm {
 
@@ -47,7 +46,7 @@ class Tokenizer {
   std::string fingerprint() const;
 
  protected:
-  virtual void base_to_json(nlohmann::json& j) const = 0;          // fills the base data
+  virtual void base_to_json(nlohmann::json& j) const = 0;                  // fills the base data
   virtual void append_base_token(int32_t id, std::string& out) const = 0;  // id < base size
 
  private:
@@ -80,7 +79,9 @@ std::vector<std::pair<size_t, size_t>> pretokenize(const std::string& text);
 // Byte-level BPE. Every base id stands for a byte string: 256 single bytes plus one id per merge.
 class BpeTokenizer : public Tokenizer {
  public:
-  struct Merge { int32_t left, right, result; };  // rank = position in merges()
+  struct Merge {
+    int32_t left, right, result;
+  };  // rank = position in merges()
 
   // Learns merges from `text` until the base vocab reaches `vocab_size` (>= 256) or no
   // adjacent pair occurs twice. Byte b gets id b, merge i gets id 256 + i. The most frequent
@@ -90,8 +91,7 @@ class BpeTokenizer : public Tokenizer {
   // in LLaMA's tokenizer (the paper's model); numbers then read digit by digit, and the merges
   // go to words. Encoding needs no flag: the merges alone decide it.
   static BpeTokenizer train(const std::string& text, int64_t vocab_size,
-                            const std::function<void(int64_t, int64_t)>& progress = nullptr,
-                            bool split_digits = false);
+                            const std::function<void(int64_t, int64_t)>& progress = nullptr, bool split_digits = false);
   // GPT-2's encoder.json (token string -> id, bytes shown through GPT-2's byte-to-unicode map)
   // and vocab.bpe ("#version" line, then one "left right" merge per line, in rank order).
   // Entries that are neither bytes nor merge results (<|endoftext|>) become specials.
@@ -119,9 +119,9 @@ class BpeTokenizer : public Tokenizer {
   void append_base_token(int32_t id, std::string& out) const override;
 
  private:
-  std::vector<int32_t> byte_ids_;         // byte value -> id (256)
-  std::vector<Merge> merges_;             // in rank order
-  std::vector<std::string> token_bytes_;  // id -> bytes
+  std::vector<int32_t> byte_ids_;                  // byte value -> id (256)
+  std::vector<Merge> merges_;                      // in rank order
+  std::vector<std::string> token_bytes_;           // id -> bytes
   std::unordered_map<uint64_t, int32_t> rank_of_;  // (left << 32 | right) -> rank
   std::vector<int32_t> merge_long_chunk(std::vector<int32_t> ids) const;
 };

@@ -2,9 +2,9 @@
 #include "train/trainer.h"
 
 #include <chrono>
-#include <cstdlib>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
@@ -14,13 +14,13 @@
 #include <type_traits>
 
 #include "autograd/functions.h"
-#include "tensor/files.h"
-#include "tensor/cpu/parallel.h"
-#include "tensor/create.h"
-#include "tensor/ops.h"
-#include "tensor/rng.h"
 #include "landmark/attention.h"
 #include "nn/gpt_io.h"
+#include "tensor/cpu/parallel.h"
+#include "tensor/create.h"
+#include "tensor/files.h"
+#include "tensor/ops.h"
+#include "tensor/rng.h"
 #include "train/batch.h"
 #include "train/distributed.h"
 #include "train/file_io.h"
@@ -67,11 +67,11 @@ InitReport init_from_parent(GPT& model, const Checkpoint& parent, const Tokenize
       continue;
     }
     const Tensor& t = parent.get(key);
-    LM_CHECK(t.shape() == p->shape(),
-             "train --init-from: tensor '" << name << "' is " << shape_str(t.shape()) << " in the parent but "
-                                           << shape_str(p->shape()) << " in the new model (the parent has " << pc.n_layer
-                                           << " layers, d " << pc.n_embd << ", " << pc.n_head
-                                           << " heads: give the same --layers, --embd and --heads)");
+    LM_CHECK(t.shape() == p->shape(), "train --init-from: tensor '"
+                                          << name << "' is " << shape_str(t.shape()) << " in the parent but "
+                                          << shape_str(p->shape()) << " in the new model (the parent has " << pc.n_layer
+                                          << " layers, d " << pc.n_embd << ", " << pc.n_head
+                                          << " heads: give the same --layers, --embd and --heads)");
     p->value().copy_(parent.get(key, p->shape(), p->dtype()).to(p->device()));
     r.copied.push_back(name);
     taken.insert(key);
@@ -92,12 +92,16 @@ InitReport init_from_parent(GPT& model, const Checkpoint& parent, const Tokenize
       for (int64_t j = 0; j < C; ++j) mean[static_cast<size_t>(j)] += e[v * C + j];
     for (const auto& [token, id] : fresh_rows) {
       LM_CHECK(id >= base && id < w.shape()[0], "train --init-from: the tokenizer has no " << token << " token");
-      for (int64_t j = 0; j < C; ++j) e[id * C + j] = static_cast<std::decay_t<decltype(*e)>>(mean[static_cast<size_t>(j)] / static_cast<double>(base));
+      for (int64_t j = 0; j < C; ++j)
+        e[id * C + j] =
+            static_cast<std::decay_t<decltype(*e)>>(mean[static_cast<size_t>(j)] / static_cast<double>(base));
       r.rows.push_back({token, id});
     }
   };
-  if (w.dtype() == DType::F64) set_rows(w.data<double>());
-  else set_rows(w.data<float>());
+  if (w.dtype() == DType::F64)
+    set_rows(w.data<double>());
+  else
+    set_rows(w.data<float>());
   return r;
 }
 
@@ -108,8 +112,10 @@ double now_s() { return std::chrono::duration<double>(std::chrono::steady_clock:
 std::string hms(double s) {
   long t = static_cast<long>(s + 0.5);
   char buf[32];
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%ld:%02ld", t / 60, t % 60);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", t / 3600, (t / 60) % 60, t % 60);
+  else
+    std::snprintf(buf, sizeof buf, "%ld:%02ld", t / 60, t % 60);
   return buf;
 }
 
@@ -129,7 +135,8 @@ double scheduled_lr(const TrainOptions& o, int64_t s) {
 // Every setting that shapes a run's trajectory, listed once: the checkpoint records them and a
 // resumed run takes them back from it. f(name, field, required): required fields are in every
 // checkpoint this project wrote; the others arrived later and default to the command line.
-template <class Options, class Visit> void for_each_setting(Options& o, Visit&& f) {
+template <class Options, class Visit>
+void for_each_setting(Options& o, Visit&& f) {
   f("batch_size", o.batch_size, true);
   f("lr", o.lr, true);
   f("schedule", o.schedule, true);
@@ -176,8 +183,8 @@ void settings_from_json(const nlohmann::json& j, TrainOptions& o, const std::str
       kind = "a number";
       ok = x.is_number();
     }
-    LM_CHECK(ok, where << "the training setting '" << name << "' must be " << kind << ", got "
-                       << x.dump().substr(0, 80));
+    LM_CHECK(ok,
+             where << "the training setting '" << name << "' must be " << kind << ", got " << x.dump().substr(0, 80));
     v = x.get<T>();
   });
 }
@@ -202,9 +209,8 @@ uint64_t meta_count(const nlohmann::json& m, const std::string& name, uint64_t m
                     const std::string& where) {
   const nlohmann::json& v = meta_field(m, name, where);
   const bool whole = v.is_number_unsigned() || (v.is_number_integer() && v.get<int64_t>() >= 0);
-  LM_CHECK(whole && v.get<uint64_t>() <= max,
-           where << "'" << name << "' must be a whole number in [0, " << max_text << "], got "
-                 << v.dump().substr(0, 80));
+  LM_CHECK(whole && v.get<uint64_t>() <= max, where << "'" << name << "' must be a whole number in [0, " << max_text
+                                                    << "], got " << v.dump().substr(0, 80));
   return v.get<uint64_t>();
 }
 
@@ -238,21 +244,26 @@ void validate(const TrainOptions& o) {
   const int64_t T = o.model.block_size, M = o.model.xl_cache, S = o.segment;
   LM_CHECK(M >= 0 && S >= 0, "train: --xl-cache and --segment must be >= 0, got " << M << " and " << S);
   if (M > 0 || S > 0) {
-    LM_CHECK(!o.model.landmark(), "train: --xl-cache (Transformer-XL) needs --attention standard; landmark attention "
-                                  "reaches past its window by retrieval instead");
-    LM_CHECK(M > 0, "train: --segment " << S << " reads each row window by window through an XL cache: give --xl-cache M too");
-    LM_CHECK(S > 0, "train: --xl-cache " << M << " needs --segment S, the tokens of each batch row, read as S / --block-size "
-                                         << "windows (the paper's XL setting: --block-size 256 --xl-cache 256 --segment 2048)");
+    LM_CHECK(!o.model.landmark(),
+             "train: --xl-cache (Transformer-XL) needs --attention standard; landmark attention "
+             "reaches past its window by retrieval instead");
+    LM_CHECK(M > 0,
+             "train: --segment " << S << " reads each row window by window through an XL cache: give --xl-cache M too");
+    LM_CHECK(
+        S > 0,
+        "train: --xl-cache " << M << " needs --segment S, the tokens of each batch row, read as S / --block-size "
+                             << "windows (the paper's XL setting: --block-size 256 --xl-cache 256 --segment 2048)");
     LM_CHECK(T > 0 && S % T == 0 && S >= 2 * T, "train: --segment " << S << " must be a multiple of --block-size " << T
                                                                     << " and at least two windows (" << 2 * T
                                                                     << "), so that training reads the cache");
-    LM_CHECK(o.device == Device::CPU, "train: --xl-cache runs on the CPU only (the attention after a cached prefix has no "
-                                      "CUDA kernel); use --device cpu");
+    LM_CHECK(o.device == Device::CPU,
+             "train: --xl-cache runs on the CPU only (the attention after a cached prefix has no "
+             "CUDA kernel); use --device cpu");
   }
   const int64_t row = S > 0 ? S : T;
   LM_CHECK(row <= 0 || o.batch_size <= kMaxBatchTokens / row,
-           "train: --batch " << o.batch_size << " x " << (S > 0 ? "--segment " : "--block-size ") << row << " is more than "
-                             << kMaxBatchTokens << " tokens per micro-batch");
+           "train: --batch " << o.batch_size << " x " << (S > 0 ? "--segment " : "--block-size ") << row
+                             << " is more than " << kMaxBatchTokens << " tokens per micro-batch");
   LM_CHECK(o.grad_accum <= kMaxAccum, "train: --grad-accum " << o.grad_accum << " is more than " << kMaxAccum);
   LM_CHECK(std::isfinite(o.lr) && o.lr > 0, "train: --lr must be positive, got " << o.lr);
   LM_CHECK(o.schedule == "one-cycle" || o.schedule == "cosine" || o.schedule == "constant",
@@ -292,9 +303,8 @@ struct BatchLoss {
                  bool training) const {
     if (mc.xl_cache > 0) {
       Var total;
-      const int64_t windows = xl_windows(model, data, starts, seed, cursor, [&](int64_t, Var loss) {
-        total = total.defined() ? add(total, loss) : loss;
-      });
+      const int64_t windows = xl_windows(model, data, starts, seed, cursor,
+                                         [&](int64_t, Var loss) { total = total.defined() ? add(total, loss) : loss; });
       return mul(total, 1.0 / static_cast<double>(windows));
     }
     if (!mc.landmark()) {
@@ -365,20 +375,22 @@ struct BatchLoss {
   // S / T windows in order, the cache empty at the first; each window's mean loss goes to
   // on_window(w, loss) before the next window is read. Returns the number of windows.
   template <class OnWindow>
-  int64_t xl_windows(GPT& model, const TokenFile& data, const std::vector<int64_t>* starts, uint64_t seed, uint64_t cursor,
-                     OnWindow&& on_window) const {
+  int64_t xl_windows(GPT& model, const TokenFile& data, const std::vector<int64_t>* starts, uint64_t seed,
+                     uint64_t cursor, OnWindow&& on_window) const {
     const int64_t T = mc.block_size, windows = o.segment / T;
     Batch b = sample_batch(data, o.batch_size, o.segment, seed, cursor, starts);  // x, y (B, S)
     b.x = shard(b.x);
     b.y = shard(b.y);
     XLCache cache;
     for (int64_t w = 0; w < windows; ++w)
-      on_window(w, model.loss_xl(b.x.narrow(1, w * T, T).contiguous(), b.y.narrow(1, w * T, T).contiguous(), cache, &cache));
+      on_window(
+          w, model.loss_xl(b.x.narrow(1, w * T, T).contiguous(), b.y.narrow(1, w * T, T).contiguous(), cache, &cache));
     return windows;
   }
 };
 
-BatchLoss make_batch_loss(const TrainOptions& o, const GPTConfig& mc, const Tokenizer& tok, const std::string& tok_path) {
+BatchLoss make_batch_loss(const TrainOptions& o, const GPTConfig& mc, const Tokenizer& tok,
+                          const std::string& tok_path) {
   BatchLoss bl{o, mc, LandmarkDataOptions{}};
   if (!mc.landmark()) return bl;
   bl.lmo.every = mc.landmark_every;
@@ -387,7 +399,8 @@ BatchLoss make_batch_loss(const TrainOptions& o, const GPTConfig& mc, const Toke
   bl.lmo.cmt_id = tok.special_id("<|cmt|>");
   bl.lmo.cmt_prob = o.cmt_prob;
   bl.lmo.jump_max = o.jump_max;
-  LM_CHECK(bl.lmo.landmark_id >= 0, "train: the tokenizer in " << tok_path << " has no <|landmark|> token; re-run `landmark prepare`");
+  LM_CHECK(bl.lmo.landmark_id >= 0,
+           "train: the tokenizer in " << tok_path << " has no <|landmark|> token; re-run `landmark prepare`");
   LM_CHECK(!mc.context_miss || bl.lmo.cmt_id >= 0,
            "train: the tokenizer in " << tok_path << " has no <|cmt|> token; re-run `landmark prepare`");
   return bl;
@@ -401,7 +414,8 @@ double evaluate(GPT& model, const TokenFile& val, const std::vector<int64_t>* st
   *batch_loss.cmt_stats = CmtStats{};
   double total = 0;
   for (int64_t i = 0; i < o.eval_batches; ++i)
-    total += batch_loss(model, val, starts, o.seed ^ 0x5EEDEFA1ULL, static_cast<uint64_t>(i * o.batch_size), false).item();
+    total +=
+        batch_loss(model, val, starts, o.seed ^ 0x5EEDEFA1ULL, static_cast<uint64_t>(i * o.batch_size), false).item();
   model.train();
   double mean = total / static_cast<double>(o.eval_batches);
   if (batch_loss.ranks > 1) {  // each rank scored its rows of the same batches: equal shares
@@ -434,11 +448,14 @@ struct TrainData {
   const std::vector<int64_t>* train_windows() const { return train_starts.empty() ? nullptr : &train_starts; }
   const std::vector<int64_t>* val_windows() const { return val_starts.empty() ? nullptr : &val_starts; }
   explicit TrainData(const std::string& dir)
-      : tok_path(dir + "/tokenizer.json"), tok(load_tokenizer(tok_path)), train(dir + "/train.tokens"), val(dir + "/val.tokens") {
+      : tok_path(dir + "/tokenizer.json"),
+        tok(load_tokenizer(tok_path)),
+        train(dir + "/train.tokens"),
+        val(dir + "/val.tokens") {
     for (const TokenFile* f : {&train, &val})
       LM_CHECK(f->fingerprint() == tok->fingerprint(),
-               "train: token file " << f->path() << " was made with tokenizer " << f->fingerprint() << " but " << tok_path
-                                    << " is " << tok->fingerprint() << "; re-run `landmark prepare`");
+               "train: token file " << f->path() << " was made with tokenizer " << f->fingerprint() << " but "
+                                    << tok_path << " is " << tok->fingerprint() << "; re-run `landmark prepare`");
   }
 };
 
@@ -447,13 +464,14 @@ struct TrainData {
 // landmark_batch.cpp).
 void find_document_starts(TrainData& data, const GPTConfig& mc, int64_t row) {
   const std::vector<int32_t> nl = data.tok->encode("\n");
-  LM_CHECK(nl.size() == 1, "train: --doc-starts needs \"\\n\" to be one token, but " << data.tok_path << " encodes it as "
-                                                                                << nl.size() << " tokens");
+  LM_CHECK(nl.size() == 1, "train: --doc-starts needs \"\\n\" to be one token, but "
+                               << data.tok_path << " encodes it as " << nl.size() << " tokens");
   const int64_t spare = mc.landmark() ? 3 : 1;
   for (auto [file, starts] : {std::pair{&data.train, &data.train_starts}, std::pair{&data.val, &data.val_starts}}) {
     *starts = document_starts(*file, nl[0], file->size() - row - spare);
     LM_CHECK(!starts->empty(), "train: --doc-starts: " << file->path() << " has no document start with room for a "
-                                                       << (mc.xl_cache > 0 ? "segment" : "window") << " of " << row << " tokens");
+                                                       << (mc.xl_cache > 0 ? "segment" : "window") << " of " << row
+                                                       << " tokens");
   }
 }
 
@@ -465,14 +483,14 @@ void find_document_starts(TrainData& data, const GPTConfig& mc, int64_t row) {
 // command line gives none).
 struct Start {
   GPTConfig model;
-  Checkpoint ck;          // empty for a fresh start
-  int64_t step = 0;       // --resume: the checkpoint's step, data cursor and generator state
+  Checkpoint ck;     // empty for a fresh start
+  int64_t step = 0;  // --resume: the checkpoint's step, data cursor and generator state
   uint64_t cursor = 0;
   RngState rng;
-  Checkpoint parent;      // --init-from: the checkpoint whose weights the run starts from
+  Checkpoint parent;             // --init-from: the checkpoint whose weights the run starts from
   nlohmann::json parent_record;  // path, CRC-32, step and attention of the parent (null: none);
                                  // kept in every checkpoint of the run, resumed ones included
-  std::string inherited;  // --init-from: the log line naming what was taken from the parent
+  std::string inherited;         // --init-from: the log line naming what was taken from the parent
 };
 
 // The CRC-32 (zlib's) of a file's bytes, as 8 hex digits: names the exact parent of a fine-tune.
@@ -579,7 +597,8 @@ Start resolve_start(TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
   st.model = o.model;
   st.model.vocab_size = tok.vocab_size();
   LM_CHECK(o.resume.empty() || o.init_from.empty(),
-           "train: --init-from starts a new run from another model's weights and --resume continues a run: give one of them");
+           "train: --init-from starts a new run from another model's weights and --resume continues a run: give one of "
+           "them");
   if (!o.init_from.empty()) {
     const std::string where = "train: --init-from " + o.init_from + ": ";
     st.parent = load_safetensors(o.init_from);
@@ -707,14 +726,16 @@ struct State {
   int64_t step = 0;
   uint64_t cursor = 0;
   std::string init_note;  // --init-from: what came from the parent (printed after the header)
-  State(const TrainOptions& o, const Start& start, const Tokenizer& tok) : model(seeded(o, start.model)), opt(model, o.adamw) {
+  State(const TrainOptions& o, const Start& start, const Tokenizer& tok)
+      : model(seeded(o, start.model)), opt(model, o.adamw) {
     if (!o.init_from.empty()) {
       const InitReport r = init_from_parent(model, start.parent, tok);
       std::ostringstream log;
       log << "init from " << o.init_from << " (step " << start.parent_record["step"] << ", "
           << start.parent_record["attention"].get<std::string>() << " attention, crc32 "
           << start.parent_record["crc32"].get<std::string>() << "): " << r.copied.size() << " tensors copied";
-      for (const auto& [token, id] : r.rows) log << "; " << token << " row (id " << id << ") set to the mean token embedding";
+      for (const auto& [token, id] : r.rows)
+        log << "; " << token << " row (id " << id << ") set to the mean token embedding";
       if (!r.fresh.empty()) log << "; kept fresh (not in the parent): " << join(r.fresh);
       if (!r.unused.empty()) log << "; not used (not in this model): " << join(r.unused);
       log << "; a fresh optimizer and schedule\n";
@@ -736,15 +757,15 @@ struct State {
 nlohmann::json checkpoint_metadata(const TrainOptions& o, const GPTConfig& mc, const Tokenizer& tok, int64_t step,
                                    uint64_t cursor, const nlohmann::json& parent) {
   nlohmann::json m{{"kind", "training"},
-                    {"step", step},
-                    {"total_steps", o.steps},
-                    {"data_cursor", cursor},
-                    {"rng", {{"seed", global_rng().seed}, {"offset", global_rng().offset}}},
-                    {"seed", o.seed},
-                    {"model", gpt_config_to_json(mc)},
-                    {"train", settings_to_json(o)},
-                    {"tokenizer", tok.to_json()},
-                    {"tokenizer_fingerprint", tok.fingerprint()}};
+                   {"step", step},
+                   {"total_steps", o.steps},
+                   {"data_cursor", cursor},
+                   {"rng", {{"seed", global_rng().seed}, {"offset", global_rng().offset}}},
+                   {"seed", o.seed},
+                   {"model", gpt_config_to_json(mc)},
+                   {"train", settings_to_json(o)},
+                   {"tokenizer", tok.to_json()},
+                   {"tokenizer_fingerprint", tok.fingerprint()}};
   if (!parent.is_null()) m["parent"] = parent;
   return m;
 }
@@ -753,12 +774,13 @@ nlohmann::json checkpoint_metadata(const TrainOptions& o, const GPTConfig& mc, c
 void log_header(std::ostream& log, const TrainOptions& o, const GPTConfig& mc, GPT& model, const TrainData& data,
                 int64_t step) {
   log << "training " << model.num_parameters() << " parameters (" << mc.n_layer << " layers, d " << mc.n_embd << ", "
-      << mc.n_head << " heads, T " << mc.block_size << ", vocab " << mc.vocab_size << ", " << attention_kind_name(mc.attention)
-      << " attention"
+      << mc.n_head << " heads, T " << mc.block_size << ", vocab " << mc.vocab_size << ", "
+      << attention_kind_name(mc.attention) << " attention"
       << (mc.landmark() ? " every " + std::to_string(mc.landmark_every) + (mc.context_miss ? " + CMT" : "") : "")
-      << (mc.xl_cache > 0 ? " with an XL cache of " + std::to_string(mc.xl_cache) : "") << ") on " << device_name(o.device)
-      << ", " << threads_note()
-      << (dist::world().size > 1 ? ", " + std::to_string(dist::world().size) + " ranks (" + dist::backend_name() + ")" : "")
+      << (mc.xl_cache > 0 ? " with an XL cache of " + std::to_string(mc.xl_cache) : "") << ") on "
+      << device_name(o.device) << ", " << threads_note()
+      << (dist::world().size > 1 ? ", " + std::to_string(dist::world().size) + " ranks (" + dist::backend_name() + ")"
+                                 : "")
       << "\n"
       << "data: " << data.train.size() << " train / " << data.val.size() << " val tokens"
       << (o.doc_starts ? std::string(mc.xl_cache > 0 ? " (segments" : " (windows") + " start at one of " +
@@ -769,11 +791,12 @@ void log_header(std::ostream& log, const TrainOptions& o, const GPTConfig& mc, G
                                 std::to_string(o.segment / mc.block_size) + " windows, the cache carried across"
                           : "")
       << "; " << o.batch_size * row_tokens(o, mc) * o.grad_accum << " tokens per step; "
-      << (!o.resume.empty() ? "resuming at step " + std::to_string(step)
-                            : o.init_from.empty() ? "fresh start" : "a new run from the weights of " + o.init_from)
-      << (o.time_limit_min > 0
-              ? "; at most " + hms(60.0 * o.time_limit_min) + ", the schedule following the clock when the steps fall behind it"
-              : "")
+      << (!o.resume.empty()     ? "resuming at step " + std::to_string(step)
+          : o.init_from.empty() ? "fresh start"
+                                : "a new run from the weights of " + o.init_from)
+      << (o.time_limit_min > 0 ? "; at most " + hms(60.0 * o.time_limit_min) +
+                                     ", the schedule following the clock when the steps fall behind it"
+                               : "")
       << "\n";
   if (!data.train.checksummed() || !data.val.checksummed())
     log << "note: the token files in " << o.data_dir << " have no CRC-32 (written before version 2): read unverified\n";
@@ -799,14 +822,14 @@ void validate_and_log(GPT& model, const TrainData& data, const TrainOptions& o, 
 // The run must fit: the batch splits evenly across the ranks, and each token file holds a row and
 // its next-token targets.
 void check_run_fits(const TrainOptions& o, const TrainData& data, int64_t row, const dist::World& world) {
-  LM_CHECK(o.batch_size % world.size == 0,
-           "train: --batch " << o.batch_size << (o.resume.empty() ? "" : " (the resumed run's)")
-                             << " does not split evenly across " << world.size << " ranks; give a multiple of "
-                             << world.size);
+  LM_CHECK(o.batch_size % world.size == 0, "train: --batch " << o.batch_size
+                                                             << (o.resume.empty() ? "" : " (the resumed run's)")
+                                                             << " does not split evenly across " << world.size
+                                                             << " ranks; give a multiple of " << world.size);
   LM_CHECK(data.train.size() > row + 1 && data.val.size() > row + 1,
-           "train: the token files need more than " << (o.segment > 0 ? "--segment" : "block_size") << " + 1 = "
-                                                    << row + 1 << " tokens (train has " << data.train.size()
-                                                    << ", val " << data.val.size() << ")");
+           "train: the token files need more than " << (o.segment > 0 ? "--segment" : "block_size")
+                                                    << " + 1 = " << row + 1 << " tokens (train has "
+                                                    << data.train.size() << ", val " << data.val.size() << ")");
 }
 
 // Rank 0 points `metrics` at out_dir/metrics.jsonl (other ranks leave it writing nowhere). On
@@ -828,8 +851,8 @@ void log_data_parallel(std::ostream& log, GPT& model, const TrainOptions& o, con
   int64_t grad_bytes = 0;
   for (Var* p : model.parameters())
     grad_bytes += p->value().numel() * static_cast<int64_t>(dtype_size(p->value().dtype()));
-  log << "data parallel: " << world.size << " ranks of " << o.batch_size / world.size << " rows each; "
-      << grad_bytes << " bytes of gradients summed across ranks per step (one all-reduce)\n";
+  log << "data parallel: " << world.size << " ranks of " << o.batch_size / world.size << " rows each; " << grad_bytes
+      << " bytes of gradients summed across ranks per step (one all-reduce)\n";
 }
 
 // The schedule against the clock (--time-limit). Every rank follows rank 0's clock, so all place

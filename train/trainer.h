@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "nn/gpt.h"
 #include "nn/checkpoint.h"
+#include "nn/gpt.h"
 #include "nn/gpt_io.h"  // configs as JSON, weights from checkpoints (shared with infer/)
 #include "nn/optim.h"
 
@@ -24,45 +24,45 @@ class Tokenizer;
 
 struct TrainOptions {
   GPTConfig model;
-  std::string data_dir;          // from `landmark prepare`: tokenizer.json, train.tokens, val.tokens
+  std::string data_dir;              // from `landmark prepare`: tokenizer.json, train.tokens, val.tokens
   std::string out_dir = "runs/run";  // checkpoint.safetensors, metrics.jsonl (+ loss.png by the CLI)
   int64_t batch_size = 8;
-  int64_t steps = 1000;          // total optimizer steps (the schedule spans these)
-  bool steps_given = true;       // on resume: false takes the total from the checkpoint (the CLI
-                                 // when --steps is absent), true extends or shortens the run to `steps`
-  int64_t grad_accum = 1;        // micro-batches per step
+  int64_t steps = 1000;     // total optimizer steps (the schedule spans these)
+  bool steps_given = true;  // on resume: false takes the total from the checkpoint (the CLI
+                            // when --steps is absent), true extends or shortens the run to `steps`
+  int64_t grad_accum = 1;   // micro-batches per step
   double lr = 2e-3;
   std::string schedule = "one-cycle";  // one-cycle (the paper's) | cosine | constant
-  int64_t warmup = 100;          // cosine only
-  double min_lr = 4e-4;          // cosine only
+  int64_t warmup = 100;                // cosine only
+  double min_lr = 4e-4;                // cosine only
   AdamWConfig adamw;
-  double grad_clip = 1.0;        // 0 disables
-  int64_t eval_every = 100;      // 0 disables periodic validation
+  double grad_clip = 1.0;    // 0 disables
+  int64_t eval_every = 100;  // 0 disables periodic validation
   int64_t eval_batches = 8;
-  int64_t ckpt_every = 500;      // 0: only at the end / on interrupt
-  double time_limit_min = 0;     // > 0: stop (and checkpoint) after this many minutes; the learning-
-                                 // rate schedule then follows the clock when it leads the steps
-                                 // (ScheduleClock), so a cut run still ends annealed
-  int64_t stop_at = 0;           // > 0: stop (and checkpoint) on reaching this step; resume later
+  int64_t ckpt_every = 500;   // 0: only at the end / on interrupt
+  double time_limit_min = 0;  // > 0: stop (and checkpoint) after this many minutes; the learning-
+                              // rate schedule then follows the clock when it leads the steps
+                              // (ScheduleClock), so a cut run still ends annealed
+  int64_t stop_at = 0;        // > 0: stop (and checkpoint) on reaching this step; resume later
   uint64_t seed = 1337;
-  bool doc_starts = false;       // every training and validation window starts at a document (right
-                                 // after a "\n" token, or at the file's start) instead of anywhere
+  bool doc_starts = false;  // every training and validation window starts at a document (right
+                            // after a "\n" token, or at the file's start) instead of anywhere
   Device device = Device::CPU;
-  std::string resume;            // checkpoint to continue from ("" = start fresh)
-  std::string init_from;         // a new run starting from this checkpoint's weights (fine-tuning;
-                                 // init_from_parent), with a fresh optimizer and schedule
+  std::string resume;     // checkpoint to continue from ("" = start fresh)
+  std::string init_from;  // a new run starting from this checkpoint's weights (fine-tuning;
+                          // init_from_parent), with a fresh optimizer and schedule
   // The keys of the model config and the training settings (and "seed") that the command line gave
   // explicitly; the other values above are defaults. With --resume each must equal the
   // checkpoint's (an error names the key and both values), and every other comes from it. With
   // --init-from, n_layer, n_embd, n_head, block_size, landmark_every, rotary_base, ln_eps and bias
   // not listed are the parent's (the log lists them), and n_layer, n_embd and n_head must be.
   std::set<std::string> given;
-  bool quiet = false;            // no progress lines
-  double log_every_s = 0;        // a progress line at most this often (0: every step)
+  bool quiet = false;      // no progress lines
+  double log_every_s = 0;  // a progress line at most this often (0: every step)
   // Landmark models only (model.landmark(); F and the CMT switch live in model):
-  double cmt_prob = 0.5;         // P_CMT, chance that a landmark is CMT-controlled in training
-  int64_t jump_max = 1;          // p_jump for positional jumps in training (1 = off)
-  double cmt_cutoff = 0;         // validation with a CMT: drop controlled blocks when P(CMT) < this
+  double cmt_prob = 0.5;  // P_CMT, chance that a landmark is CMT-controlled in training
+  int64_t jump_max = 1;   // p_jump for positional jumps in training (1 = off)
+  double cmt_cutoff = 0;  // validation with a CMT: drop controlled blocks when P(CMT) < this
   // Transformer-XL models only (model.xl_cache = M > 0): each batch row is a contiguous segment of
   // this many tokens, a multiple of model.block_size T, read as segment / T consecutive windows with
   // the cache carried from one to the next (empty at the segment's start); one optimizer step per
@@ -74,12 +74,12 @@ struct TrainOptions {
 int64_t row_tokens(const TrainOptions& o, const GPTConfig& mc);
 
 struct TrainResult {
-  int64_t step = 0;              // steps completed in total (incl. before a resume)
+  int64_t step = 0;  // steps completed in total (incl. before a resume)
   double last_loss = 0, last_val_loss = -1;
   double last_cmt_drop_rate = -1;  // of the last validation, for CMT models
-  std::string stop_reason;       // "done", "time limit", "stop-at", "interrupted"
-  std::string checkpoint;        // path of the last checkpoint written
-  double seconds = 0;            // wall time of this call
+  std::string stop_reason;         // "done", "time limit", "stop-at", "interrupted"
+  std::string checkpoint;          // path of the last checkpoint written
+  double seconds = 0;              // wall time of this call
 };
 
 // Where the learning-rate schedule stands after `step` of `total` steps, `elapsed_s` seconds into
@@ -123,7 +123,7 @@ void load_model_weights(const Checkpoint& ckpt, GPT& model, AdamW* opt);
 // token to the pretrained layers, and an output logit near the average one, where the parent's own
 // row has only been pushed down (as the target it never was) and shrunk by weight decay.
 struct InitReport {
-  std::vector<std::string> copied, fresh, unused;  // parameter names: from the parent, kept fresh, parent-only
+  std::vector<std::string> copied, fresh, unused;     // parameter names: from the parent, kept fresh, parent-only
   std::vector<std::pair<std::string, int32_t>> rows;  // (token, id) whose embedding row was set to the mean
 };
 InitReport init_from_parent(GPT& model, const Checkpoint& parent, const Tokenizer& tok);

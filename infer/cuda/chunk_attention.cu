@@ -28,22 +28,23 @@ namespace {
 // Everything the warp of row r = h * n + i needs, passed by value. The scratch rows
 // (max_row entries each, max_row = (CMT) + kmax (F+1) + L) are in global memory: a row is too long for
 // registers and the rows of a block too many for shared memory.
-template <class Scalar> struct VirtualRows {
-  const Scalar* q;               // (NH, n, HS) rotated queries
-  const Scalar* k_loc;           // (NH, L, HS) rotated keys of [tail | chunk]
-  const Scalar* v_loc;           // (NH, L, HS) values of [tail | chunk]
-  const Scalar* keys;            // (P, NH, F+1, HS) retrieved keys, rotated, gate last, one set per (block, place)
-  const Scalar* vals;            // (U, NH, F, HS) retrieved values (regular tokens), one set per distinct block
-  const int32_t* count;     // (rows) blocks retrieved by each row
-  const int32_t* key_of;    // (rows, kmax) which key set of `keys` the row's c-th block uses
-  const int32_t* val_of;    // (rows, kmax) which value set of `vals` it uses
+template <class Scalar>
+struct VirtualRows {
+  const Scalar* q;            // (NH, n, HS) rotated queries
+  const Scalar* k_loc;        // (NH, L, HS) rotated keys of [tail | chunk]
+  const Scalar* v_loc;        // (NH, L, HS) values of [tail | chunk]
+  const Scalar* keys;         // (P, NH, F+1, HS) retrieved keys, rotated, gate last, one set per (block, place)
+  const Scalar* vals;         // (U, NH, F, HS) retrieved values (regular tokens), one set per distinct block
+  const int32_t* count;       // (rows) blocks retrieved by each row
+  const int32_t* key_of;      // (rows, kmax) which key set of `keys` the row's c-th block uses
+  const int32_t* val_of;      // (rows, kmax) which value set of `vals` it uses
   const int32_t* local_kind;  // (L) kinds of [tail | chunk]
-  const Scalar* cmt_key;         // (NH, HS) the CMT's rotated key, or null (no CMT)
-  int32_t* dropped;         // (rows) 1 where the cutoff dropped S(CMT) (gsm::cmt_dropped; with a CMT)
-  Scalar* s;                     // (rows, max_row) scores, turned into P' in place
-  Scalar* w;                     // (rows, max_row) final weights
-  int32_t* layout;          // (rows, 3 max_row + 1) kind | block_of | block_start of each row
-  Scalar* out;                   // (NH, n, HS)
+  const Scalar* cmt_key;      // (NH, HS) the CMT's rotated key, or null (no CMT)
+  int32_t* dropped;           // (rows) 1 where the cutoff dropped S(CMT) (gsm::cmt_dropped; with a CMT)
+  Scalar* s;                  // (rows, max_row) scores, turned into P' in place
+  Scalar* w;                  // (rows, max_row) final weights
+  int32_t* layout;            // (rows, 3 max_row + 1) kind | block_of | block_start of each row
+  Scalar* out;                // (NH, n, HS)
   int64_t NH, n, HS, L, F, kmax, max_row;
   Scalar scale;
   double cmt_cutoff;
@@ -51,7 +52,8 @@ template <class Scalar> struct VirtualRows {
 
 // The CPU twin's score (attend_row, cpu_rows.cpp) in the same order: products added one feature at
 // a time, d = 0 .. HS-1. With --fmad=false both round every product and sum alike.
-template <class Scalar> __device__ Scalar dot_in_order(const Scalar* a, const Scalar* b, int64_t n) {
+template <class Scalar>
+__device__ Scalar dot_in_order(const Scalar* a, const Scalar* b, int64_t n) {
   Scalar s = 0;
   for (int64_t d = 0; d < n; ++d) s += a[d] * b[d];
   return s;
@@ -71,7 +73,8 @@ constexpr int kWarp = 32;
 //      skipped).
 // The first version gave one thread to a row: a decoded token has NH rows, so 4 threads did all
 // of a layer's work, which was most of a decode step's time on the GPU (docs/cuda.md section 12).
-template <class Scalar> __global__ void virtual_rows_kernel(VirtualRows<Scalar> a, int64_t rows) {
+template <class Scalar>
+__global__ void virtual_rows_kernel(VirtualRows<Scalar> a, int64_t rows) {
   const int64_t B1 = a.F + 1, HS = a.HS, tl = a.L - a.n;
   const bool cmt = a.cmt_key != nullptr;
   const int64_t first = cmt ? 1 : 0;
@@ -89,9 +92,12 @@ template <class Scalar> __global__ void virtual_rows_kernel(VirtualRows<Scalar> 
     for (int64_t j = lane; j < len; j += kWarp) {
       const Scalar* key;
       const int64_t x = j - first;  // position after the CMT
-      if (x < 0) key = a.cmt_key + h * HS;
-      else if (x < kb * B1) key = a.keys + ((key_of[x / B1] * a.NH + h) * B1 + x % B1) * HS;
-      else key = a.k_loc + (h * a.L + (x - kb * B1)) * HS;
+      if (x < 0)
+        key = a.cmt_key + h * HS;
+      else if (x < kb * B1)
+        key = a.keys + ((key_of[x / B1] * a.NH + h) * B1 + x % B1) * HS;
+      else
+        key = a.k_loc + (h * a.L + (x - kb * B1)) * HS;
       s[j] = dot_in_order(q, key, HS) * a.scale;
     }
     __syncwarp();  // every score is in place before lane 0 reads the row
@@ -102,7 +108,7 @@ template <class Scalar> __global__ void virtual_rows_kernel(VirtualRows<Scalar> 
       const RowLayout layout =
           virtual_row_layout(cmt, a.cmt_cutoff, kb, a.F, a.local_kind, nloc, kind, block_of, block_start);
       gsm::row_forward<Scalar>(layout, static_cast<int>(len - 1), s, s, w);  // S -> P' in place (allowed)
-      if (cmt) a.dropped[r] = gsm::cmt_dropped(s[0], a.cmt_cutoff);     // s[0] = P'(CMT), before the cutoff
+      if (cmt) a.dropped[r] = gsm::cmt_dropped(s[0], a.cmt_cutoff);          // s[0] = P'(CMT), before the cutoff
     }
     __syncwarp();  // the weights are in place before the lanes read them
     Scalar* y = a.out + r * HS;
@@ -338,10 +344,11 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
 
   // --- a warp per (head, query) ---
   const bool cmt = cache.cmt_key_rot.defined();
-  LM_CHECK(!cmt || (cache.cmt_key_rot.device() == Device::CUDA && cache.cmt_key_rot.is_contiguous()),
-           "chunk_attention on cuda: the CMT key " << describe(cache.cmt_key_rot) << " must be a contiguous cuda tensor");
+  LM_CHECK(
+      !cmt || (cache.cmt_key_rot.device() == Device::CUDA && cache.cmt_key_rot.is_contiguous()),
+      "chunk_attention on cuda: the CMT key " << describe(cache.cmt_key_rot) << " must be a contiguous cuda tensor");
   const int64_t max_row = (cmt ? 1 : 0) + kmax * B1 + L;
-  Tensor sw({2, rows, max_row}, dt, Device::CUDA);                     // s -> P', then w
+  Tensor sw({2, rows, max_row}, dt, Device::CUDA);                   // s -> P', then w
   Tensor layout({rows, 3 * max_row + 1}, DType::I32, Device::CUDA);  // kind | block_of | block_start
   Tensor dropped = zeros({cmt ? rows : 0}, DType::I32, Device::CUDA);
   LM_DISPATCH_FLOAT(dt, "chunk_attention", {

@@ -19,7 +19,8 @@ constexpr int kLanes = 32;
 
 // Does (va, ia) come before (vb, ib) in the ranking? Larger value first, then smaller index; NaN
 // after every number; an empty entry (index INT_MAX) after everything.
-template <class Scalar> __device__ bool ranks_before(Scalar va, int ia, Scalar vb, int ib) {
+template <class Scalar>
+__device__ bool ranks_before(Scalar va, int ia, Scalar vb, int ib) {
   if (ib == INT_MAX) return ia != INT_MAX;
   if (ia == INT_MAX) return false;
   const bool na = va != va, nb = vb != vb;
@@ -71,7 +72,7 @@ __global__ void top_k_kernel(const Scalar* scores, int64_t rows, int64_t nb, int
         }
       }
       if (head < k && idx[head] == bi && bi != INT_MAX) ++head;  // indices are unique: one lane matches
-      if (lane == round) mine = bi;  // lane `round` keeps the round's winner
+      if (lane == round) mine = bi;                              // lane `round` keeps the round's winner
     }
     // Ascending order: lane c holds winner c (k <= 32); a rank among the k by comparison.
     int rank = 0;
@@ -95,10 +96,11 @@ Tensor top_k_rows(const Tensor& scores, int64_t k) {
   Tensor out({rows, k}, DType::I32, Device::CUDA);
   if (rows == 0) return out;
   constexpr int kThreadsPerBlock = 256, kWarpsPerBlock = kThreadsPerBlock / kLanes;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, kMaxBlocks));
+  const unsigned blocks =
+      static_cast<unsigned>(std::min<int64_t>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock, kMaxBlocks));
   LM_DISPATCH_FLOAT(scores.dtype(), "top_k_rows", {
     top_k_kernel<scalar_t><<<blocks, kThreadsPerBlock>>>(scores.data<scalar_t>(), rows, scores.size(1),
-                                                          static_cast<int>(k), out.data<int32_t>());
+                                                         static_cast<int>(k), out.data<int32_t>());
     LM_CUDA_CHECK_LAUNCH("top_k_kernel");
   });
   return out;

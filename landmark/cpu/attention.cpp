@@ -18,8 +18,8 @@ namespace cpu {
 namespace {
 constexpr int64_t kRowBlock = 64;
 
-RowLayout row_layout(const Tensor& kind, const Tensor& block_of, const Tensor& block_start, const Tensor& cmt, int64_t b,
-                     double cmt_cutoff = 0) {
+RowLayout row_layout(const Tensor& kind, const Tensor& block_of, const Tensor& block_start, const Tensor& cmt,
+                     int64_t b, double cmt_cutoff = 0) {
   const int64_t T = kind.size(1);
   return RowLayout{kind.data<int32_t>() + b * T, block_of.data<int32_t>() + b * T,
                    block_start.data<int32_t>() + b * (T + 1), cmt.data<int32_t>()[b], cmt_cutoff};
@@ -64,16 +64,18 @@ void backward_head(const RowLayout& L, const Scalar* q, const Scalar* k, const S
       gsm::row_weights<Scalar>(L, i, Pb + r * T, w);
       for (int64_t j = i + 1; j < keys; ++j) w[j] = 0;
     }
-    gemm_single<Scalar>(true, false, keys, HS, rows, 1.0, W, keys, dob, HS, 1.0, dv, HS);   // dv += W^T dout
-    gemm_single<Scalar>(false, true, rows, keys, HS, 1.0, dob, HS, v, HS, 0.0, dS, keys);   // G = dout v^T
+    gemm_single<Scalar>(true, false, keys, HS, rows, 1.0, W, keys, dob, HS, 1.0, dv, HS);  // dv += W^T dout
+    gemm_single<Scalar>(false, true, rows, keys, HS, 1.0, dob, HS, v, HS, 0.0, dS, keys);  // G = dout v^T
     for (int64_t r = 0; r < rows; ++r) {
       const int i = static_cast<int>(r0 + r);
       Scalar* d = dS + r * keys;
       gsm::row_backward<Scalar>(L, i, Pb + r * T, W + r * keys, d, d);  // G -> dS in place
       for (int64_t j = i + 1; j < keys; ++j) d[j] = 0;
     }
-    gemm_single<Scalar>(false, false, rows, HS, keys, scale, dS, keys, k, HS, 0.0, dq + r0 * HS, HS);  // dq = scale dS k
-    gemm_single<Scalar>(true, false, keys, HS, rows, scale, dS, keys, q + r0 * HS, HS, 1.0, dk, HS);   // dk += scale dS^T q
+    gemm_single<Scalar>(false, false, rows, HS, keys, scale, dS, keys, k, HS, 0.0, dq + r0 * HS,
+                        HS);  // dq = scale dS k
+    gemm_single<Scalar>(true, false, keys, HS, rows, scale, dS, keys, q + r0 * HS, HS, 1.0, dk,
+                        HS);  // dk += scale dS^T q
   }
 }
 }  // namespace
@@ -85,8 +87,15 @@ void landmark_attention_forward(const Tensor& q, const Tensor& k, const Tensor& 
   LM_DISPATCH_FLOAT(q.dtype(), "landmark_attention", {
     const scalar_t *pq = q.data<scalar_t>(), *pk = k.data<scalar_t>(), *pv = v.data<scalar_t>();
     scalar_t *pp = probs.data<scalar_t>(), *po = out.data<scalar_t>();
-    parallel_for(BH, T * T * HS, [&](int64_t h0,
-                 int64_t h1) { std::vector<scalar_t> W(static_cast<size_t>(kRowBlock * T)); for (int64_t h = h0; h < h1; ++h) { const RowLayout L = row_layout(kind, block_of, block_start, cmt, h / NH, cmt_cutoff); const int64_t o = h * T * HS; forward_head<scalar_t>(L, pq + o, pk + o, pv + o, static_cast<scalar_t>(scale), pp + h * T * T, po + o, W.data(), T, HS); } });
+    parallel_for(BH, T * T * HS, [&](int64_t h0, int64_t h1) {
+      std::vector<scalar_t> W(static_cast<size_t>(kRowBlock * T));
+      for (int64_t h = h0; h < h1; ++h) {
+        const RowLayout L = row_layout(kind, block_of, block_start, cmt, h / NH, cmt_cutoff);
+        const int64_t o = h * T * HS;
+        forward_head<scalar_t>(L, pq + o, pk + o, pv + o, static_cast<scalar_t>(scale), pp + h * T * T, po + o,
+                               W.data(), T, HS);
+      }
+    });
   });
 }
 
@@ -99,9 +108,15 @@ void landmark_attention_backward(const Tensor& q, const Tensor& k, const Tensor&
     const scalar_t *pq = q.data<scalar_t>(), *pk = k.data<scalar_t>(), *pv = v.data<scalar_t>();
     const scalar_t *pp = probs.data<scalar_t>(), *pdo = dout.data<scalar_t>();
     scalar_t *pdq = dq.data<scalar_t>(), *pdk = dk.data<scalar_t>(), *pdv = dv.data<scalar_t>();
-    parallel_for(BH, 2 * T * T * HS, [&](int64_t h0,
-                 int64_t h1) { std::vector<scalar_t> W(static_cast<size_t>(kRowBlock * T)),
-                 dS(static_cast<size_t>(kRowBlock * T)); for (int64_t h = h0; h < h1; ++h) { const RowLayout L = row_layout(kind, block_of, block_start, cmt, h / NH); const int64_t o = h * T * HS; backward_head<scalar_t>(L, pq + o, pk + o, pv + o, pp + h * T * T, pdo + o, static_cast<scalar_t>(scale), pdq + o, pdk + o, pdv + o, W.data(), dS.data(), T, HS); } });
+    parallel_for(BH, 2 * T * T * HS, [&](int64_t h0, int64_t h1) {
+      std::vector<scalar_t> W(static_cast<size_t>(kRowBlock * T)), dS(static_cast<size_t>(kRowBlock * T));
+      for (int64_t h = h0; h < h1; ++h) {
+        const RowLayout L = row_layout(kind, block_of, block_start, cmt, h / NH);
+        const int64_t o = h * T * HS;
+        backward_head<scalar_t>(L, pq + o, pk + o, pv + o, pp + h * T * T, pdo + o, static_cast<scalar_t>(scale),
+                                pdq + o, pdk + o, pdv + o, W.data(), dS.data(), T, HS);
+      }
+    });
   });
 }
 

@@ -42,16 +42,16 @@ struct DeviceLayout {
 DeviceLayout device_layout(const Tensor& kind, const Tensor& block_of, const Tensor& block_start, const Tensor& cmt,
                            int64_t BH, int64_t T) {
   const int64_t B = kind.size(0);
-  LM_CHECK(kind.device() == Device::CUDA && block_of.device() == Device::CUDA &&
-               block_start.device() == Device::CUDA && cmt.device() == Device::CUDA,
+  LM_CHECK(kind.device() == Device::CUDA && block_of.device() == Device::CUDA && block_start.device() == Device::CUDA &&
+               cmt.device() == Device::CUDA,
            "landmark_attention on cuda: the layout tensors must live on cuda (make_layout(kinds, Device::CUDA)); kind "
                << describe(kind) << ", block_of " << describe(block_of) << ", block_start " << describe(block_start)
                << ", cmt " << describe(cmt));
   LM_CHECK(B > 0 && BH % B == 0 && kind.size(1) == T,
            "landmark_attention on cuda: " << BH << " heads of length " << T << " do not match the layout "
                                           << describe(kind) << " (B, T): the heads must split evenly over B");
-  return DeviceLayout{kind.data<int32_t>(), block_of.data<int32_t>(), block_start.data<int32_t>(),
-                      cmt.data<int32_t>(), T, BH / B, 0.0};
+  return DeviceLayout{
+      kind.data<int32_t>(), block_of.data<int32_t>(), block_start.data<int32_t>(), cmt.data<int32_t>(), T, BH / B, 0.0};
 }
 
 constexpr unsigned kFullMask = 0xffffffffu;
@@ -59,14 +59,16 @@ constexpr int kWarp = 32;
 
 // Butterfly reductions: every lane ends with the same bits (a + b == b + a exactly), and the
 // order is fixed, so a run repeats itself.
-template <class Scalar> __device__ Scalar warp_max(Scalar v) {
+template <class Scalar>
+__device__ Scalar warp_max(Scalar v) {
   for (int o = kWarp / 2; o > 0; o /= 2) {
     const Scalar u = __shfl_xor_sync(kFullMask, v, o);
     v = u > v ? u : v;
   }
   return v;
 }
-template <class Scalar> __device__ Scalar warp_sum(Scalar v) {
+template <class Scalar>
+__device__ Scalar warp_sum(Scalar v) {
   for (int o = kWarp / 2; o > 0; o /= 2) v += __shfl_xor_sync(kFullMask, v, o);
   return v;
 }
@@ -77,7 +79,8 @@ template <class Scalar> __device__ Scalar warp_sum(Scalar v) {
 // written over their scores in s by the lane that reads them, and the two normalisers as
 // reciprocals. e_cmt, the CMT's exponential, is held by lane 0 (0 in other lanes). Every lane
 // ends with the same m, z and zc (warp reductions), so with the same inv_top and inv_ctrl.
-template <class Scalar> struct TopGroup {
+template <class Scalar>
+struct TopGroup {
   Scalar e_cmt, inv_top, inv_ctrl;
 };
 template <class Scalar>
@@ -86,8 +89,10 @@ __device__ TopGroup<Scalar> top_group(const RowLayout& L, int b, int own_begin, 
   for (int j = own_begin + lane; j < own_end; j += kWarp) m = s[j] > m ? s[j] : m;
   for (int g = lane; g < b; g += kWarp) {
     const int lmk = L.block_start[g + 1] - 1;
-    if (L.kind[lmk] == kLandmark) m = s[lmk] > m ? s[lmk] : m;
-    else mc = s[lmk] > mc ? s[lmk] : mc;
+    if (L.kind[lmk] == kLandmark)
+      m = s[lmk] > m ? s[lmk] : m;
+    else
+      mc = s[lmk] > mc ? s[lmk] : mc;
   }
   if (L.cmt >= 0 && lane == 0) m = s[L.cmt] > m ? s[L.cmt] : m;
   m = warp_max(m);
@@ -322,7 +327,7 @@ __device__ void warp_row_forward_backward(const RowLayout& L, int i, Scalar* s, 
       for (int j = begin + lane; j < lmk; j += kWarp) d[j] = w[j] * (d[j] - a);
     }
     if (!free_lmk) a_cmt += p_lmk * a;  // every lane: the same values in the same order
-    __syncwarp();  // every lane has read s[lmk] before lane 0 rewrites it
+    __syncwarp();                       // every lane has read s[lmk] before lane 0 rewrites it
     if (lane == 0) {
       s[lmk] = p_lmk;  // parked for the last step, with a
       d[lmk] = a;
@@ -347,7 +352,7 @@ constexpr int kRowsPerBlock = kRowThreads / kWarp;  // one warp per row
 
 // A grid-stride loop over `rows` rows, a warp per row: every lane of a warp gets the same r, so
 // the warp-wide reductions inside see all 32 lanes.
-#define LM_WARP_ROWS(r, rows)                                                                              \
+#define LM_WARP_ROWS(r, rows)                                                                          \
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + threadIdx.x / kWarp; r < (rows); \
        r += static_cast<int64_t>(gridDim.x) * kRowsPerBlock)
 
@@ -369,7 +374,8 @@ __global__ void tile_forward_kernel(DeviceLayout lay, Scalar* S, Scalar* W, Scal
       Scalar* p = probs + (h * T + i) * T;
       for (int64_t j = lane; j < T; j += kWarp) p[j] = j <= i ? s[j] : Scalar(0);
     } else {
-      warp_row_forward<Scalar, false>(lay.of_head(h), static_cast<int>(i), s, W + r * T, static_cast<int>(i0 + n), lane);
+      warp_row_forward<Scalar, false>(lay.of_head(h), static_cast<int>(i), s, W + r * T, static_cast<int>(i0 + n),
+                                      lane);
     }
   }
 }

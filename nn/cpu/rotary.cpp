@@ -62,16 +62,16 @@ void move_heads(const Scalar* src, const Scalar* pc, const Scalar* ps, Scalar si
 void qkv_heads(const Tensor& qkv, const Tensor& cos, const Tensor& sin, int64_t NH, const Tensor& out) {
   const int64_t B = out.size(1), T = out.size(3), HS = out.size(4);
   LM_DISPATCH_FLOAT(qkv.dtype(), "qkv_heads", {
-    move_heads<scalar_t>(qkv.data<scalar_t>(), cos.data<scalar_t>(), sin.data<scalar_t>(), scalar_t(1), true, B, NH,
-                         T, HS, cos.size(0), out.data<scalar_t>());
+    move_heads<scalar_t>(qkv.data<scalar_t>(), cos.data<scalar_t>(), sin.data<scalar_t>(), scalar_t(1), true, B, NH, T,
+                         HS, cos.size(0), out.data<scalar_t>());
   });
 }
 
 void qkv_heads_backward(const Tensor& g, const Tensor& cos, const Tensor& sin, int64_t NH, const Tensor& dqkv) {
   const int64_t B = g.size(1), T = g.size(3), HS = g.size(4);
   LM_DISPATCH_FLOAT(g.dtype(), "qkv_heads_backward", {
-    move_heads<scalar_t>(g.data<scalar_t>(), cos.data<scalar_t>(), sin.data<scalar_t>(), scalar_t(-1), false, B, NH,
-                         T, HS, cos.size(0), dqkv.data<scalar_t>());
+    move_heads<scalar_t>(g.data<scalar_t>(), cos.data<scalar_t>(), sin.data<scalar_t>(), scalar_t(-1), false, B, NH, T,
+                         HS, cos.size(0), dqkv.data<scalar_t>());
   });
 }
 

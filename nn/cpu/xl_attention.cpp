@@ -29,8 +29,9 @@ void prefix_forward_head(const Scalar* q, const Scalar* k, const Scalar* v, cons
     const int64_t rows = std::min(kRowBlock, T - r0), cur = r0 + rows;  // current keys 0..cur-1 are visible
     Scalar* Pb = P + r0 * ld;
     const Scalar* qb = q + r0 * HS;
-    if (M > 0) gemm_single<Scalar>(false, true, rows, M, HS, scale, qb, HS, ck, HS, 0.0, Pb, ld);  // S[:, :M] = scale q ck^T
-    gemm_single<Scalar>(false, true, rows, cur, HS, scale, qb, HS, k, HS, 0.0, Pb + M, ld);        // S[:, M:] = scale q k^T
+    if (M > 0)
+      gemm_single<Scalar>(false, true, rows, M, HS, scale, qb, HS, ck, HS, 0.0, Pb, ld);     // S[:, :M] = scale q ck^T
+    gemm_single<Scalar>(false, true, rows, cur, HS, scale, qb, HS, k, HS, 0.0, Pb + M, ld);  // S[:, M:] = scale q k^T
     for (int64_t r = 0; r < rows; ++r) {
       Scalar* p = Pb + r * ld;
       const int64_t n = M + r0 + r + 1;  // the whole cache, then current keys j <= i
@@ -45,7 +46,8 @@ void prefix_forward_head(const Scalar* q, const Scalar* k, const Scalar* v, cons
     }
     Scalar* ob = o + r0 * HS;
     if (M > 0) gemm_single<Scalar>(false, false, rows, HS, M, 1.0, Pb, ld, cv, HS, 0.0, ob, HS);  // o = P[:, :M] cv
-    gemm_single<Scalar>(false, false, rows, HS, cur, 1.0, Pb + M, ld, v, HS, M > 0 ? 1.0 : 0.0, ob, HS);  // o += P[:, M:] v
+    gemm_single<Scalar>(false, false, rows, HS, cur, 1.0, Pb + M, ld, v, HS, M > 0 ? 1.0 : 0.0, ob,
+                        HS);  // o += P[:, M:] v
   }
 }
 
@@ -53,8 +55,8 @@ void prefix_forward_head(const Scalar* q, const Scalar* k, const Scalar* v, cons
 // dS (kRowBlock, M + T) scratch. The cache is a constant: its gradients are never formed.
 template <class Scalar>
 void prefix_backward_head(const Scalar* q, const Scalar* k, const Scalar* v, const Scalar* ck, const Scalar* cv,
-                          const Scalar* P, const Scalar* dout, Scalar scale, Scalar* dq, Scalar* dk, Scalar* dv, Scalar* dS,
-                          int64_t T, int64_t M, int64_t HS) {
+                          const Scalar* P, const Scalar* dout, Scalar scale, Scalar* dq, Scalar* dk, Scalar* dv,
+                          Scalar* dS, int64_t T, int64_t M, int64_t HS) {
   const int64_t ld = M + T;
   for (int64_t i = 0; i < T * HS; ++i) {
     dk[i] = 0;
@@ -65,9 +67,10 @@ void prefix_backward_head(const Scalar* q, const Scalar* k, const Scalar* v, con
     const Scalar* Pb = P + r0 * ld;
     const Scalar* dob = dout + r0 * HS;
     gemm_single<Scalar>(true, false, cur, HS, rows, 1.0, Pb + M, ld, dob, HS, 1.0, dv, HS);  // dv += P[:, M:]^T dout
-    if (M > 0) gemm_single<Scalar>(false, true, rows, M, HS, 1.0, dob, HS, cv, HS, 0.0, dS, keys);  // dP[:, :M] = dout cv^T
-    gemm_single<Scalar>(false, true, rows, cur, HS, 1.0, dob, HS, v, HS, 0.0, dS + M, keys);        // dP[:, M:] = dout v^T
-    for (int64_t r = 0; r < rows; ++r) {  // dS = P (dP - <P, dP>)
+    if (M > 0)
+      gemm_single<Scalar>(false, true, rows, M, HS, 1.0, dob, HS, cv, HS, 0.0, dS, keys);     // dP[:, :M] = dout cv^T
+    gemm_single<Scalar>(false, true, rows, cur, HS, 1.0, dob, HS, v, HS, 0.0, dS + M, keys);  // dP[:, M:] = dout v^T
+    for (int64_t r = 0; r < rows; ++r) {                                                      // dS = P (dP - <P, dP>)
       const Scalar* p = Pb + r * ld;
       Scalar* d = dS + r * keys;
       const int64_t n = M + r0 + r + 1;
@@ -77,9 +80,12 @@ void prefix_backward_head(const Scalar* q, const Scalar* k, const Scalar* v, con
       for (int64_t j = n; j < keys; ++j) d[j] = 0;
     }
     Scalar* dqb = dq + r0 * HS;
-    if (M > 0) gemm_single<Scalar>(false, false, rows, HS, M, scale, dS, keys, ck, HS, 0.0, dqb, HS);  // dq = scale dS[:, :M] ck
-    gemm_single<Scalar>(false, false, rows, HS, cur, scale, dS + M, keys, k, HS, M > 0 ? 1.0 : 0.0, dqb, HS);  // dq += scale dS[:, M:] k
-    gemm_single<Scalar>(true, false, cur, HS, rows, scale, dS + M, keys, q + r0 * HS, HS, 1.0, dk, HS);  // dk += scale dS[:, M:]^T q
+    if (M > 0)
+      gemm_single<Scalar>(false, false, rows, HS, M, scale, dS, keys, ck, HS, 0.0, dqb, HS);  // dq = scale dS[:, :M] ck
+    gemm_single<Scalar>(false, false, rows, HS, cur, scale, dS + M, keys, k, HS, M > 0 ? 1.0 : 0.0, dqb,
+                        HS);  // dq += scale dS[:, M:] k
+    gemm_single<Scalar>(true, false, cur, HS, rows, scale, dS + M, keys, q + r0 * HS, HS, 1.0, dk,
+                        HS);  // dk += scale dS[:, M:]^T q
   }
 }
 }  // namespace
@@ -93,15 +99,16 @@ void prefix_attention_forward(const Tensor& q, const Tensor& k, const Tensor& v,
     scalar_t *pp = probs.data<scalar_t>(), *po = out.data<scalar_t>();
     parallel_for(BH, T * (M + T) * HS, [&](int64_t b0, int64_t b1) {
       for (int64_t h = b0; h < b1; ++h)
-        prefix_forward_head<scalar_t>(pq + h * T * HS, pk + h * T * HS, pv + h * T * HS, pck + h * M * HS, pcv + h * M * HS,
-                                      static_cast<scalar_t>(scale), pp + h * T * (M + T), po + h * T * HS, T, M, HS);
+        prefix_forward_head<scalar_t>(pq + h * T * HS, pk + h * T * HS, pv + h * T * HS, pck + h * M * HS,
+                                      pcv + h * M * HS, static_cast<scalar_t>(scale), pp + h * T * (M + T),
+                                      po + h * T * HS, T, M, HS);
     });
   });
 }
 
 void prefix_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& ck, const Tensor& cv,
-                               const Tensor& probs, const Tensor& dout, double scale, const Tensor& dq, const Tensor& dk,
-                               const Tensor& dv) {
+                               const Tensor& probs, const Tensor& dout, double scale, const Tensor& dq,
+                               const Tensor& dk, const Tensor& dv) {
   const int64_t BH = q.size(0), T = q.size(1), HS = q.size(2), M = ck.size(1);
   LM_DISPATCH_FLOAT(q.dtype(), "prefix_attention_backward", {
     const scalar_t *pq = q.data<scalar_t>(), *pk = k.data<scalar_t>(), *pv = v.data<scalar_t>();
@@ -113,7 +120,8 @@ void prefix_attention_backward(const Tensor& q, const Tensor& k, const Tensor& v
       for (int64_t h = b0; h < b1; ++h) {
         const int64_t o = h * T * HS, c = h * M * HS;
         prefix_backward_head<scalar_t>(pq + o, pk + o, pv + o, pck + c, pcv + c, pp + h * T * (M + T), pdo + o,
-                                       static_cast<scalar_t>(scale), pdq + o, pdk + o, pdv + o, scratch.data(), T, M, HS);
+                                       static_cast<scalar_t>(scale), pdq + o, pdk + o, pdv + o, scratch.data(), T, M,
+                                       HS);
       }
     });
   });

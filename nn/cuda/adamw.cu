@@ -13,7 +13,8 @@ namespace {
 
 // p, g, m, v (n) contiguous; p, m, v updated in place.
 template <class Scalar>
-__global__ void adamw_kernel(Scalar* p, const Scalar* g, Scalar* m, Scalar* v, nnmath::AdamWCoeffs<Scalar> c, int64_t n) {
+__global__ void adamw_kernel(Scalar* p, const Scalar* g, Scalar* m, Scalar* v, nnmath::AdamWCoeffs<Scalar> c,
+                             int64_t n) {
   LM_CUDA_FOR(i, n) nnmath::adamw_element(p[i], m[i], v[i], g[i], c);
 }
 

@@ -9,9 +9,9 @@
 #include <cmath>
 
 #include "nn/kernels.h"
-#include "tensor/elementwise_math.h"
 #include "tensor/cuda/attention_tiles.h"
 #include "tensor/cuda/common.cuh"
+#include "tensor/elementwise_math.h"
 #include "tensor/kernels.h"
 
 namespace lm {
@@ -22,7 +22,8 @@ namespace {
 // probs (BH, T, T) holds S = scale q k^T on entry and P on exit. Row r is query i = r % T, which
 // sees keys 0..i: P[i, j] = exp(S[i, j] - max) / sum for j <= i, and 0 for j > i. One block per
 // row; the branch on the row is uniform, so every thread reaches the same barriers.
-template <class Scalar> __global__ void causal_softmax_kernel(Scalar* probs, int64_t T, int64_t rows) {
+template <class Scalar>
+__global__ void causal_softmax_kernel(Scalar* probs, int64_t T, int64_t rows) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     Scalar* p = probs + r * T;
     const int64_t n = r % T + 1;
@@ -45,8 +46,8 @@ template <class Scalar> __global__ void causal_softmax_kernel(Scalar* probs, int
 // d (BH, T, T) holds dP = dout v^T on entry and dS on exit:
 //   dS[i, j] = P[i, j] (dP[i, j] - sum_{j' <= i} P[i, j'] dP[i, j'])  for j <= i, 0 above.
 // The masked entries of dP are garbage from the full GEMM and are never read. One block per row.
-template <class Scalar> __global__ void causal_softmax_backward_kernel(const Scalar* probs, Scalar* d, int64_t T,
-    int64_t rows) {
+template <class Scalar>
+__global__ void causal_softmax_backward_kernel(const Scalar* probs, Scalar* d, int64_t T, int64_t rows) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const Scalar* p = probs + r * T;
     Scalar* dr = d + r * T;

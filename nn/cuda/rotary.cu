@@ -55,9 +55,9 @@ void qkv_heads(const Tensor& qkv, const Tensor& cos, const Tensor& sin, int64_t 
   const int64_t B = out.size(1), T = out.size(3), half = out.size(4) / 2, pairs = out.numel() / 2;
   if (pairs == 0) return;
   LM_DISPATCH_FLOAT(qkv.dtype(), "qkv_heads", {
-    move_heads_kernel<scalar_t><<<blocks_for(pairs), kThreads>>>(
-        qkv.data<scalar_t>(), cos.data<scalar_t>(), sin.data<scalar_t>(), scalar_t(1), true, B, NH, T, half,
-        cos.size(0) != 1, out.data<scalar_t>(), pairs);
+    move_heads_kernel<scalar_t><<<blocks_for(pairs), kThreads>>>(qkv.data<scalar_t>(), cos.data<scalar_t>(),
+                                                                 sin.data<scalar_t>(), scalar_t(1), true, B, NH, T,
+                                                                 half, cos.size(0) != 1, out.data<scalar_t>(), pairs);
     LM_CUDA_CHECK_LAUNCH("move_heads_kernel");
   });
 }
@@ -66,9 +66,9 @@ void qkv_heads_backward(const Tensor& g, const Tensor& cos, const Tensor& sin, i
   const int64_t B = g.size(1), T = g.size(3), half = g.size(4) / 2, pairs = g.numel() / 2;
   if (pairs == 0) return;
   LM_DISPATCH_FLOAT(g.dtype(), "qkv_heads_backward", {
-    move_heads_kernel<scalar_t><<<blocks_for(pairs), kThreads>>>(
-        g.data<scalar_t>(), cos.data<scalar_t>(), sin.data<scalar_t>(), scalar_t(-1), false, B, NH, T, half,
-        cos.size(0) != 1, dqkv.data<scalar_t>(), pairs);
+    move_heads_kernel<scalar_t><<<blocks_for(pairs), kThreads>>>(g.data<scalar_t>(), cos.data<scalar_t>(),
+                                                                 sin.data<scalar_t>(), scalar_t(-1), false, B, NH, T,
+                                                                 half, cos.size(0) != 1, dqkv.data<scalar_t>(), pairs);
     LM_CUDA_CHECK_LAUNCH("move_heads_kernel");
   });
 }

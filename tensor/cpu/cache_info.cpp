@@ -20,9 +20,12 @@ int64_t parse_cache_size(const std::string& text) {
   }
   if (i == 0) return -1;
   int64_t unit = 1;
-  if (i < text.size() && (text[i] == 'K' || text[i] == 'k')) unit = 1024, ++i;
-  else if (i < text.size() && (text[i] == 'M' || text[i] == 'm')) unit = 1024 * 1024, ++i;
-  else if (i < text.size() && (text[i] == 'G' || text[i] == 'g')) unit = int64_t(1024) * 1024 * 1024, ++i;
+  if (i < text.size() && (text[i] == 'K' || text[i] == 'k'))
+    unit = 1024, ++i;
+  else if (i < text.size() && (text[i] == 'M' || text[i] == 'm'))
+    unit = 1024 * 1024, ++i;
+  else if (i < text.size() && (text[i] == 'G' || text[i] == 'g'))
+    unit = int64_t(1024) * 1024 * 1024, ++i;
   while (i < text.size() && std::isspace(static_cast<unsigned char>(text[i]))) ++i;
   return i == text.size() ? v * unit : -1;
 }
@@ -73,8 +76,10 @@ CacheSizes read_sysfs_caches(const std::string& dir) {
     if (level.empty()) continue;
     const int64_t size = parse_cache_size(read_line(base + "size"));
     if (size <= 0 || type == "Instruction") continue;
-    if (level == "1") c.l1d = size;
-    else if (level == "2") c.l2 = size;
+    if (level == "1")
+      c.l1d = size;
+    else if (level == "2")
+      c.l2 = size;
     else if (level == "3") {
       const int64_t sharers = count_cpu_list(read_line(base + "shared_cpu_list"));
       c.l3_per_core = size / std::max<int64_t>(1, sharers);
@@ -92,8 +97,8 @@ const CacheSizes& cache_sizes() {
 #ifdef _SC_LEVEL1_DCACHE_SIZE
       if (c.l1d <= 0) c.l1d = sysconf(_SC_LEVEL1_DCACHE_SIZE);
       if (c.l2 <= 0) c.l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-      // sysconf's L3 is for the whole package and unreliable on virtual machines: left to the
-      // assumption below unless sysfs gave it.
+        // sysconf's L3 is for the whole package and unreliable on virtual machines: left to the
+        // assumption below unless sysfs gave it.
 #endif
     }
     if (c.l1d <= 0 || c.l2 <= 0) c.source = "assumed";

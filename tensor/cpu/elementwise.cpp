@@ -87,14 +87,16 @@ void rand_normal(const Tensor& out, uint64_t seed, uint64_t offset, double mean,
 
 namespace {
 // x, y (n) contiguous: y = op(x).
-template <UnaryOp OP, class Scalar> void unary_loop(const Scalar* x, Scalar* y, int64_t n) {
+template <UnaryOp OP, class Scalar>
+void unary_loop(const Scalar* x, Scalar* y, int64_t n) {
   parallel_for(n, 8, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) y[i] = math::unary<OP>(x[i]);
   });
 }
 
 // out = op(a, b); a and b are views expanded to out's shape (strides may be 0).
-template <BinaryOp OP, class Scalar> void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out) {
+template <BinaryOp OP, class Scalar>
+void binary_loop(const Tensor& a, const Tensor& b, const Tensor& out) {
   const Scalar* pa = a.data<Scalar>();
   const Scalar* pb = b.data<Scalar>();
   Scalar* po = out.data<Scalar>();
@@ -159,9 +161,8 @@ void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& o
       strided_apply<4>(out.shape(), {&out.strides(), &cond.strides(), &a.strides(), &b.strides()},
                        [&](const int64_t* off, int64_t len, const int64_t* st) {
                          for (int64_t i = 0; i < len; ++i)
-                           po[off[0] + i * st[0]] = pc[off[1] + i * st[1]] != scalar_t(0)
-                                                        ? pa[off[2] + i * st[2]]
-                                                        : pb[off[3] + i * st[3]];
+                           po[off[0] + i * st[0]] =
+                               pc[off[1] + i * st[1]] != scalar_t(0) ? pa[off[2] + i * st[2]] : pb[off[3] + i * st[3]];
                        });
     });
   });

@@ -11,9 +11,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <type_traits>
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #if defined(__SSE__)
@@ -29,7 +29,8 @@ namespace cpu {
 
 // ---------------------------------------------------------------- naive reference
 // Per batch entry: C (M, N) = alpha op(A) (M, K) op(B) (K, N) + beta C, by the triple loop.
-template <class Scalar> void gemm_naive(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C) {
+template <class Scalar>
+void gemm_naive(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C) {
   for (int64_t b = 0; b < g.batch; ++b) {
     const Scalar* a = A + b * g.stride_a;
     const Scalar* bm = B + b * g.stride_b;
@@ -56,13 +57,14 @@ constexpr int kVecBytes = 64;
 constexpr int kRowsPerTile = 12;  // 12 x 2 accumulators + 2 B vectors + 1 broadcast <= 32 zmm
 #elif defined(__AVX__)
 constexpr int kVecBytes = 32;
-constexpr int kRowsPerTile = 6;   // 6 x 2 accumulators + 3 <= 16 ymm
+constexpr int kRowsPerTile = 6;  // 6 x 2 accumulators + 3 <= 16 ymm
 #else
 constexpr int kVecBytes = 16;
 constexpr int kRowsPerTile = 6;
 #endif
 
-template <class Scalar> struct Tile {
+template <class Scalar>
+struct Tile {
   typedef Scalar vec __attribute__((vector_size(kVecBytes)));
   static constexpr int VL = kVecBytes / static_cast<int>(sizeof(Scalar));  // lanes per vector
   static constexpr int MR = kRowsPerTile;
@@ -72,14 +74,19 @@ template <class Scalar> struct Tile {
 // The cache blocks, from the cache sizes read at run time (tensor/cpu/cache_info.h), or set by
 // set_gemm_blocks. Atomics, because the first GEMMs may derive them on several threads at once;
 // KC is stored last (release) and read first (acquire), so a nonzero KC means MC and NC are set.
-template <class Scalar> struct Blocks {
+template <class Scalar>
+struct Blocks {
   static std::atomic<int64_t> kc, mc, nc;
 };
-template <class Scalar> std::atomic<int64_t> Blocks<Scalar>::kc{0};
-template <class Scalar> std::atomic<int64_t> Blocks<Scalar>::mc{0};
-template <class Scalar> std::atomic<int64_t> Blocks<Scalar>::nc{0};
+template <class Scalar>
+std::atomic<int64_t> Blocks<Scalar>::kc{0};
+template <class Scalar>
+std::atomic<int64_t> Blocks<Scalar>::mc{0};
+template <class Scalar>
+std::atomic<int64_t> Blocks<Scalar>::nc{0};
 
-template <class Scalar> GemmTiling current_blocks() {
+template <class Scalar>
+GemmTiling current_blocks() {
   if (Blocks<Scalar>::kc.load(std::memory_order_acquire) == 0) {
     const GemmTiling t = gemm_tiling_for<Scalar>(cache_sizes());
     Blocks<Scalar>::mc.store(t.mc, std::memory_order_relaxed);
@@ -93,7 +100,8 @@ template <class Scalar> GemmTiling current_blocks() {
 }
 
 // 64-byte aligned scratch that grows and is reused (one per thread for A, one shared for B).
-template <class Scalar> struct AlignedBuffer {
+template <class Scalar>
+struct AlignedBuffer {
   Scalar* ptr = nullptr;
   size_t cap = 0;
   Scalar* get(size_t n) {
@@ -147,7 +155,8 @@ inline void copy_transposed(const Scalar* src, int64_t lds, Scalar* dst, int64_t
 // (callers pass only pointers inside the source). Rows far apart are separate streams that the
 // hardware prefetchers follow poorly; without this, packing a row-major A spent most of its time
 // waiting for L3.
-template <class Scalar> inline void prefetch_rows(const Scalar* src, int64_t lds, int64_t rows, int64_t count) {
+template <class Scalar>
+inline void prefetch_rows(const Scalar* src, int64_t lds, int64_t rows, int64_t count) {
   constexpr int64_t per_line = 64 / sizeof(Scalar);
   for (int64_t r = 0; r < rows; ++r)
     for (int64_t c = 0; c < count; c += per_line) __builtin_prefetch(src + r * lds + c);
@@ -159,7 +168,8 @@ template <class Scalar> inline void prefetch_rows(const Scalar* src, int64_t lds
 template <class Scalar>
 void pack_panel_transposed(const Scalar* src, int64_t ld, int64_t rows, int64_t width, int64_t kc, Scalar* dst) {
   for (int64_t kb = 0; kb < kc; kb += kPackSteps) {
-    if (kb + kPackSteps < kc) prefetch_rows(src + kb + kPackSteps, ld, rows, std::min(kPackSteps, kc - kb - kPackSteps));
+    if (kb + kPackSteps < kc)
+      prefetch_rows(src + kb + kPackSteps, ld, rows, std::min(kPackSteps, kc - kb - kPackSteps));
     copy_transposed(src + kb, ld, dst + kb * width, width, rows, std::min(kPackSteps, kc - kb));
   }
   if (rows < width)
@@ -232,7 +242,8 @@ struct TileStep {
 // one fused multiply-add. `rounded` hides a value from the compiler, so that -ffp-contract cannot
 // fuse the product that made it into the next addition (it could fuse either product, and chose
 // differently in the vector and the scalar code).
-template <class T> inline void rounded(T& v) {
+template <class T>
+inline void rounded(T& v) {
 #if defined(__x86_64__) || defined(__i386__)
   __asm__ volatile("" : "+v"(v));
 #else
@@ -321,12 +332,14 @@ void micro_kernel(int64_t kc, const Scalar* __restrict Ap, const Scalar* __restr
 }
 
 // C = beta * C: the whole product when K == 0 (there is no sum to add).
-template <class Scalar> inline void scale_c(const GemmArgs& g, Scalar beta, Scalar* C) {
+template <class Scalar>
+inline void scale_c(const GemmArgs& g, Scalar beta, Scalar* C) {
   for (int64_t i = 0; i < g.M; ++i)
     for (int64_t j = 0; j < g.N; ++j) C[i * g.ldc + j] = beta == Scalar(0) ? Scalar(0) : beta * C[i * g.ldc + j];
 }
 
-template <class Scalar> void gemm_one(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C, int threads);
+template <class Scalar>
+void gemm_one(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C, int threads);
 
 // beta != 0 and more than one KC slice: C is needed for beta * C at the end, so the running sum
 // cannot live in it: sum into scratch, then combine (the same chain per element as any other product).
@@ -394,7 +407,8 @@ inline void multiply_packed(int64_t kc, const Scalar* Ap, const Scalar* Bp, Scal
 
 // One matrix (batch entry): C (M, N) = alpha op(A) (M, K) op(B) (K, N) + beta C. `threads` > 1
 // splits the work inside this matrix; one parallel region covers the whole product.
-template <class Scalar> void gemm_one(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C, int threads) {
+template <class Scalar>
+void gemm_one(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C, int threads) {
   using TL = Tile<Scalar>;
   constexpr int MR = TL::MR, NR = TL::NR;
   const GemmTiling bl = current_blocks<Scalar>();
@@ -459,7 +473,8 @@ namespace {
 // the columns. Every output is summed in the same order whatever the thread count.
 constexpr int64_t kSkinnyRows = 4;
 
-template <class Scalar> void gemm_skinny(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C, int threads) {
+template <class Scalar>
+void gemm_skinny(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C, int threads) {
   const int64_t M = g.M, N = g.N, K = g.K;
   const Scalar alpha = static_cast<Scalar>(g.alpha), beta = static_cast<Scalar>(g.beta);
   auto body = [&](int64_t j0, int64_t j1) {
@@ -500,7 +515,8 @@ template <class Scalar> void gemm_skinny(const GemmArgs& g, const Scalar* A, con
 }  // namespace
 
 // Every batch entry: C (M, N) = alpha op(A) (M, K) op(B) (K, N) + beta C, packed and register-tiled.
-template <class Scalar> void gemm_blocked(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C) {
+template <class Scalar>
+void gemm_blocked(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C) {
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
   if (g.M <= kSkinnyRows && g.K > 0) {
 #ifdef _OPENMP
@@ -509,9 +525,10 @@ template <class Scalar> void gemm_blocked(const GemmArgs& g, const Scalar* A, co
     const int skinny_threads = 1;
 #endif
     if (g.batch >= 2 && skinny_threads > 1) {  // a few rows per matrix, many matrices: one per thread
-      parallel_for(g.batch, g.M * g.N * g.K, [&](int64_t b0,
-                   int64_t b1) { for (int64_t b = b0; b < b1; ++b) gemm_skinny<Scalar>(g, A + b * g.stride_a,
-                   B + b * g.stride_b, C + b * g.stride_c, 1); });
+      parallel_for(g.batch, g.M * g.N * g.K, [&](int64_t b0, int64_t b1) {
+        for (int64_t b = b0; b < b1; ++b)
+          gemm_skinny<Scalar>(g, A + b * g.stride_a, B + b * g.stride_b, C + b * g.stride_c, 1);
+      });
       return;
     }
     for (int64_t b = 0; b < g.batch; ++b)
@@ -527,13 +544,14 @@ template <class Scalar> void gemm_blocked(const GemmArgs& g, const Scalar* A, co
   const double flops = 2.0 * static_cast<double>(g.M) * g.N * std::max<int64_t>(g.K, 1);
   // Many small matrices: one whole matrix per thread. Otherwise: all threads on each matrix.
   if (g.batch >= threads && threads > 1 && flops < 64.0 * 1024 * 1024) {
-    parallel_for(g.batch, parallel_grain(), [&](int64_t b0,
-                 int64_t b1) { for (int64_t b = b0; b < b1; ++b) gemm_one<Scalar>(g, A + b * g.stride_a,
-                 B + b * g.stride_b, C + b * g.stride_c, 1); });
+    parallel_for(g.batch, parallel_grain(), [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b)
+        gemm_one<Scalar>(g, A + b * g.stride_a, B + b * g.stride_b, C + b * g.stride_c, 1);
+    });
   } else {
     const int inner = flops < 2.0 * 64 * 64 * 64 ? 1 : threads;
-    for (int64_t b = 0; b < g.batch; ++b) gemm_one<Scalar>(g, A + b * g.stride_a, B + b * g.stride_b,
-                                                           C + b * g.stride_c, inner);
+    for (int64_t b = 0; b < g.batch; ++b)
+      gemm_one<Scalar>(g, A + b * g.stride_a, B + b * g.stride_b, C + b * g.stride_c, inner);
   }
 }
 
@@ -554,7 +572,8 @@ void gemm_single(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, do
   gemm_blocked<Scalar>(g, A, B, C);
 }
 
-template <class Scalar> GemmTiling gemm_tiling_for(const CacheSizes& caches) {
+template <class Scalar>
+GemmTiling gemm_tiling_for(const CacheSizes& caches) {
   constexpr int MR = Tile<Scalar>::MR, NR = Tile<Scalar>::NR;
   constexpr int64_t bytes = sizeof(Scalar);
   // KC: deep slices amortise loading and storing the C tile around each micro-kernel call. One
@@ -572,17 +591,21 @@ template <class Scalar> GemmTiling gemm_tiling_for(const CacheSizes& caches) {
   return GemmTiling{MR, NR, static_cast<int>(kc), static_cast<int>(mc), static_cast<int>(nc)};
 }
 
-template <class Scalar> GemmTiling gemm_tiling() { return current_blocks<Scalar>(); }
+template <class Scalar>
+GemmTiling gemm_tiling() {
+  return current_blocks<Scalar>();
+}
 
-template <class Scalar> void set_gemm_blocks(int kc, int mc, int nc) {
+template <class Scalar>
+void set_gemm_blocks(int kc, int mc, int nc) {
   if (kc == 0 && mc == 0 && nc == 0) {  // back to the cache-derived blocks
     Blocks<Scalar>::kc.store(0, std::memory_order_relaxed);
     return;
   }
   constexpr int MR = Tile<Scalar>::MR, NR = Tile<Scalar>::NR;
   LM_CHECK(kc >= 1 && mc >= MR && mc % MR == 0 && nc >= NR && nc % NR == 0,
-           "set_gemm_blocks: need kc >= 1, mc a positive multiple of " << MR << ", nc a positive multiple of " << NR
-           << "; got kc " << kc << ", mc " << mc << ", nc " << nc);
+           "set_gemm_blocks: need kc >= 1, mc a positive multiple of "
+               << MR << ", nc a positive multiple of " << NR << "; got kc " << kc << ", mc " << mc << ", nc " << nc);
   current_blocks<Scalar>();  // derive first, so that the stores below are not overwritten
   Blocks<Scalar>::mc.store(mc, std::memory_order_relaxed);
   Blocks<Scalar>::nc.store(nc, std::memory_order_relaxed);
@@ -606,7 +629,8 @@ template void set_gemm_blocks<double>(int, int, int);
 
 // The kernel-list entry: contiguous batches of f32/f64 matrices.
 void gemm(const GemmArgs& g, const Tensor& A, const Tensor& B, const Tensor& C) {
-  LM_DISPATCH_FLOAT(C.dtype(), "matmul", { gemm_blocked<scalar_t>(g, A.data<scalar_t>(), B.data<scalar_t>(), C.data<scalar_t>()); });
+  LM_DISPATCH_FLOAT(C.dtype(), "matmul",
+                    { gemm_blocked<scalar_t>(g, A.data<scalar_t>(), B.data<scalar_t>(), C.data<scalar_t>()); });
 }
 
 }  // namespace cpu

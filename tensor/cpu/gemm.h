@@ -12,8 +12,10 @@ namespace cpu {
 
 // Per batch entry b: C_b (M, N) = alpha op(A_b) (M, K) op(B_b) (K, N) + beta C_b, laid out as
 // GemmArgs says (tensor/kernels.h).
-template <class Scalar> void gemm_naive(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C);
-template <class Scalar> void gemm_blocked(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C);
+template <class Scalar>
+void gemm_naive(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C);
+template <class Scalar>
+void gemm_blocked(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C);
 
 // One matrix, row-major, in BLAS argument order: C (m x n, ldc) = alpha op(A) op(B) + beta C.
 // A convenience over gemm_blocked for kernels that multiply sub-blocks (e.g. attention).
@@ -33,12 +35,17 @@ void gemv_rows(const Scalar* x, const Scalar* W, int64_t ldw, int64_t K, int64_t
 // gemm_blocked uses for Scalar. The blocks come from the cache sizes read at run time
 // (gemm_tiling_for(cache_sizes()), tensor/cpu/cache_info.h) unless set_gemm_blocks chose others.
 // Results do not depend on the blocks: each element of C is one chain of multiply-adds in k order.
-struct GemmTiling { int mr, nr, kc, mc, nc; };
-template <class Scalar> GemmTiling gemm_tiling();
-template <class Scalar> GemmTiling gemm_tiling_for(const CacheSizes& caches);
+struct GemmTiling {
+  int mr, nr, kc, mc, nc;
+};
+template <class Scalar>
+GemmTiling gemm_tiling();
+template <class Scalar>
+GemmTiling gemm_tiling_for(const CacheSizes& caches);
 // Tests and tuning experiments: fixed blocks (kc >= 1, mc a multiple of MR, nc a multiple of NR);
 // all three 0 go back to the cache-derived ones. Not to be called while a GEMM runs.
-template <class Scalar> void set_gemm_blocks(int kc, int mc, int nc);
+template <class Scalar>
+void set_gemm_blocks(int kc, int mc, int nc);
 
 }  // namespace cpu
 }  // namespace lm

@@ -28,8 +28,8 @@ void embedding_backward(const Tensor& gout, const Tensor& idx, const Tensor& dwe
   const int64_t V = dweight.size(0), C = dweight.size(1), N = idx.numel();
   const int32_t* ix = idx.data<int32_t>();
   for (int64_t n = 0; n < N; ++n)  // a bad index would scatter outside dweight
-    LM_CHECK(ix[n] >= 0 && ix[n] < V, "embedding_backward: index " << ix[n] << " at position " << n
-                                                                   << " is out of range [0, " << V << ")");
+    LM_CHECK(ix[n] >= 0 && ix[n] < V,
+             "embedding_backward: index " << ix[n] << " at position " << n << " is out of range [0, " << V << ")");
   LM_DISPATCH_FLOAT(dweight.dtype(), "embedding_backward", {
     const scalar_t* g = gout.data<scalar_t>();
     scalar_t* d = dweight.data<scalar_t>();

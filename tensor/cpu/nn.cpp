@@ -11,8 +11,8 @@
 namespace lm {
 namespace cpu {
 
-void layernorm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& out,
-               const Tensor& mean, const Tensor& rstd) {
+void layernorm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, const Tensor& out, const Tensor& mean,
+               const Tensor& rstd) {
   const int64_t C = x.size(-1), rows = x.numel() / C;
   LM_DISPATCH_FLOAT(x.dtype(), "layernorm", {
     const scalar_t* px = x.data<scalar_t>();
@@ -29,8 +29,8 @@ void layernorm(const Tensor& x, const Tensor& w, const Tensor& b, double eps, co
 
 // With xhat = (x - mean) * rstd and gx = gout * w (per row):
 //   dx = rstd * (gx - mean(gx) - xhat * mean(gx * xhat)),  dw = sum_rows gout * xhat,  db = sum_rows gout.
-void layernorm_backward(const Tensor& gout, const Tensor& x, const Tensor& w, const Tensor& mean,
-                        const Tensor& rstd, const Tensor& dx, const Tensor& dw, const Tensor& db) {
+void layernorm_backward(const Tensor& gout, const Tensor& x, const Tensor& w, const Tensor& mean, const Tensor& rstd,
+                        const Tensor& dx, const Tensor& dw, const Tensor& db) {
   const int64_t C = x.size(-1), rows = x.numel() / C;
   LM_DISPATCH_FLOAT(x.dtype(), "layernorm_backward", {
     const scalar_t* pg = gout.data<scalar_t>();

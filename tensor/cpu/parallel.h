@@ -44,7 +44,8 @@ inline int num_threads() {
 
 // f(begin, end) over disjoint ranges covering [0, n); `cost` is the work per index, used only
 // to decide whether threads are worth it.
-template <class Fn> void parallel_for(int64_t n, int64_t cost, Fn&& f) {
+template <class Fn>
+void parallel_for(int64_t n, int64_t cost, Fn&& f) {
   if (n <= 0) return;
   int nt = num_threads();
   if (nt <= 1 || n * cost < parallel_grain() || n == 1) {

@@ -11,12 +11,18 @@ namespace lm {
 namespace cpu {
 
 namespace {
-template <class Scalar> struct Acc { using type = double; };
-template <> struct Acc<int32_t> { using type = int64_t; };
+template <class Scalar>
+struct Acc {
+  using type = double;
+};
+template <>
+struct Acc<int32_t> {
+  using type = int64_t;
+};
 
 // x (outer, n, inner) -> out (outer, inner), reducing over n in order.
-template <class Scalar> void reduce_impl(ReduceOp op, const Scalar* x, int64_t outer, int64_t n, int64_t inner,
-                                         const Tensor& out) {
+template <class Scalar>
+void reduce_impl(ReduceOp op, const Scalar* x, int64_t outer, int64_t n, int64_t inner, const Tensor& out) {
   using acc_t = typename Acc<Scalar>::type;
   if (op == ReduceOp::Argmax) {
     int32_t* o = out.data<int32_t>();
@@ -28,7 +34,10 @@ template <class Scalar> void reduce_impl(ReduceOp op, const Scalar* x, int64_t o
         for (int64_t j = 1; j < n; ++j) {
           Scalar v = p[j * inner];
           // NaN counts as the maximum, like PyTorch; the first occurrence wins ties.
-          if (v > bv || (v != v && bv == bv)) { bv = v; best = j; }
+          if (v > bv || (v != v && bv == bv)) {
+            bv = v;
+            best = j;
+          }
         }
         o[r] = static_cast<int32_t>(best);
       }

@@ -23,7 +23,8 @@ constexpr int kDotVecBytes = 16;
 #endif
 
 // a, b (K) -> a . b, summed in vector lanes.
-template <class Scalar> inline Scalar dot_vectors(const Scalar* a, const Scalar* b, int64_t K) {
+template <class Scalar>
+inline Scalar dot_vectors(const Scalar* a, const Scalar* b, int64_t K) {
   typedef Scalar vec __attribute__((vector_size(kDotVecBytes)));
   constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(Scalar));
   vec acc0{}, acc1{};
@@ -56,23 +57,33 @@ template <class Scalar> inline Scalar dot_vectors(const Scalar* a, const Scalar*
 // No column outside [0, n) is read. The vectors go to `group` up to four at a time, as
 // group(std::integral_constant<int, G>, starts): four running sums in flight hide the latency of
 // each add (the sums are in registers and every add waits on the one before it in its column).
-template <int VL, class Group> inline void cover_columns(int64_t n, Group&& group) {
+template <int VL, class Group>
+inline void cover_columns(int64_t n, Group&& group) {
   const int64_t full = n / VL, total = full + (n % VL != 0 ? 1 : 0);
   for (int64_t v = 0; v < total;) {
     int64_t st[4];
     const int g = total - v >= 4 ? 4 : static_cast<int>(total - v);
     for (int u = 0; u < g; ++u) st[u] = v + u < full ? (v + u) * VL : n - VL;
     switch (g) {
-      case 4: group(std::integral_constant<int, 4>{}, st); break;
-      case 3: group(std::integral_constant<int, 3>{}, st); break;
-      case 2: group(std::integral_constant<int, 2>{}, st); break;
-      default: group(std::integral_constant<int, 1>{}, st); break;
+      case 4:
+        group(std::integral_constant<int, 4>{}, st);
+        break;
+      case 3:
+        group(std::integral_constant<int, 3>{}, st);
+        break;
+      case 2:
+        group(std::integral_constant<int, 2>{}, st);
+        break;
+      default:
+        group(std::integral_constant<int, 1>{}, st);
+        break;
     }
     v += g;
   }
 }
 
-template <class Vec, class Scalar> inline Vec load_vec(const Scalar* p) {
+template <class Vec, class Scalar>
+inline Vec load_vec(const Scalar* p) {
   Vec v;
   std::memcpy(&v, p, sizeof(Vec));
   return v;
@@ -83,8 +94,8 @@ template <class Vec, class Scalar> inline Vec load_vec(const Scalar* p) {
 // of outputs held in registers (summing into memory instead makes every row wait on the previous
 // row's store). Each out[t] is the plain sequential sum, so the result depends neither on VL nor
 // on how the columns are grouped.
-template <class Scalar> inline void vec_times_rows(const Scalar* x, const Scalar* M, int64_t K, int64_t ld, int64_t n,
-                                                   Scalar* out) {
+template <class Scalar>
+inline void vec_times_rows(const Scalar* x, const Scalar* M, int64_t K, int64_t ld, int64_t n, Scalar* out) {
   typedef Scalar vec __attribute__((vector_size(kDotVecBytes)));
   constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(Scalar));
   if (n < VL) {
@@ -110,8 +121,8 @@ template <class Scalar> inline void vec_times_rows(const Scalar* x, const Scalar
 // y[d] = sum over j = 0..n-1, in that order, of w[j] * rows[j][d], for d in [0, D): a weighted sum
 // of n rows given by pointers, rows with weight exactly 0 skipped (they add nothing and may be
 // rows nobody filled). Running sums in registers, as in vec_times_rows; y is overwritten.
-template <class Scalar> inline void weighted_row_sum(const Scalar* w, const Scalar* const* rows, int64_t n, int64_t D,
-                                                     Scalar* y) {
+template <class Scalar>
+inline void weighted_row_sum(const Scalar* w, const Scalar* const* rows, int64_t n, int64_t D, Scalar* y) {
   typedef Scalar vec __attribute__((vector_size(kDotVecBytes)));
   constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(Scalar));
   if (D < VL) {
@@ -142,8 +153,8 @@ template <class Scalar> inline void weighted_row_sum(const Scalar* w, const Scal
 // (y0 = x0 c - x1 s, y1 = x0 s + x1 c). The rotated keys are never stored: the rotation and the
 // product happen in registers, up to 4 vectors of keys at a time (cover_columns).
 template <class Scalar>
-inline void rotated_vec_times_rows(const Scalar* x, const Scalar* K, int64_t HS, int64_t ld, int64_t n,
-                                   const Scalar* C, const Scalar* S, int64_t cs, Scalar* out) {
+inline void rotated_vec_times_rows(const Scalar* x, const Scalar* K, int64_t HS, int64_t ld, int64_t n, const Scalar* C,
+                                   const Scalar* S, int64_t cs, Scalar* out) {
   typedef Scalar vec __attribute__((vector_size(kDotVecBytes)));
   constexpr int VL = kDotVecBytes / static_cast<int>(sizeof(Scalar));
   const int64_t half = HS / 2;

@@ -14,36 +14,35 @@
 #include "tensor/shape.h"
 
 // Any CUDA runtime call: failure raises lm::Error with the call, CUDA's error name and string.
-#define LM_CUDA_CHECK(call)                                                                   \
-  do {                                                                                        \
-    cudaError_t lm_cuda_err_ = (call);                                                        \
-    if (lm_cuda_err_ != cudaSuccess)                                                          \
-      LM_FAIL("CUDA call `" #call "` failed: " << cudaGetErrorName(lm_cuda_err_) << ": "      \
-                                               << cudaGetErrorString(lm_cuda_err_));          \
+#define LM_CUDA_CHECK(call)                                                              \
+  do {                                                                                   \
+    cudaError_t lm_cuda_err_ = (call);                                                   \
+    if (lm_cuda_err_ != cudaSuccess)                                                     \
+      LM_FAIL("CUDA call `" #call "` failed: " << cudaGetErrorName(lm_cuda_err_) << ": " \
+                                               << cudaGetErrorString(lm_cuda_err_));     \
   } while (0)
 
 // After every kernel launch: catches bad launch configurations at once. Faults inside the
 // kernel surface at the next synchronising call (a copy to the host, synchronize()).
-#define LM_CUDA_CHECK_LAUNCH(kernel_name)                                                     \
-  do {                                                                                        \
-    cudaError_t lm_cuda_err_ = cudaGetLastError();                                            \
-    if (lm_cuda_err_ != cudaSuccess)                                                          \
-      LM_FAIL("CUDA kernel " << (kernel_name) << " failed to launch: "                        \
-                             << cudaGetErrorName(lm_cuda_err_) << ": "                        \
-                             << cudaGetErrorString(lm_cuda_err_));                            \
+#define LM_CUDA_CHECK_LAUNCH(kernel_name)                                                                        \
+  do {                                                                                                           \
+    cudaError_t lm_cuda_err_ = cudaGetLastError();                                                               \
+    if (lm_cuda_err_ != cudaSuccess)                                                                             \
+      LM_FAIL("CUDA kernel " << (kernel_name) << " failed to launch: " << cudaGetErrorName(lm_cuda_err_) << ": " \
+                             << cudaGetErrorString(lm_cuda_err_));                                               \
   } while (0)
 
 // for (i = this thread's first index; i < n; i += all threads in the grid), in int64 so that
 // tensors past 2^31 elements index correctly.
-#define LM_CUDA_FOR(i, n)                                                                     \
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);      \
+#define LM_CUDA_FOR(i, n)                                                                \
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 namespace lm {
 namespace cuda {
 
-constexpr int kThreads = 256;         // elementwise kernels
-constexpr int kRowThreads = 256;      // one block per row (softmax, layernorm, ...): 8 warps
+constexpr int kThreads = 256;            // elementwise kernels
+constexpr int kRowThreads = 256;         // one block per row (softmax, layernorm, ...): 8 warps
 constexpr int64_t kMaxBlocks = 1 << 16;  // grid-stride loops cover the rest
 constexpr int kMaxDims = 8;
 
@@ -56,17 +55,24 @@ inline unsigned row_blocks(int64_t rows) { return static_cast<unsigned>(std::min
 
 // ---- block-wide reduction ----
 struct SumOp {
-  template <class Scalar> __device__ Scalar operator()(Scalar a, Scalar b) const { return a + b; }
+  template <class Scalar>
+  __device__ Scalar operator()(Scalar a, Scalar b) const {
+    return a + b;
+  }
 };
 // The max the CPU softmax uses: `b > a ? b : a`, so a NaN never replaces a number.
 struct MaxOp {
-  template <class Scalar> __device__ Scalar operator()(Scalar a, Scalar b) const { return b > a ? b : a; }
+  template <class Scalar>
+  __device__ Scalar operator()(Scalar a, Scalar b) const {
+    return b > a ? b : a;
+  }
 };
 
 // Every thread of the block passes its partial value and gets the combined value of all of
 // them. blockDim.x must be a multiple of 32 (at most 1024). The combine order depends only on
 // blockDim, so results are the same on every run. Safe to call several times in a row.
-template <class Scalar, class Op> __device__ Scalar block_allreduce(Scalar v, Op op) {
+template <class Scalar, class Op>
+__device__ Scalar block_allreduce(Scalar v, Op op) {
   __shared__ Scalar warp_vals[32];
   __shared__ Scalar result;
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
@@ -87,7 +93,8 @@ template <class Scalar, class Op> __device__ Scalar block_allreduce(Scalar v, Op
 // ---- strided operands ----
 // N operands that share an iteration shape but have their own element strides (0 where an
 // operand broadcasts). offsets() maps a row-major linear index to each operand's offset.
-template <int N> struct StridedPack {
+template <int N>
+struct StridedPack {
   int ndim = 0;
   int64_t size[kMaxDims] = {};
   int64_t stride[N][kMaxDims] = {};

@@ -15,7 +15,8 @@ namespace {
 
 // ---------------------------------------------------------------- copies, fills, draws
 // dst, src: any strided views of n elements (StridedPack operands 0 = dst, 1 = src).
-template <class Scalar> __global__ void copy_strided_kernel(Scalar* dst, const Scalar* src, StridedPack<2> p, int64_t n) {
+template <class Scalar>
+__global__ void copy_strided_kernel(Scalar* dst, const Scalar* src, StridedPack<2> p, int64_t n) {
   LM_CUDA_FOR(i, n) {
     int64_t off[2];
     p.offsets(i, off);
@@ -24,12 +25,14 @@ template <class Scalar> __global__ void copy_strided_kernel(Scalar* dst, const S
 }
 
 // dst (n) = src (n) converted; both contiguous.
-template <class To, class From> __global__ void cast_kernel(To* dst, const From* src, int64_t n) {
+template <class To, class From>
+__global__ void cast_kernel(To* dst, const From* src, int64_t n) {
   LM_CUDA_FOR(i, n) dst[i] = static_cast<To>(src[i]);
 }
 
 // dst (n) contiguous, every element set to value.
-template <class Scalar> __global__ void fill_kernel(Scalar* dst, Scalar value, int64_t n) {
+template <class Scalar>
+__global__ void fill_kernel(Scalar* dst, Scalar value, int64_t n) {
   LM_CUDA_FOR(i, n) dst[i] = value;
 }
 
@@ -37,7 +40,8 @@ template <class Scalar> __global__ void fill_kernel(Scalar* dst, Scalar value, i
 // The _rn intrinsics are never fused into an FMA: `start + i * step` rounded twice, exactly as
 // written. (gcc may contract the CPU twin into one FMA on FMA hardware; with an inexact step the
 // two then differ by an ulp. Building the CPU side with -ffp-contract=off makes them bit-equal.)
-template <class Scalar> __global__ void arange_kernel(Scalar* dst, double start, double step, int64_t n) {
+template <class Scalar>
+__global__ void arange_kernel(Scalar* dst, double start, double step, int64_t n) {
   LM_CUDA_FOR(i, n) dst[i] = static_cast<Scalar>(__dadd_rn(start, __dmul_rn(static_cast<double>(i), step)));
 }
 
@@ -67,15 +71,18 @@ __global__ void rand_normal_kernel(Scalar* dst, uint64_t seed, uint64_t offset, 
 // ---------------------------------------------------------------- elementwise math
 // The ops the fronts allow on i32 (float_only in ops_elementwise.cpp). The others are not even
 // instantiated for i32: exp, erf, ... have no integer overloads on the device.
-template <UnaryOp OP, class Scalar> constexpr bool unary_supported() {
+template <UnaryOp OP, class Scalar>
+constexpr bool unary_supported() {
   return !std::is_integral<Scalar>::value || OP == UnaryOp::Neg || OP == UnaryOp::Relu;
 }
-template <BinaryOp OP, class Scalar> constexpr bool binary_supported() {
+template <BinaryOp OP, class Scalar>
+constexpr bool binary_supported() {
   return !std::is_integral<Scalar>::value || (OP != BinaryOp::Div && OP != BinaryOp::GeluBackward);
 }
 
 // x, y (n) contiguous: y = op(x).
-template <UnaryOp OP, class Scalar> __global__ void unary_kernel(const Scalar* x, Scalar* y, int64_t n) {
+template <UnaryOp OP, class Scalar>
+__global__ void unary_kernel(const Scalar* x, Scalar* y, int64_t n) {
   LM_CUDA_FOR(i, n) y[i] = math::unary<OP>(x[i]);
 }
 
@@ -99,7 +106,8 @@ __global__ void binary_scalar_kernel(const Scalar* x, Scalar s, bool scalar_left
 // out (n) = cond != 0 ? a : b; all strided views of n elements (StridedPack operands 0 = out,
 // 1 = cond, 2 = a, 3 = b).
 template <class Value, class Cond>
-__global__ void where_kernel(const Cond* cond, const Value* a, const Value* b, Value* out, StridedPack<4> p, int64_t n) {
+__global__ void where_kernel(const Cond* cond, const Value* a, const Value* b, Value* out, StridedPack<4> p,
+                             int64_t n) {
   LM_CUDA_FOR(i, n) {
     int64_t off[4];
     p.offsets(i, off);
@@ -111,7 +119,8 @@ __global__ void where_kernel(const Cond* cond, const Value* a, const Value* b, V
   LM_FAIL(opname << " on cuda: dtype " << dtype_name(dt) << " is not supported (expected f32 or f64)");
 }
 
-template <UnaryOp OP, class Scalar> void launch_unary(const Tensor& x, const Tensor& out) {
+template <UnaryOp OP, class Scalar>
+void launch_unary(const Tensor& x, const Tensor& out) {
   if constexpr (unary_supported<OP, Scalar>()) {
     const int64_t n = x.numel();
     unary_kernel<OP, Scalar><<<blocks_for(n), kThreads>>>(x.data<Scalar>(), out.data<Scalar>(), n);
@@ -121,12 +130,14 @@ template <UnaryOp OP, class Scalar> void launch_unary(const Tensor& x, const Ten
   }
 }
 
-template <BinaryOp OP, class Scalar> void launch_binary(const Tensor& a, const Tensor& b, const Tensor& out) {
+template <BinaryOp OP, class Scalar>
+void launch_binary(const Tensor& a, const Tensor& b, const Tensor& out) {
   if constexpr (binary_supported<OP, Scalar>()) {
     const int64_t n = out.numel();
     StridedPack<3> p =
         make_strided_pack<3>(out.shape(), {&out.strides(), &a.strides(), &b.strides()}, binary_op_name(OP));
-    binary_kernel<OP, Scalar><<<blocks_for(n), kThreads>>>(a.data<Scalar>(), b.data<Scalar>(), out.data<Scalar>(), p, n);
+    binary_kernel<OP, Scalar>
+        <<<blocks_for(n), kThreads>>>(a.data<Scalar>(), b.data<Scalar>(), out.data<Scalar>(), p, n);
     LM_CUDA_CHECK_LAUNCH("binary_kernel");
   } else {
     float_only(binary_op_name(OP), out.dtype());
@@ -137,8 +148,8 @@ template <BinaryOp OP, class Scalar>
 void launch_binary_scalar(const Tensor& x, double s, bool scalar_left, const Tensor& out) {
   if constexpr (binary_supported<OP, Scalar>()) {
     const int64_t n = x.numel();
-    binary_scalar_kernel<OP, Scalar><<<blocks_for(n), kThreads>>>(x.data<Scalar>(), static_cast<Scalar>(s),
-                                                                  scalar_left, out.data<Scalar>(), n);
+    binary_scalar_kernel<OP, Scalar>
+        <<<blocks_for(n), kThreads>>>(x.data<Scalar>(), static_cast<Scalar>(s), scalar_left, out.data<Scalar>(), n);
     LM_CUDA_CHECK_LAUNCH("binary_scalar_kernel");
   } else {
     float_only(binary_op_name(OP), x.dtype());
@@ -216,9 +227,8 @@ void binary(BinaryOp op, const Tensor& a, const Tensor& b, const Tensor& out) {
 
 void binary_scalar(BinaryOp op, const Tensor& x, double s, bool scalar_left, const Tensor& out) {
   if (x.numel() == 0) return;
-  LM_DISPATCH_ALL(x.dtype(), "binary_scalar", {
-    LM_SWITCH_BINARY(op, launch_binary_scalar<OPV, scalar_t>(x, s, scalar_left, out));
-  });
+  LM_DISPATCH_ALL(x.dtype(), "binary_scalar",
+                  { LM_SWITCH_BINARY(op, launch_binary_scalar<OPV, scalar_t>(x, s, scalar_left, out)); });
 }
 
 void where(const Tensor& cond, const Tensor& a, const Tensor& b, const Tensor& out) {

@@ -16,12 +16,12 @@ namespace cuda {
 
 namespace {
 
-#define LM_CUBLAS_CHECK(call)                                                                   \
-  do {                                                                                          \
-    cublasStatus_t lm_cublas_st_ = (call);                                                      \
-    if (lm_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                                 \
-      LM_FAIL("cuBLAS call `" #call "` failed: " << cublasGetStatusName(lm_cublas_st_) << ": "  \
-                                                 << cublasGetStatusString(lm_cublas_st_));      \
+#define LM_CUBLAS_CHECK(call)                                                                  \
+  do {                                                                                         \
+    cublasStatus_t lm_cublas_st_ = (call);                                                     \
+    if (lm_cublas_st_ != CUBLAS_STATUS_SUCCESS)                                                \
+      LM_FAIL("cuBLAS call `" #call "` failed: " << cublasGetStatusName(lm_cublas_st_) << ": " \
+                                                 << cublasGetStatusString(lm_cublas_st_));     \
   } while (0)
 
 // The one handle, made on first use (creating it costs milliseconds and device memory). It is
@@ -61,7 +61,8 @@ cublasStatus_t gemm_strided_batched(cublasOperation_t ta, cublasOperation_t tb, 
 // K == 0: the product is empty, so C = beta * C (and exactly 0 when beta == 0, whatever C held,
 // as gemm_naive does). Handled here rather than trusting every cuBLAS version's quick return.
 template <class Scalar>
-__global__ void scale_c_kernel(Scalar* c, int64_t M, int64_t N, int64_t ldc, int64_t stride_c, int64_t total, double beta) {
+__global__ void scale_c_kernel(Scalar* c, int64_t M, int64_t N, int64_t ldc, int64_t stride_c, int64_t total,
+                               double beta) {
   LM_CUDA_FOR(i, total) {
     const int64_t b = i / (M * N), ij = i % (M * N);
     Scalar& v = c[b * stride_c + (ij / N) * ldc + ij % N];
@@ -69,7 +70,8 @@ __global__ void scale_c_kernel(Scalar* c, int64_t M, int64_t N, int64_t ldc, int
   }
 }
 
-template <class Scalar> void gemm_impl(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C) {
+template <class Scalar>
+void gemm_impl(const GemmArgs& g, const Scalar* A, const Scalar* B, Scalar* C) {
   if (g.M == 0 || g.N == 0 || g.batch == 0) return;
   if (g.K == 0) {
     const int64_t total = g.batch * g.M * g.N;

@@ -4,9 +4,8 @@
 // position order: no two threads add into the same element and the sum order is the CPU's, so
 // the result is deterministic and has the CPU twin's bits, with no atomics. Not a general
 // gather/scatter. Twin: tensor/cpu/index.cpp.
-#include <cub/device/device_radix_sort.cuh>
-
 #include <climits>
+#include <cub/device/device_radix_sort.cuh>
 
 #include "tensor/cuda/common.cuh"
 #include "tensor/kernels.h"
@@ -42,8 +41,8 @@ __global__ void first_bad_kernel(const int32_t* ix, int64_t count, int64_t limit
 }
 
 // out (N, C) = w[ix[n], :]; one thread per output element.
-template <class Scalar> __global__ void embedding_kernel(const Scalar* w, const int32_t* ix, Scalar* out, int64_t N,
-                                                         int64_t C) {
+template <class Scalar>
+__global__ void embedding_kernel(const Scalar* w, const int32_t* ix, Scalar* out, int64_t N, int64_t C) {
   LM_CUDA_FOR(i, N * C) {
     const int64_t n = i / C, c = i % C;
     out[i] = w[static_cast<int64_t>(ix[n]) * C + c];
@@ -69,9 +68,7 @@ __global__ void embedding_backward_kernel(const Scalar* g, const int32_t* sorted
   }
 }
 
-__global__ void iota_kernel(int32_t* out, int64_t n) {
-  LM_CUDA_FOR(i, n) out[i] = static_cast<int32_t>(i);
-}
+__global__ void iota_kernel(int32_t* out, int64_t n) { LM_CUDA_FOR(i, n) out[i] = static_cast<int32_t>(i); }
 
 }  // namespace
 

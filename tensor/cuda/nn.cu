@@ -103,7 +103,8 @@ __global__ void layernorm_dwdb_total_kernel(const double* pw, const double* pb, 
 // Row max and sum of exp(l - max) of a logits row, shared by the loss and its gradient. The
 // max starts at -inf and skips NaN (a NaN still makes the sum, hence the result, NaN, as on the
 // CPU). When `e` is given, exp(l - max) is also stored there for the caller to reuse.
-template <class Scalar> __device__ void row_max_sumexp(const Scalar* lr, int64_t V, Scalar* e, Scalar& m, Scalar& s) {
+template <class Scalar>
+__device__ void row_max_sumexp(const Scalar* lr, int64_t V, Scalar* e, Scalar& m, Scalar& s) {
   m = -static_cast<Scalar>(INFINITY);
   for (int64_t v = threadIdx.x; v < V; v += blockDim.x) m = MaxOp{}(m, lr[v]);
   m = block_allreduce(m, MaxOp{});
@@ -206,12 +207,11 @@ void layernorm_backward(const Tensor& gout, const Tensor& x, const Tensor& w, co
     double* pw = partial.data<double>();
     double* pb = pw + chunks * C;
     const dim3 grid(blocks_for(C), static_cast<unsigned>(chunks));
-    layernorm_dwdb_partial_kernel<scalar_t><<<grid, kThreads>>>(gout.data<scalar_t>(), x.data<scalar_t>(),
-                                                                mean.data<scalar_t>(), rstd.data<scalar_t>(), pw, pb,
-                                                                rows, C, R);
+    layernorm_dwdb_partial_kernel<scalar_t><<<grid, kThreads>>>(
+        gout.data<scalar_t>(), x.data<scalar_t>(), mean.data<scalar_t>(), rstd.data<scalar_t>(), pw, pb, rows, C, R);
     LM_CUDA_CHECK_LAUNCH("layernorm_dwdb_partial_kernel");
-    layernorm_dwdb_total_kernel<scalar_t><<<blocks_for(C), kThreads>>>(pw, pb, dw.data<scalar_t>(),
-                                                                       db.data<scalar_t>(), chunks, C);
+    layernorm_dwdb_total_kernel<scalar_t>
+        <<<blocks_for(C), kThreads>>>(pw, pb, dw.data<scalar_t>(), db.data<scalar_t>(), chunks, C);
     LM_CUDA_CHECK_LAUNCH("layernorm_dwdb_total_kernel");
   });
 }
@@ -224,9 +224,9 @@ int64_t cross_entropy(const Tensor& logits, const Tensor& targets, int64_t ignor
   const int64_t bad = first_bad_index(t, N, V, true, ignore_index);
   if (bad >= 0 || N == 0) return bad;
   LM_DISPATCH_FLOAT(logits.dtype(), "cross_entropy", {
-    cross_entropy_kernel<scalar_t><<<row_blocks(N), kRowThreads>>>(
-        logits.data<scalar_t>(), t, ignore_index, losses.data<scalar_t>(),
-        stats.defined() ? stats.data<scalar_t>() : nullptr, N, V);
+    cross_entropy_kernel<scalar_t>
+        <<<row_blocks(N), kRowThreads>>>(logits.data<scalar_t>(), t, ignore_index, losses.data<scalar_t>(),
+                                         stats.defined() ? stats.data<scalar_t>() : nullptr, N, V);
     LM_CUDA_CHECK_LAUNCH("cross_entropy_kernel");
   });
   return -1;
@@ -240,9 +240,8 @@ void cross_entropy_backward(const Tensor& logits, const Tensor& targets, int64_t
   // The CPU twin trusts targets the forward has checked; a device fault would poison the whole
   // context, so an out-of-range target is reported here instead.
   const int64_t bad = first_bad_index(t, N, V, true, ignore_index);
-  LM_CHECK(bad < 0, "cross_entropy_backward on cuda: the target in row " << bad << " is out of range [0, " << V
-                                                                          << ") and is not the ignore index "
-                                                                          << ignore_index);
+  LM_CHECK(bad < 0, "cross_entropy_backward on cuda: the target in row "
+                        << bad << " is out of range [0, " << V << ") and is not the ignore index " << ignore_index);
   LM_DISPATCH_FLOAT(logits.dtype(), "cross_entropy_backward", {
     cross_entropy_backward_kernel<scalar_t><<<row_blocks(N), kRowThreads>>>(
         logits.data<scalar_t>(), t, ignore_index, static_cast<scalar_t>(scale),

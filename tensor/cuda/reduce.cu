@@ -14,34 +14,49 @@ namespace cuda {
 
 namespace {
 
-template <class Scalar> struct Acc { using type = double; };
-template <> struct Acc<int32_t> { using type = int64_t; };
+template <class Scalar>
+struct Acc {
+  using type = double;
+};
+template <>
+struct Acc<int32_t> {
+  using type = int64_t;
+};
 
 // Below this many outputs a block per output keeps the GPU busier than a thread per output;
 // rows up to kShortRow long are not worth a block of kRowThreads threads.
 constexpr int64_t kFewOutputs = 2048;
 constexpr int64_t kShortRow = 32;
 
-template <class Scalar> __device__ Scalar lowest() {
-  if constexpr (std::is_integral<Scalar>::value) return Scalar(INT32_MIN);
-  else return -static_cast<Scalar>(INFINITY);
+template <class Scalar>
+__device__ Scalar lowest() {
+  if constexpr (std::is_integral<Scalar>::value)
+    return Scalar(INT32_MIN);
+  else
+    return -static_cast<Scalar>(INFINITY);
 }
 
 // The max of reduce(): NaN wins over everything (CPU: `if (v > m || v != v) m = v`).
 struct MaxNanOp {
-  template <class Scalar> __device__ Scalar operator()(Scalar a,
-                                                       Scalar b) const { return (a != a) ? a : (b != b || b > a) ? b : a; }
+  template <class Scalar>
+  __device__ Scalar operator()(Scalar a, Scalar b) const {
+    return (a != a) ? a : (b != b || b > a) ? b : a;
+  }
 };
 
 // Argmax order: a NaN beats every number, a larger value beats a smaller one, and among equals
 // the smaller index wins (so the first maximum, or the first NaN, is chosen, as on the CPU).
 // bi < 0 marks "no element yet". The combine is associative, so the tree order cannot matter.
-template <class Scalar> __device__ void argmax_take(Scalar& bv, int64_t& bi, Scalar v, int64_t i) {
+template <class Scalar>
+__device__ void argmax_take(Scalar& bv, int64_t& bi, Scalar v, int64_t i) {
   if (i < 0) return;
   bool take;
-  if (bi < 0) take = true;
-  else if (v != v) take = (bv == bv) || i < bi;
-  else take = (bv == bv) && (v > bv || (v == bv && i < bi));
+  if (bi < 0)
+    take = true;
+  else if (v != v)
+    take = (bv == bv) || i < bi;
+  else
+    take = (bv == bv) && (v > bv || (v == bv && i < bi));
   if (take) {
     bv = v;
     bi = i;
@@ -49,7 +64,8 @@ template <class Scalar> __device__ void argmax_take(Scalar& bv, int64_t& bi, Sca
 }
 
 // Block-wide argmax of per-thread (value, index) candidates; returns the winner's index.
-template <class Scalar> __device__ int64_t block_argmax(Scalar v, int64_t i) {
+template <class Scalar>
+__device__ int64_t block_argmax(Scalar v, int64_t i) {
   __shared__ Scalar warp_v[32];
   __shared__ int64_t warp_i[32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
@@ -136,7 +152,8 @@ __global__ void reduce_thread_kernel(ReduceOp op, const Scalar* x, int64_t outpu
 
 // x (rows, cols) -> y (rows, cols), one block per row. Same steps as the CPU: max (ignoring
 // NaN), an all -inf row shifted by 0 instead of -inf, then exp / sum or x - logsumexp.
-template <class Scalar> __global__ void softmax_kernel(const Scalar* x, Scalar* y, int64_t rows, int64_t cols, bool log) {
+template <class Scalar>
+__global__ void softmax_kernel(const Scalar* x, Scalar* y, int64_t rows, int64_t cols, bool log) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const Scalar* xr = x + r * cols;
     Scalar* yr = y + r * cols;
@@ -165,7 +182,8 @@ template <class Scalar> __global__ void softmax_kernel(const Scalar* x, Scalar* 
 
 // y, g, dx (rows, cols):  softmax: dx = y * (g - sum(g * y));  log-softmax: dx = g - exp(y) * sum(g).
 template <class Scalar>
-__global__ void softmax_backward_kernel(const Scalar* y, const Scalar* g, Scalar* dx, int64_t rows, int64_t cols, bool log) {
+__global__ void softmax_backward_kernel(const Scalar* y, const Scalar* g, Scalar* dx, int64_t rows, int64_t cols,
+                                        bool log) {
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const Scalar* yr = y + r * cols;
     const Scalar* gr = g + r * cols;

@@ -9,6 +9,7 @@
 #include <string>
 #include <unordered_map>
 #include <vector>
+
 #include "tensor/cuda/common.cuh"
 #include "tensor/cuda/runtime.h"
 
@@ -37,8 +38,8 @@ size_t rounded(size_t nbytes) {
 struct BlockCache {
   std::mutex mu;
   std::unordered_map<size_t, std::vector<void*>> free_by_size;  // rounded size -> idle blocks
-  std::unordered_map<void*, size_t> size_of;                     // every block we handed out or hold
-  size_t cached = 0;                                             // bytes idle in free_by_size
+  std::unordered_map<void*, size_t> size_of;                    // every block we handed out or hold
+  size_t cached = 0;                                            // bytes idle in free_by_size
   const bool enabled = [] {
     const char* e = std::getenv("LM_CUDA_CACHE");
     return e == nullptr || std::string(e) != "0";

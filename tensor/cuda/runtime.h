@@ -19,7 +19,7 @@ void release_cached();  // give every idle block back to CUDA (cudaFree)
 void memcpy_h2d(void* dst, const void* src, size_t nbytes);
 void memcpy_d2h(void* dst, const void* src, size_t nbytes);
 void memcpy_d2d(void* dst, const void* src, size_t nbytes);
-int device_count() noexcept;  // 0 when no driver or no device, never throws
+int device_count() noexcept;       // 0 when no driver or no device, never throws
 std::string unavailable_reason();  // why device_count() is 0 ("" when a device is there)
 void synchronize();
 std::string device_description();  // name, compute capability, SMs, memory of the current device
