@@ -16,6 +16,9 @@
 #   cmake g++ make       the toolchain
 # With the argument `fuzz` (scripts/fuzz.sh, CI), also:
 #   clang-16 libclang-rt-16-dev libfuzzer-16-dev   libFuzzer and the sanitizer runtimes for Clang
+# With the argument `lint` (.ci/run), also:
+#   clang-format-16 universal-ctags   the format check (scripts/check-format.sh) and the function
+#                        lengths (scripts/function-lengths.sh)
 # With the argument `bench` (`make bench`), also:
 #   python3-torch        PyTorch, the other side of the training-step comparison (scripts/bench_vs_pytorch.sh)
 set -euo pipefail
@@ -26,7 +29,8 @@ for group in "$@"; do
   case "$group" in
     fuzz) packages+=(clang-16 libclang-rt-16-dev libfuzzer-16-dev) ;;
     bench) packages+=(python3-torch) ;;
-    *) echo "install-deps: unknown group '$group' (known: fuzz, bench)" >&2; exit 2 ;;
+    lint) packages+=(clang-format-16 universal-ctags) ;;
+    *) echo "install-deps: unknown group '$group' (known: fuzz, bench, lint)" >&2; exit 2 ;;
   esac
 done
 missing=()
