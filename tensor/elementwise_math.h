@@ -37,25 +37,36 @@ const char* binary_op_name(BinaryOp op);
     __VA_ARGS__;                     \
     break;                           \
   }
-#define LM_SWITCH_UNARY(op, ...)                                                                        \
-  switch (op) {                                                                                         \
-    LM_CASE_OP_(::lm::UnaryOp, Neg, __VA_ARGS__)                                                        \
-    LM_CASE_OP_(::lm::UnaryOp, Exp, __VA_ARGS__) LM_CASE_OP_(::lm::UnaryOp, Log, __VA_ARGS__)           \
-        LM_CASE_OP_(::lm::UnaryOp, Sqrt, __VA_ARGS__) LM_CASE_OP_(::lm::UnaryOp, Tanh, __VA_ARGS__)     \
-            LM_CASE_OP_(::lm::UnaryOp, Relu, __VA_ARGS__) LM_CASE_OP_(::lm::UnaryOp, Gelu, __VA_ARGS__) \
+// These two lists are laid out by hand: clang-format 16 lays them out differently on each pass.
+// clang-format off
+#define LM_SWITCH_UNARY(op, ...)                          \
+  switch (op) {                                           \
+    LM_CASE_OP_(::lm::UnaryOp, Neg, __VA_ARGS__)          \
+    LM_CASE_OP_(::lm::UnaryOp, Exp, __VA_ARGS__)          \
+    LM_CASE_OP_(::lm::UnaryOp, Log, __VA_ARGS__)          \
+    LM_CASE_OP_(::lm::UnaryOp, Sqrt, __VA_ARGS__)         \
+    LM_CASE_OP_(::lm::UnaryOp, Tanh, __VA_ARGS__)         \
+    LM_CASE_OP_(::lm::UnaryOp, Relu, __VA_ARGS__)         \
+    LM_CASE_OP_(::lm::UnaryOp, Gelu, __VA_ARGS__)         \
   }
-#define LM_SWITCH_BINARY(op, ...)                                                                              \
-  switch (op) {                                                                                                \
-    LM_CASE_OP_(::lm::BinaryOp, Add, __VA_ARGS__)                                                              \
-    LM_CASE_OP_(::lm::BinaryOp, Sub, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Mul, __VA_ARGS__)                \
-        LM_CASE_OP_(::lm::BinaryOp, Div, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Eq, __VA_ARGS__)             \
-            LM_CASE_OP_(::lm::BinaryOp, Ne, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Lt, __VA_ARGS__)          \
-                LM_CASE_OP_(::lm::BinaryOp, Le, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Gt, __VA_ARGS__)      \
-                    LM_CASE_OP_(::lm::BinaryOp, Ge, __VA_ARGS__) LM_CASE_OP_(::lm::BinaryOp, Max, __VA_ARGS__) \
-                        LM_CASE_OP_(::lm::BinaryOp, Min, __VA_ARGS__)                                          \
-                            LM_CASE_OP_(::lm::BinaryOp, ReluBackward, __VA_ARGS__)                             \
-                                LM_CASE_OP_(::lm::BinaryOp, GeluBackward, __VA_ARGS__)                         \
+#define LM_SWITCH_BINARY(op, ...)                         \
+  switch (op) {                                           \
+    LM_CASE_OP_(::lm::BinaryOp, Add, __VA_ARGS__)         \
+    LM_CASE_OP_(::lm::BinaryOp, Sub, __VA_ARGS__)         \
+    LM_CASE_OP_(::lm::BinaryOp, Mul, __VA_ARGS__)         \
+    LM_CASE_OP_(::lm::BinaryOp, Div, __VA_ARGS__)         \
+    LM_CASE_OP_(::lm::BinaryOp, Eq, __VA_ARGS__)          \
+    LM_CASE_OP_(::lm::BinaryOp, Ne, __VA_ARGS__)          \
+    LM_CASE_OP_(::lm::BinaryOp, Lt, __VA_ARGS__)          \
+    LM_CASE_OP_(::lm::BinaryOp, Le, __VA_ARGS__)          \
+    LM_CASE_OP_(::lm::BinaryOp, Gt, __VA_ARGS__)          \
+    LM_CASE_OP_(::lm::BinaryOp, Ge, __VA_ARGS__)          \
+    LM_CASE_OP_(::lm::BinaryOp, Max, __VA_ARGS__)         \
+    LM_CASE_OP_(::lm::BinaryOp, Min, __VA_ARGS__)         \
+    LM_CASE_OP_(::lm::BinaryOp, ReluBackward, __VA_ARGS__) \
+    LM_CASE_OP_(::lm::BinaryOp, GeluBackward, __VA_ARGS__) \
   }
+// clang-format on
 
 namespace math {
 
