@@ -22,13 +22,13 @@ for seed in "$@"; do
   if [ -f "$dir/DONE" ]; then echo "--- seed $seed: done earlier"; cat "$dir/passkey.txt"; continue; fi
   rm -rf "$dir"; mkdir -p "$dir"
   echo "--- seed $seed: pretraining"
-  "$LANDMARK" train --data "$DATA/short/tokens" --out "$dir/pretrain" "${MODEL[@]}" "${PRETRAIN[@]}" --steps 2000 \
+  "$LANDMARK" train --data "$DATA/short/tokens" --out "$dir/pretrain" "${MODEL[@]}" "${PRETRAIN[@]}" --steps "$DEMO_PRE_STEPS" \
     --seed "$seed" "${RUN[@]}" > "$dir/pretrain.log"
   echo "--- seed $seed: landmark and standard continuations"
   "$LANDMARK" train --data "$DATA/long/tokens" --out "$dir/landmark" --init-from "$dir/pretrain/checkpoint.safetensors" \
-    "${MODEL[@]}" "${LONG[@]}" "${LM_FLAGS[@]}" --steps 400 --seed "$seed" "${RUN[@]}" > "$dir/landmark.log"
+    "${MODEL[@]}" "${LONG[@]}" "${LM_FLAGS[@]}" --steps "$DEMO_CONT_STEPS" --seed "$seed" "${RUN[@]}" > "$dir/landmark.log"
   "$LANDMARK" train --data "$DATA/long/tokens" --out "$dir/standard" --init-from "$dir/pretrain/checkpoint.safetensors" \
-    "${MODEL[@]}" "${LONG[@]}" --steps 400 --seed "$seed" "${RUN[@]}" > "$dir/standard.log"
+    "${MODEL[@]}" "${LONG[@]}" --steps "$DEMO_CONT_STEPS" --seed "$seed" "${RUN[@]}" > "$dir/standard.log"
   "$LANDMARK" passkey --checkpoint "$dir/landmark/checkpoint.safetensors" --baseline "$dir/standard/checkpoint.safetensors" \
     --lengths 512,2048,8192 --trials 20 "${EVAL_FLAGS[@]}" > "$dir/passkey.txt" 2> /dev/null
   touch "$dir/DONE"
