@@ -164,7 +164,7 @@ mode="one after another on $THREADS thread(s)"
 [ "$PARALLEL" = 1 ] && mode="pretraining on $THREADS thread(s); the two continuations side by side, $HALF thread(s) each"
 {
   echo "=== summary ==="
-  echo "machine: ${cpu:-unknown CPU}, $(nproc) core(s); $mode (OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset})"
+  echo "machine: ${cpu:-unknown CPU}, $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) core(s); $mode (OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset})"
   echo "time: $(stamp $T0) in all (data $T_DATA, pretraining $T_PRE, landmark $T_LM, standard $T_STD, evaluation $T_EVAL)"
   echo "pretraining (shared, 128-token windows): $(steps_of "$OUT/pretrain.log") of ${PRE_STEPS}, cap ${PRE_MINUTES} min"
   echo "landmark model (512-token windows): $(steps_of "$OUT/landmark.log") of ${STEPS}, cap ${MINUTES} min"

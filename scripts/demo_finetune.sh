@@ -132,7 +132,7 @@ mode="one after another on $THREADS thread(s)"
 [ "$PARALLEL" = 1 ] && [ "${#cols[@]}" -ge 2 ] && mode="two lanes side by side, $HALF thread(s) each"
 {
   echo "=== summary ==="
-  echo "machine: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), $(nproc) core(s); $mode (OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset})"
+  echo "machine: $(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -1), $(env -u OMP_NUM_THREADS -u OMP_THREAD_LIMIT nproc) core(s); $mode (OMP_NUM_THREADS=${OMP_NUM_THREADS:-unset})"
   echo "time: $(stamp $T0) in all"
   echo "fine-tunes: ${steps_line%; }"
   echo "trustworthy: $trust"
