@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <limits>
 #include <map>
 
 #include "infer/attention_record.h"
@@ -39,27 +40,23 @@ int64_t chunk_scratch_bytes() {
 
 namespace {
 
-// The rotary tables transposed (RowInput), grown here, before the parallel loop, to cover every
-// place the plan uses, so the threads only read them; *kmax: the most blocks any row chose.
+// The rotary tables transposed (RowInput), covered here, before the parallel loop, so that the
+// threads only read them: every position the plan's blocks are read at, place .. place + F for
+// each block and its gate's turn (gate_turn). Only those: with few blocks cached and a large k, the
+// stingy places sit just below the chunk, far from position 0. *kmax: the most blocks any row chose.
 template <class Scalar>
-struct PlaceTables {
-  const Scalar *cos_t, *sin_t;
-  int64_t cstride;
-};
-template <class Scalar>
-PlaceTables<Scalar> cover_places(const ChunkContext& ctx, const RetrievalPlan& plan, int64_t* kmax) {
+RotaryColumns<Scalar> cover_places(const ChunkContext& ctx, const RetrievalPlan& plan, int64_t* kmax) {
   const int64_t B1 = ctx.F + 1;
-  int64_t positions = 0;
+  int64_t lo = std::numeric_limits<int64_t>::max(), hi = 0;
   *kmax = 0;
   for (size_t r = 0; r < plan.places.size(); ++r) {
     *kmax = std::max<int64_t>(*kmax, static_cast<int64_t>(plan.sel[r].size()));
-    for (int32_t place : plan.places[r]) positions = std::max<int64_t>(positions, place + B1);
+    for (int32_t place : plan.places[r]) {
+      lo = std::min({lo, static_cast<int64_t>(place), gate_turn(ctx.positions, place)});
+      hi = std::max<int64_t>(hi, place + B1);
+    }
   }
-  PlaceTables<Scalar> t;
-  t.cos_t = ctx.rope->cos_cols<Scalar>(positions);
-  t.sin_t = ctx.rope->sin_cols<Scalar>(positions);
-  t.cstride = ctx.rope->col_stride();
-  return t;
+  return ctx.rope->columns<Scalar>(std::min(lo, hi), hi);  // nothing placed: an empty span
 }
 
 // The rows of a chunk share most of their blocks: on a 131k pass-key prompt each (head, block,
@@ -77,7 +74,7 @@ struct SharedBlockKeys {
 
 template <class Scalar>
 SharedBlockKeys<Scalar> share_block_keys(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan,
-                                         int64_t n, const PlaceTables<Scalar>& tab) {
+                                         int64_t n, const RotaryColumns<Scalar>& rot) {
   const int64_t rows = static_cast<int64_t>(plan.sel.size()), block_keys = cache.HS * (ctx.F + 1);
   SharedBlockKeys<Scalar> shared;
   shared.off.assign(static_cast<size_t>(rows + 1), 0);
@@ -103,8 +100,8 @@ SharedBlockKeys<Scalar> share_block_keys(const LayerCache& cache, const ChunkCon
   Scalar* prot = rotated.data();
   cpu::parallel_for(nu, block_keys * 4, [&](int64_t u0, int64_t u1) {
     for (int64_t u = u0; u < u1; ++u)
-      rotate_block_keys(cache, ctx, uniq[u][0], static_cast<int32_t>(uniq[u][1]), uniq[u][2], tab.cos_t, tab.sin_t,
-                        tab.cstride, prot + u * block_keys);
+      rotate_block_keys(cache, ctx, uniq[u][0], static_cast<int32_t>(uniq[u][1]), uniq[u][2], rot,
+                        prot + u * block_keys);
   });
   shared.ptr.resize(rot_at.size());
   for (size_t j = 0; j < rot_at.size(); ++j) shared.ptr[j] = prot + rot_at[j] * block_keys;
@@ -125,8 +122,8 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
   const bool cmt = cache.cmt_key_rot.defined();
   const int64_t first = cmt ? 1 : 0;  // the CMT's entry at the front of every row
   int64_t kmax = 0;
-  const PlaceTables<Scalar> tab = cover_places<Scalar>(ctx, plan, &kmax);
-  const SharedBlockKeys<Scalar> shared = share_block_keys(cache, ctx, plan, n, tab);
+  const RotaryColumns<Scalar> rot = cover_places<Scalar>(ctx, plan, &kmax);
+  const SharedBlockKeys<Scalar> shared = share_block_keys(cache, ctx, plan, n, rot);
 
   Tensor out = zeros({NH, n, HS}, q_rot.dtype());
   const Tensor k_rot_t = k_rot.transpose(1, 2).contiguous();  // (NH, HS, L): scores as row updates too
@@ -147,9 +144,7 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
     RowInput<Scalar> in;
     in.ld = L;
     in.local_kinds = ctx.local_kinds->data();
-    in.cos_t = tab.cos_t;
-    in.sin_t = tab.sin_t;
-    in.cstride = tab.cstride;
+    in.rot = rot;
     for (int64_t r = r0; r < r1; ++r) {
       const int64_t h = r / n, i = r % n, kb = static_cast<int64_t>(plan.sel[r].size());
       in.q = pq + (h * n + i) * HS;

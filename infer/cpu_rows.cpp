@@ -72,6 +72,13 @@ template void select_head<double>(const LayerCache&, const ChunkContext&, const 
 
 // ---- step 2: where one row's blocks sit ----
 
+PositionSpan retrieval_positions(const ChunkContext& ctx, int64_t nb) {
+  const int64_t B1 = ctx.F + 1;
+  if (nb == 0 || ctx.k == 0) return {};
+  if (ctx.positions == PositionMode::Exact) return {0, ctx.blocks_done * B1};
+  return {nb > ctx.k ? 0 : (ctx.k - nb + 1) * B1, (ctx.k + 1) * B1};
+}
+
 std::vector<int32_t> block_places(const std::vector<int32_t>& chosen, const ChunkContext& ctx, int64_t nb,
                                   int64_t first_gid) {
   const int64_t B1 = ctx.F + 1;
@@ -96,11 +103,11 @@ namespace {
 // shared copy and a row rotating its own get the same bits.
 template <class Scalar>
 void rotate_gate(const LayerCache& cache, const ChunkContext& ctx, int64_t h, int32_t b, int64_t place,
-                 const Scalar* cos_t, const Scalar* sin_t, int64_t cstride, Scalar* out, int64_t out_stride) {
+                 const RotaryColumns<Scalar>& rot, Scalar* out, int64_t out_stride) {
   const int64_t turn = gate_turn(ctx.positions, place);
   int64_t stride = 0;
   const Scalar* key = cache.scored_key<Scalar>(h, b, &stride);
-  rotate_key_on(key, stride, cos_t + turn, sin_t + turn, cstride, cache.HS, out, out_stride);
+  rotate_key_on(key, stride, rot.cos_at(turn), rot.sin_at(turn), rot.stride, cache.HS, out, out_stride);
 }
 
 }  // namespace
@@ -149,8 +156,9 @@ int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowIn
     } else {
       const Scalar* keys_t = static_cast<const Scalar*>(cache.store->k(chosen[c])) + h * HS * F;  // (HS, F)
       const int64_t place = (*in.places)[c];  // the block's first position
-      cpu::rotated_vec_times_rows(in.q, keys_t, HS, F, F, in.cos_t + place, in.sin_t + place, in.cstride, sc);
-      rotate_gate(cache, ctx, h, chosen[c], place, in.cos_t, in.sin_t, in.cstride, scratch.gate.data(), 1);
+      cpu::rotated_vec_times_rows(in.q, keys_t, HS, F, F, in.rot.cos_at(place), in.rot.sin_at(place), in.rot.stride,
+                                  sc);
+      rotate_gate(cache, ctx, h, chosen[c], place, in.rot, scratch.gate.data(), 1);
       cpu::vec_times_rows(in.q, scratch.gate.data(), HS, 1, 1, sc + F);  // one column: the same sum as in (HS, F + 1)
     }
     for (int64_t t = 0; t < F; ++t) vrows[first + c * B1 + t] = vals + t * HS;
@@ -169,16 +177,16 @@ int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowIn
 
 template <class Scalar>
 void rotate_block_keys(const LayerCache& cache, const ChunkContext& ctx, int64_t h, int32_t b, int64_t place,
-                       const Scalar* cos_t, const Scalar* sin_t, int64_t cstride, Scalar* out) {
+                       const RotaryColumns<Scalar>& rot, Scalar* out) {
   const int64_t HS = cache.HS, F = ctx.F, B1 = F + 1;
   const Scalar* keys_t = static_cast<const Scalar*>(cache.store->k(b)) + h * HS * F;  // (HS, F), un-rotated
   for (int64_t i = 0; i < HS / 2; ++i) {
     const Scalar *x0 = keys_t + (2 * i) * F, *x1 = keys_t + (2 * i + 1) * F;
-    const Scalar *c = cos_t + i * cstride + place, *sn = sin_t + i * cstride + place;
+    const Scalar *c = rot.cos_at(place) + i * rot.stride, *sn = rot.sin_at(place) + i * rot.stride;
     Scalar *y0 = out + (2 * i) * B1, *y1 = out + (2 * i + 1) * B1;
     for (int64_t t = 0; t < F; ++t) nnmath::rotate_pair(x0[t], x1[t], c[t], sn[t], y0[t], y1[t]);
   }
-  rotate_gate(cache, ctx, h, b, place, cos_t, sin_t, cstride, out + F, B1);  // column F: the gate
+  rotate_gate(cache, ctx, h, b, place, rot, out + F, B1);  // column F: the gate
 }
 
 bool share_rotated_keys(int64_t distinct, int64_t pairs, int64_t copy_bytes) {
@@ -192,9 +200,9 @@ template int64_t attend_row<float>(const LayerCache&, const ChunkContext&, const
                                    float*, uint8_t*);
 template int64_t attend_row<double>(const LayerCache&, const ChunkContext&, const RowInput<double>&,
                                     RowScratch<double>&, double*, uint8_t*);
-template void rotate_block_keys<float>(const LayerCache&, const ChunkContext&, int64_t, int32_t, int64_t, const float*,
-                                       const float*, int64_t, float*);
+template void rotate_block_keys<float>(const LayerCache&, const ChunkContext&, int64_t, int32_t, int64_t,
+                                       const RotaryColumns<float>&, float*);
 template void rotate_block_keys<double>(const LayerCache&, const ChunkContext&, int64_t, int32_t, int64_t,
-                                        const double*, const double*, int64_t, double*);
+                                        const RotaryColumns<double>&, double*);
 
 }  // namespace lm

@@ -16,6 +16,7 @@
 
 #include "infer/layer_cache.h"
 #include "infer/retrieval_plan.h"
+#include "infer/rotary_cache.h"
 
 namespace lm {
 
@@ -25,15 +26,31 @@ double score_scale(DType dt, int64_t HS);
 // Block b's landmark key for head h (b one of the k newest of nb cached blocks; the cache keeps it
 // rotated at slot 0's landmark, position F) rotated on to its stingy scoring slot, slot * (F + 1)
 // positions further, into out (HS values): rotate_key_on (layer_cache.h). ctx.rope must already
-// cover the stingy slots when threads call this.
+// cover the stingy slots (retrieval_positions) when threads call this.
 template <class Scalar>
 void rotate_at_stingy_slot(const LayerCache& cache, const ChunkContext& ctx, int64_t h, int64_t b, int64_t nb,
                            Scalar* out);
 
+// The positions [lo, hi) whose rotary rows retrieval and the retrieved blocks may read in the chunk
+// of ctx, nb blocks cached (the chunk's own positions aside): every scoring slot and every place a
+// block may be given, with the block's F + 1 positions and its gate's turn. The CPU paths cover
+// them before their threads start, so that the threads only read the rows.
+//   stingy: slots k - nb + 1 .. k when nb <= k (the slots next to the chunk, which the newest
+//           blocks take: stingy_score_slot, stingy_attention_slots), 0 .. k when more are cached.
+//           So the span is at most nb (F + 1) positions, whatever k.
+//   exact:  [0, blocks_done (F + 1)): the blocks' true places, and row 0 for the gates (the kept
+//           landmark key sits at its true place already and turns by 0, gate_turn).
+// Empty (lo == hi) when nothing can be retrieved (nb or k is 0).
+struct PositionSpan {
+  int64_t lo = 0, hi = 0;
+};
+PositionSpan retrieval_positions(const ChunkContext& ctx, int64_t nb);
+
 // Step 1, token-head granularity, scan search (the cache has no index): the n rotated queries of
 // head h (q: n x HS, row-major) against the head's cached landmark keys, the k newest rescored at
 // their stingy slots in stingy mode; sel[i] receives query i's chosen cached indices, ascending.
-// ctx.rope must already cover the stingy scoring slots (the rows it hands out are only read).
+// ctx.rope must already cover the stingy scoring slots (retrieval_positions; the rows it hands out
+// are only read).
 // Runs on the calling thread.
 template <class Scalar>
 void select_head(const LayerCache& cache, const ChunkContext& ctx, const Scalar* q, int64_t n, int64_t h,
@@ -66,9 +83,8 @@ struct RowInput {
   const Scalar* values = nullptr;        // the head's local values, (>= nloc, HS)
   int64_t nloc = 0;                      // local keys the query sees: [tail | chunk up to it]
   const int32_t* local_kinds = nullptr;  // their kinds
-  const Scalar* cos_t = nullptr;         // the rotary tables transposed (RotaryCache::cos_cols),
-  const Scalar* sin_t = nullptr;         // covering every place in `places`
-  int64_t cstride = 0;
+  RotaryColumns<Scalar> rot;             // the rotary tables transposed, covering every place in `places`
+                                         // and the gates' turns (retrieval_positions)
   int64_t head = 0;
   // Optional: the chosen blocks' keys already rotated at their places, (HS, F+1) each, the gate
   // last, one pointer per chosen block (rotate_block_keys; the chunk path shares them among the
@@ -89,7 +105,7 @@ bool share_rotated_keys(int64_t distinct, int64_t pairs, int64_t copy_bytes);
 // by gate_turn (rotate_key_on), as attend_row computes them when nothing is shared.
 template <class Scalar>
 void rotate_block_keys(const LayerCache& cache, const ChunkContext& ctx, int64_t h, int32_t b, int64_t place,
-                       const Scalar* cos_t, const Scalar* sin_t, int64_t cstride, Scalar* out);
+                       const RotaryColumns<Scalar>& rot, Scalar* out);
 
 // Step 3 for one row: writes the HS outputs to out and returns the row's length; scratch.w holds
 // its weights [CMT | blocks | local keys] afterwards. With a CMT (cache.cmt_key_rot defined),

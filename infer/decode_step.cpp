@@ -104,28 +104,32 @@ std::vector<LayerWeights<Scalar>> layer_weights(const GPT& model, int64_t nl) {
 }
 
 // The rotary rows every thread reads: transposed for the retrieved blocks' keys (RowInput), as
-// rows for the query and the local keys (row p: HS/2 values at + p * HS/2).
+// rows for the query and the local keys (position p: HS/2 values at + (p - origin) * HS/2).
 template <class Scalar>
 struct RotaryRows {
-  const Scalar *cos_t, *sin_t, *cos_r, *sin_r;
-  int64_t cstride;
+  RotaryColumns<Scalar> cols;
+  const Scalar *cos_r, *sin_r;
+  int64_t origin;  // the position of row 0
 };
 
-// The rows grown here first, before the threads start (growing moves the tables): the local
-// positions, the stingy slots (scoring and placing), or every block's true place.
+// The rows covered here first, before the threads start (growing moves the tables): the local
+// positions and every position retrieval may use (retrieval_positions: the stingy slots, scoring
+// and placing, or every block's true place).
 template <class Scalar>
-RotaryRows<Scalar> grow_rotary(RotaryCache& rope, const std::vector<int32_t>& positions, const ChunkContext& ctx) {
-  const int64_t B1 = ctx.F + 1;
-  int64_t reach = *std::max_element(positions.begin(), positions.end()) + 1;
-  reach = std::max(reach, ctx.positions == PositionMode::Stingy ? (ctx.k + 1) * B1 : ctx.blocks_done * B1);
-  rope.cos_rows<Scalar>(0, reach);
-  rope.sin_rows<Scalar>(0, reach);
+RotaryRows<Scalar> cover_rotary(RotaryCache& rope, const std::vector<int32_t>& positions, const ChunkContext& ctx,
+                                int64_t nb) {
+  const PositionSpan span = retrieval_positions(ctx, nb);
+  int64_t lo = *std::min_element(positions.begin(), positions.end()),
+          hi = *std::max_element(positions.begin(), positions.end()) + 1;
+  if (span.hi > span.lo) {
+    lo = std::min(lo, span.lo);
+    hi = std::max(hi, span.hi);
+  }
   RotaryRows<Scalar> r;
-  r.cos_t = rope.cos_cols<Scalar>(reach);
-  r.sin_t = rope.sin_cols<Scalar>(reach);
-  r.cos_r = rope.cos_rows<Scalar>(0, reach);
-  r.sin_r = rope.sin_rows<Scalar>(0, reach);
-  r.cstride = rope.col_stride();
+  r.cols = rope.columns<Scalar>(lo, hi);
+  r.cos_r = rope.cos_rows<Scalar>(lo, hi - lo);  // row 0: position lo
+  r.sin_r = rope.sin_rows<Scalar>(lo, hi - lo);
+  r.origin = lo;
   return r;
 }
 
@@ -168,7 +172,7 @@ struct StepState {
     wte = ptr<Scalar>(model.wte.weight);
     lnf_w = ptr<Scalar>(model.ln_f.weight);
     lnf_b = ptr<Scalar>(model.ln_f.bias);
-    rot = grow_rotary<Scalar>(*ctx0.rope, positions, ctx0);
+    rot = cover_rotary<Scalar>(*ctx0.rope, positions, ctx0, layers[0].store->size());
     x.resize(static_cast<size_t>(C));
     qkv.resize(static_cast<size_t>(3 * C));
     att.resize(static_cast<size_t>(C));
@@ -242,11 +246,13 @@ void rotate_head(const StepState<Scalar>& s, Worker<Scalar>& w, int64_t l, int64
   Scalar* kt_h = w.kt.data() + (h - w.heads.begin) * HS * L;
   const Scalar* qh = s.qkv.data() + h * HS;
   const Scalar* nk = s.new_k[l].template data<Scalar>() + h * L * HS;
-  const Scalar *cq = s.rot.cos_r + positions[s.tl] * half, *sq = s.rot.sin_r + positions[s.tl] * half;
+  const int64_t at_q = (positions[s.tl] - s.rot.origin) * half;  // the query's row
+  const Scalar *cq = s.rot.cos_r + at_q, *sq = s.rot.sin_r + at_q;
   for (int64_t i = 0; i < half; ++i)
     nnmath::rotate_pair(qh[2 * i], qh[2 * i + 1], cq[i], sq[i], q_h[2 * i], q_h[2 * i + 1]);
   for (int64_t j = 0; j < L; ++j) {
-    const Scalar *ck = s.rot.cos_r + positions[j] * half, *sk = s.rot.sin_r + positions[j] * half, *kj = nk + j * HS;
+    const int64_t at_k = (positions[j] - s.rot.origin) * half;  // key j's row
+    const Scalar *ck = s.rot.cos_r + at_k, *sk = s.rot.sin_r + at_k, *kj = nk + j * HS;
     for (int64_t i = 0; i < half; ++i)
       nnmath::rotate_pair(kj[2 * i], kj[2 * i + 1], ck[i], sk[i], kt_h[(2 * i) * L + j], kt_h[(2 * i + 1) * L + j]);
   }
@@ -270,9 +276,7 @@ void attend_head(StepState<Scalar>& s, Worker<Scalar>& w, const ChunkContext& ct
   in.values = s.new_v[l].template data<Scalar>() + h * L * HS;
   in.nloc = L;
   in.local_kinds = ctx.local_kinds->data();
-  in.cos_t = s.rot.cos_t;
-  in.sin_t = s.rot.sin_t;
-  in.cstride = s.rot.cstride;
+  in.rot = s.rot.cols;
   in.head = h;
   attend_row(s.layers[l], ctx, in, scratch, s.att.data() + h * HS, &s.dropped[l * s.NH + h]);
 }

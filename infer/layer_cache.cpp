@@ -122,8 +122,7 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
     store->append(kb, vb);
     const int64_t gid = first_gid + completed;
     const int32_t p = static_cast<int32_t>(positions == PositionMode::Exact ? gid * (F + 1) + F : F);
-    const Tensor key = k_loc.narrow(1, j, 1),
-                 key_rot = rotary(key.unsqueeze(0), rope.range(p, 1)).squeeze(0);  // (NH, 1, HS)
+    const Tensor key = k_loc.narrow(1, j, 1), key_rot = rotary(key.unsqueeze(0), rope.at(p)).squeeze(0);  // (NH, 1, HS)
     if (indexed) {
       if (dtype == DType::F32)
         index_append(index_f32, key_rot);

@@ -67,8 +67,11 @@ std::vector<std::vector<int32_t>> score_and_select(const LayerCache& cache, cons
                                                    int64_t n) {
   const int64_t NH = cache.NH, HS = cache.HS, nb = cache.key_count;
   std::vector<std::vector<int32_t>> sel(static_cast<size_t>(NH * n));
-  // The stingy slots' rotary rows, grown here so that the threads only read them.
-  if (ctx.positions == PositionMode::Stingy) ctx.rope->cos_rows<Scalar>(0, (ctx.k + 1) * (ctx.F + 1));
+  // The stingy slots' rotary rows, covered here so that the threads only read them.
+  if (ctx.positions == PositionMode::Stingy) {
+    const PositionSpan span = retrieval_positions(ctx, nb);
+    ctx.rope->cover(span.lo, span.hi);
+  }
   cpu::parallel_for(NH, n * nb * HS, [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h) select_head<Scalar>(cache, ctx, q + h * n * HS, n, h, sel.data() + h * n);
   });

@@ -46,9 +46,10 @@ struct InferenceSession::Impl {
         inserter(m.config().landmark_every, landmark_id),
         rope(m.config().head_size(), m.config().rotary_base, m.wte.weight.dtype(), m.device()) {
     cfg.validate();
-    // Stingy mode puts the chunk after k reserved slots of F + 1 positions, and the rotary tables
-    // grow to cover them: bound k before anything is allocated (--k 1000000 once took 5.7 GB for
-    // a 5-token prompt). 2^20 positions are 20,000 slots at F = 50, far past any useful k.
+    // Stingy mode puts the chunk after k reserved slots of F + 1 positions: bound k so that every
+    // position stays a small i32 (the rotary tables hold only the positions in use, so k itself
+    // costs no memory: infer/rotary_cache.h). 2^20 positions are 20,000 slots at F = 50, far past
+    // any useful k.
     constexpr int64_t kMaxStingyPositions = int64_t(1) << 20;
     const int64_t f1 = m.config().landmark_every + 1;
     LM_CHECK(cfg.positions == PositionMode::Exact ||
@@ -259,6 +260,7 @@ void InferenceSession::set_trace(RetrievalTrace* t) { impl_->trace = t; }
 const InferConfig& InferenceSession::config() const { return impl_->cfg; }
 void InferenceSession::set_decode_step(bool on) { impl_->cfg.decode_step = on; }
 int64_t InferenceSession::decode_steps() const { return impl_->decode_steps; }
+int64_t InferenceSession::rotary_rows() const { return impl_->rope.rows_held(); }
 void InferenceSession::move_blocks_to_host() {
   for (LayerCache& layer : impl_->layers) layer.store->move_to_host();
   impl_->cfg.blocks_on_device = false;

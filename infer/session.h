@@ -103,6 +103,7 @@ class InferenceSession {
   // the two paths against each other in one session).
   void set_decode_step(bool on);
   int64_t decode_steps() const;  // tokens that went through decode_step so far
+  int64_t rotary_rows() const;   // positions whose rotary rows are held now (RotaryCache::rows_held)
   // A session with InferConfig::blocks_on_device: moves every layer's block K/V from GPU memory to
   // host memory, so the tokens fed from now on retrieve blocks the offloaded way (only the
   // retrieved ones are copied to the GPU). The usual use: read a long prompt with the blocks on

@@ -127,3 +127,57 @@ TEST_CASE("cached inference equals the end-to-end reference", "[infer][reference
     }
   }
 }
+
+TEST_CASE("a k far above the cached blocks: the reference's logits, rotary rows bounded by the text",
+          "[infer][reference]") {
+  // k 20000 with at most 13 blocks cached. Stingy mode puts the chunk at (k + 1)(F + 1) = 120006
+  // and the cached blocks in the slots just below it: the positions the session uses span about
+  // (nb + 1)(F + 1) plus a chunk, and the rotary rows it holds must follow them, not k (the rows
+  // from 0 up would be 120006 and more). The reference rotates every key directly at its
+  // position, so it holds no table and is cheap at any k: the logits must still be its own.
+  // TokenHead: the chunk path's scan and, one token at a time, the decode step; Token: the chunk
+  // path's score matrix and selection, also for the tokens fed one at a time.
+  const Granularity granularity = GENERATE(Granularity::TokenHead, Granularity::Token);
+  INFO(granularity_name(granularity));
+  InferConfig cfg;
+  cfg.chunk_len = 7;
+  cfg.k = 20000;
+  cfg.granularity = granularity;
+  cfg.positions = PositionMode::Stingy;
+  const int64_t F = 5, B1 = F + 1;
+  // 60 raw tokens are 12 blocks; then 8 tokens one at a time, 1 of which closes a block.
+  const std::vector<int32_t> prompt = random_raw(60, 41), next = random_raw(8, 42);
+  const auto m64 = build_model(false, 103, DType::F64, Device::CPU, false);
+  const auto m32 = build_model(false, 103, DType::F32, Device::CPU, false);
+  REQUIRE(m64->config().landmark_every == F);
+
+  reference::CachedInference ref(*m64, cfg, kLandmarkId);
+  const std::vector<double> want = flat(ref.feed(prompt));
+  std::vector<std::vector<double>> want_next;
+  for (int32_t t : next) want_next.push_back(flat(ref.feed_chunk({t})));
+  // Every query retrieves every cached block (k is above them all), at the slots next to the chunk.
+  const reference::Record& last = ref.records().back();
+  CHECK(last.cached == 13);
+  CHECK(static_cast<int64_t>(last.sel[0].size()) == 13);
+
+  for (DType dt : {DType::F64, DType::F32}) {
+    INFO(dtype_name(dt));
+    InferenceSession s(dt == DType::F64 ? *m64 : *m32, cfg, kLandmarkId);
+    // The tolerances and their reasons: the test above (measured here: 1.7e-14 in f64, 8.5e-7 in
+    // f32 on logits of size up to 2.6).
+    const double tol = dt == DType::F64 ? 1e-10 : 1e-5 * std::max(1.0, largest(want));
+    CHECK(max_abs_diff(s.feed(prompt), want) < tol);
+    double worst = 0;
+    for (size_t d = 0; d < next.size(); ++d)
+      worst = std::max(worst, max_abs_diff(s.feed_chunk({next[d]}), want_next[d]));
+    CHECK(worst < tol);
+    CHECK(s.decode_steps() == (granularity == Granularity::TokenHead ? 7 : 0));
+    // The rows held: the span used is [(k - nb + 1)(F + 1), (k + 1)(F + 1) + tail + chunk), at most
+    // nb (F + 1) + F + 9 positions (a chunk of 7 raw tokens holds at most 2 landmarks), and the
+    // window at most doubles what it must hold; slack of one block.
+    const int64_t nb = s.cached_blocks();
+    CHECK(nb == 13);
+    CHECK(s.rotary_rows() <= 2 * ((nb + 1) * B1 + F + 9));  // 196; measured 128; from 0 up: 120006 and more
+    CHECK(s.rotary_rows() > 0);
+  }
+}
