@@ -50,12 +50,18 @@ def two_part(first, second):
     return struct.pack("<H", len(first)) + first + second
 
 
-def rdata(compressed):
-    names = [b"emma", b"persuasion"]
+def rdata(compressed, entries=None, bomb=b""):
+    """An index + data pair. entries: name -> serialised object (default: two short novels);
+    bomb: bytes the first entry's zlib stream holds beyond the length its header promises."""
+    if entries is None:
+        entries = {n: bytes(Xdr().header_v3().strs([n + b" line 1", b"", n + b" end"]).b)
+                   for n in [b"emma", b"persuasion"]}
+    names = list(entries)
     rdb, where = b"", []
-    for n in names:
-        blob = bytes(Xdr().header_v3().strs([n + b" line 1", b"", n + b" end"]).b)
-        entry = struct.pack(">I", len(blob)) + zlib.compress(blob) if compressed else blob
+    for i, n in enumerate(names):
+        blob = entries[n]
+        stream = zlib.compress(blob + (bomb if i == 0 else b""))
+        entry = struct.pack(">I", len(blob)) + stream if compressed else blob
         where.append((len(rdb), len(entry)))
         rdb += entry
     x = Xdr().header_v3().i32(VEC | ATTR).i32(3)
@@ -68,6 +74,24 @@ def rdata(compressed):
     x.i32(LIST | TAG).i32((1 << 8) | REF).strs([b"variables", b"references", b"compressed"]).i32(NIL)
     rdx = bytes(x.b)
     return two_part(gzip.compress(rdx, mtime=0) if compressed else rdx, rdb)
+
+
+def rdata_hostile():
+    """Seeds at the reader's bounds (docs/reliability.md): a zlib bomb (4 MiB of zeros past the
+    promised length), objects nested 5,000 deep, and a pairlist of 3,000 cells whose tags name a
+    100 KB symbol by reference. Each is refused; mutations of them probe around the checks."""
+    nested = Xdr().header_v3()
+    for _ in range(5000):
+        nested.i32(VEC).i32(1)
+    tags = Xdr().header_v3().i32(LIST | TAG).i32(SYM).chars(b"n" * 100000).i32(NIL)
+    for _ in range(2999):
+        tags.i32(LIST | TAG).i32((1 << 8) | REF).i32(NIL)
+    plain = bytes(Xdr().header_v3().strs([b"emma"]).b)
+    return {
+        "hostile_bomb.bin": rdata(True, {b"emma": plain}, bomb=bytes(4 << 20)),
+        "hostile_nested.bin": rdata(True, {b"emma": bytes(nested.i32(NIL).b)}),
+        "hostile_tags.bin": rdata(True, {b"emma": bytes(tags.i32(NIL).b)}),
+    }
 
 
 def byte_to_unicode():
@@ -139,6 +163,8 @@ def main():
         (corpus / "token_file" / (f.stem + "_v1.tokens")).write_bytes(token_file_v1(f.read_bytes()))
     (corpus / "rdata" / "zlib_entries.bin").write_bytes(rdata(True))
     (corpus / "rdata" / "plain_entries.bin").write_bytes(rdata(False))
+    for name, seed in rdata_hostile().items():
+        (corpus / "rdata" / name).write_bytes(seed)
     (corpus / "gpt2_files" / "small.bin").write_bytes(gpt2_files())
     for i, args in enumerate(CLI):
         (corpus / "cli" / f"args{i}.bin").write_bytes(b"\0".join(a.encode() for a in args))

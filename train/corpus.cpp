@@ -6,10 +6,12 @@
 
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 
 #include "tensor/check.h"
@@ -52,9 +54,23 @@ constexpr int kHasAttr = 1 << 9, kHasTag = 1 << 10;
 // CHARSXP encoding bits (in the "levels", flags >> 12).
 constexpr int kLatin1Mask = 1 << 2;
 
+// What a file can make the reader do (docs/reliability.md). Nesting: R data nests a few levels
+// (janeaustenr's index: 5). Each level is a frame of item(), 5.6 KB under GCC's AddressSanitizer
+// at -O1, so 200 levels need about 1.1 MB of stack in that build; 1,000 needed 7.9 MB, nearly all
+// of a main thread's usual 8 MiB (tests/test_corpus.cpp refuses 5,000 levels on a 4 MiB stack).
+constexpr int kMaxDepth = 200;
+// Memory: every byte the result holds (objects, vector slots, string bytes) is counted against
+// 8 x the input + 16 MiB. Janeaustenr's novels hold 1.4 x, a vector of empty strings 4 x (a
+// 32-byte string per 8 bytes in the file); without the bound a tag that names a long symbol by
+// reference copies the name into every cell, 100 KB per 12-byte cell.
+constexpr size_t kExpansion = 8, kExpansionSlack = size_t{16} << 20;
+// An object costs its struct and make_shared's control block (a vtable pointer, two counts).
+constexpr size_t kObjectBytes = sizeof(RObject) + 16;
+
 class XdrReader {
  public:
-  explicit XdrReader(const std::string& bytes) : b_(bytes) {}
+  explicit XdrReader(const std::string& bytes)
+      : b_(bytes), budget_(kExpansion * bytes.size() + kExpansionSlack), nil_(std::make_shared<RObject>()) {}
 
   std::shared_ptr<RObject> read_all() {
     LM_CHECK(b_.size() >= 2 && b_[0] == 'X' && b_[1] == '\n',
@@ -78,6 +94,18 @@ class XdrReader {
   const std::string& b_;
   size_t pos_ = 0;
   std::vector<std::shared_ptr<RObject>> refs_;  // back-references, 1-based in the stream
+  const size_t budget_;                         // the most bytes the result may hold
+  size_t spent_ = 0;                            // the bytes it holds so far
+  const std::shared_ptr<RObject> nil_;          // every NULL of the result is this one object
+
+  // Counts n more bytes of the result against the budget, before they are allocated.
+  void charge(size_t n) {
+    LM_CHECK(n <= budget_ - spent_, "R unserialize: the data expands past "
+                                        << budget_ << " bytes in memory at byte " << pos_ << " (" << kExpansion
+                                        << " times its " << b_.size()
+                                        << " bytes plus 16 MiB; R data needs far less): a hostile or corrupt file?");
+    spent_ += n;
+  }
 
   const char* take(size_t n) {
     LM_CHECK(n <= b_.size() - pos_, "R unserialize: unexpected end of data at byte "
@@ -114,81 +142,85 @@ class XdrReader {
     return static_cast<size_t>(n);
   }
 
-  // A CHARSXP: a length (-1 for NA) and the bytes, Latin-1 converted to UTF-8.
-  void read_char(RObject& obj, int levels, size_t at) {
-    obj.type = RObject::CHAR;
+  // A CHARSXP after its flags: a length (-1 for NA, returns true) and the bytes, Latin-1
+  // converted to UTF-8.
+  bool read_char(std::string& out, int levels, size_t at) {
     const int32_t n = i32();
-    if (n == -1) {
-      obj.is_na = true;
-      return;
-    }
+    if (n == -1) return true;
     LM_CHECK(n >= 0, "R unserialize: bad string length " << n << " at byte " << at);
     const char* p = take(static_cast<size_t>(n));
-    obj.chars = (levels & kLatin1Mask) ? latin1_to_utf8(p, n) : std::string(p, static_cast<size_t>(n));
+    const bool latin1 = levels & kLatin1Mask;
+    charge(latin1 ? 2 * static_cast<size_t>(n) : static_cast<size_t>(n));  // a Latin-1 byte is 1 or 2 in UTF-8
+    out = latin1 ? latin1_to_utf8(p, n) : std::string(p, static_cast<size_t>(n));
+    return false;
   }
 
   // A logical, integer or double vector: a length, then the values.
   void read_numbers(RObject& obj, int type) {
     obj.type = type;
     if (type == RObject::REAL) {
-      obj.reals.resize(length(8));
+      const size_t n = length(8);
+      charge(n * sizeof(double));
+      obj.reals.resize(n);
       for (double& v : obj.reals) v = f64();
     } else {
-      obj.ints.resize(length(4));
+      const size_t n = length(4);
+      charge(n * sizeof(int32_t));
+      obj.ints.resize(n);
       for (int32_t& v : obj.ints) v = i32();
     }
   }
 
-  // A character vector: a length, then one CHARSXP per element.
-  void read_strings(RObject& obj, int depth, size_t at) {
+  // A character vector: a length, then one CHARSXP per element, read straight into the vector
+  // (R writes a CHARSXP there, never a reference and never with attributes).
+  void read_strings(RObject& obj, size_t at) {
     obj.type = RObject::STR;
     const size_t n = length(4);
+    charge(n * (sizeof(std::string) + 1));
     obj.strings.resize(n);
     obj.string_na.resize(n, 0);
     for (size_t i = 0; i < n; ++i) {
-      std::shared_ptr<RObject> c = item(depth + 1);
-      LM_CHECK(c->type == RObject::CHAR, "R unserialize: element " << i << " of the character vector at byte " << at
-                                                                   << " has SEXP type " << c->type
-                                                                   << ", expected a CHARSXP (9)");
-      obj.strings[i] = c->chars;
-      obj.string_na[i] = c->is_na;
+      const int32_t flags = i32();
+      LM_CHECK((flags & 0xFF) == RObject::CHAR && !(flags & kHasAttr),
+               "R unserialize: element " << i << " of the character vector at byte " << at << " has SEXP type "
+                                         << (flags & 0xFF) << (flags & kHasAttr ? " with attributes" : "")
+                                         << ", expected a CHARSXP (9)");
+      obj.string_na[i] = read_char(obj.strings[i], flags >> 12, pos_ - 4);
     }
   }
 
   std::shared_ptr<RObject> item(int depth) {
-    LM_CHECK(depth < 1000, "R unserialize: objects nested deeper than 1000 levels at byte " << pos_);
+    LM_CHECK(depth < kMaxDepth, "R unserialize: objects nested more than "
+                                    << kMaxDepth << " levels deep at byte " << pos_
+                                    << " (R data nests a few levels): a hostile or corrupt file?");
     const size_t at = pos_;
     const int32_t flags = i32();
     const int type = flags & 0xFF, levels = flags >> 12;
+    if (type == kNilValueSxp) return nil_;
+    if (type == kRefSxp) return reference(flags, at);
+    charge(kObjectBytes);
     auto obj = std::make_shared<RObject>();
     switch (type) {
-      case kNilValueSxp:
-        return obj;  // NIL
       case kGlobalEnvSxp:
       case kEmptyEnvSxp:
       case kBaseEnvSxp:
       case kBaseNamespaceSxp:
         obj->type = RObject::ENV;  // a well-known environment: nothing more in the stream
         return obj;
-      case kRefSxp: {
-        int64_t index = flags >> 8;  // packed into the flags, or 0 and then the next integer
-        if (index == 0) index = i32();
-        LM_CHECK(index >= 1 && index <= static_cast<int64_t>(refs_.size()),
-                 "R unserialize: reference " << index << " at byte " << at << " but only " << refs_.size()
-                                             << " objects were stored");
-        return refs_[static_cast<size_t>(index - 1)];
-      }
       case RObject::SYM: {
         obj->type = RObject::SYM;
-        obj->chars = item(depth + 1)->chars;  // the name, a CHARSXP
-        refs_.push_back(obj);                 // later uses of the symbol are REFSXPs
+        std::shared_ptr<RObject> name = item(depth + 1);  // a CHARSXP, or a reference to a symbol
+        charge(name->chars.size() + sizeof(obj));         // the name copied, the symbol's slot in refs_
+        obj->chars = name->chars;
+        refs_.push_back(obj);  // later uses of the symbol are REFSXPs
         return obj;
       }
       case RObject::LIST:
         read_pairlist(*obj, flags, depth);
         return obj;
       case RObject::CHAR:
-        read_char(*obj, levels, at);
+        obj->type = RObject::CHAR;
+        obj->is_na = read_char(obj->chars, levels, at);
         break;
       case RObject::LGL:
       case RObject::INT:
@@ -196,11 +228,13 @@ class XdrReader {
         read_numbers(*obj, type);
         break;
       case RObject::STR:
-        read_strings(*obj, depth, at);
+        read_strings(*obj, at);
         break;
       case RObject::VEC: {
         obj->type = type;
-        obj->items.resize(length(4));
+        const size_t n = length(4);
+        charge(n * sizeof(obj));
+        obj->items.resize(n);
         for (auto& it : obj->items) it = item(depth + 1);
         break;
       }
@@ -214,16 +248,32 @@ class XdrReader {
     return obj;
   }
 
+  // A REFSXP: a symbol stored earlier, by its 1-based index in the flags or in the next integer.
+  std::shared_ptr<RObject> reference(int32_t flags, size_t at) {
+    int64_t index = flags >> 8;
+    if (index == 0) index = i32();
+    LM_CHECK(index >= 1 && index <= static_cast<int64_t>(refs_.size()),
+             "R unserialize: reference " << index << " at byte " << at << " but only " << refs_.size()
+                                         << " objects were stored");
+    return refs_[static_cast<size_t>(index - 1)];
+  }
+
   // A pairlist is cells (attributes?, tag?, CAR, CDR) with the rest of the list in CDR; we walk
-  // the CDRs in a loop, so long lists cost no recursion.
+  // the CDRs in a loop, so long lists cost no recursion. A tag that refers to a symbol copies
+  // its name, so each cell is charged for it.
   void read_pairlist(RObject& list, int32_t flags, int depth) {
     list.type = RObject::LIST;
     for (;;) {
       std::shared_ptr<RObject> attrs = (flags & kHasAttr) ? item(depth + 1) : nullptr;
       if (attrs && !list.attributes) list.attributes = attrs;  // only the first cell's count
       std::string tag;
-      if (flags & kHasTag) tag = item(depth + 1)->chars;
-      list.tags.push_back(tag);
+      if (flags & kHasTag) {
+        std::shared_ptr<RObject> symbol = item(depth + 1);
+        charge(symbol->chars.size());
+        tag = symbol->chars;
+      }
+      charge(sizeof(std::string) + sizeof(attrs));  // the cell's slots in tags and items
+      list.tags.push_back(std::move(tag));
       list.items.push_back(item(depth + 1));
       const size_t at = pos_;
       flags = i32();
@@ -264,8 +314,53 @@ std::shared_ptr<RObject> r_unserialize(const std::string& bytes) { return XdrRea
 
 // ---- compression ----
 
-std::string inflate_bytes(const std::string& compressed, const std::string& what, size_t expected_size) {
+namespace {
+// Deflate's densest code is a 258-byte match in 2 bits: at most 1032 bytes out per byte in. The
+// slack covers a tiny stream; zlib's and gzip's headers and trailers only lower the ratio.
+constexpr size_t kMaxDeflateRatio = 1032, kDeflateSlack = 1024;
+
+bool is_gzip(const std::string& s) {
+  return s.size() >= 2 && static_cast<unsigned char>(s[0]) == 0x1f && static_cast<unsigned char>(s[1]) == 0x8b;
+}
+
+// The most bytes `compressed` may inflate to, and who promised it: the caller (a header), else
+// gzip's trailer (ISIZE, its last 4 bytes, little-endian: the size mod 2^32, so gzip data past
+// 4 GiB is refused), else deflate's ratio. A promise past that ratio is refused here.
+struct InflateLimit {
+  size_t bytes;
+  const char* promiser;
+  bool exact;  // the output must be exactly `bytes` long
+};
+InflateLimit inflate_limit(const std::string& compressed, const std::string& what, size_t expected_size) {
+  const size_t most = kMaxDeflateRatio * compressed.size() + kDeflateSlack;
+  InflateLimit limit{most, "deflate's maximum ratio allows", false};
+  if (expected_size != 0) {
+    limit = {expected_size, "the header promised", true};
+  } else if (is_gzip(compressed) && compressed.size() >= 18) {  // a 10-byte header, an 8-byte trailer
+    const auto* p = reinterpret_cast<const unsigned char*>(compressed.data() + compressed.size() - 4);
+    const size_t isize = size_t{p[0]} | (size_t{p[1]} << 8) | (size_t{p[2]} << 16) | (size_t{p[3]} << 24);
+    limit = {isize, "the gzip trailer promised", true};
+  }
+  LM_CHECK(limit.bytes <= most, "inflate " << what << ": " << limit.promiser << " " << limit.bytes
+                                           << " bytes, more than deflate can make of " << compressed.size()
+                                           << " compressed bytes (at most " << kMaxDeflateRatio
+                                           << " per byte): a zlib bomb or corrupt data");
+  return limit;
+}
+
+// inflateEnd on every way out.
+struct Inflater {
   z_stream zs{};
+  ~Inflater() { inflateEnd(&zs); }
+};
+}  // namespace
+
+std::string inflate_bytes(const std::string& compressed, const std::string& what, size_t expected_size) {
+  LM_CHECK(compressed.size() <= std::numeric_limits<uInt>::max(),
+           "inflate " << what << ": " << compressed.size() << " compressed bytes, more than zlib takes at once");
+  const InflateLimit limit = inflate_limit(compressed, what, expected_size);
+  Inflater z;
+  z_stream& zs = z.zs;
   LM_CHECK(inflateInit2(&zs, 15 + 32) == Z_OK,
            "inflate " << what << ": zlib failed to initialise");  // +32: zlib or gzip
   zs.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(compressed.data()));
@@ -274,18 +369,22 @@ std::string inflate_bytes(const std::string& compressed, const std::string& what
   char buf[1 << 16];
   int rc = Z_OK;
   while (rc == Z_OK) {
+    // Room for at most one byte past the limit: the size is checked as the data comes, so a bomb
+    // stops there rather than after inflating all of itself.
+    const size_t room = std::min(sizeof buf, limit.bytes - out.size() + 1);
     zs.next_out = reinterpret_cast<Bytef*>(buf);
-    zs.avail_out = sizeof buf;
+    zs.avail_out = static_cast<uInt>(room);
     rc = inflate(&zs, Z_NO_FLUSH);
-    out.append(buf, sizeof buf - zs.avail_out);
+    out.append(buf, room - zs.avail_out);
+    LM_CHECK(out.size() <= limit.bytes, "inflate " << what << ": the data inflates past the " << limit.bytes
+                                                   << " bytes " << limit.promiser
+                                                   << " (stopped there): a zlib bomb or corrupt data");
     if (rc == Z_BUF_ERROR && zs.avail_in == 0) break;  // input ended before the stream did
   }
-  const std::string msg = zs.msg ? zs.msg : "";
-  inflateEnd(&zs);
   LM_CHECK(rc == Z_STREAM_END, "inflate " << what << ": corrupt or truncated zlib/gzip data (zlib code " << rc
-                                          << (msg.empty() ? "" : ", " + msg) << ")");
-  LM_CHECK(expected_size == 0 || out.size() == expected_size,
-           "inflate " << what << ": got " << out.size() << " bytes, the header promised " << expected_size);
+                                          << (zs.msg ? std::string(", ") + zs.msg : std::string()) << ")");
+  LM_CHECK(!limit.exact || out.size() == limit.bytes,
+           "inflate " << what << ": got " << out.size() << " bytes, " << limit.promiser << " " << limit.bytes);
   return out;
 }
 
@@ -295,8 +394,7 @@ std::map<std::string, std::shared_ptr<RObject>> read_lazyload_db(const std::stri
   const std::string rdx_path = base + ".rdx", rdb_path = base + ".rdb";
   // The index is saveRDS() output: gzip-compressed serialisation, or (rarely) plain.
   std::string rdx = read_file(rdx_path, "R database index");
-  if (rdx.size() >= 2 && static_cast<unsigned char>(rdx[0]) == 0x1f && static_cast<unsigned char>(rdx[1]) == 0x8b)
-    rdx = inflate_bytes(rdx, rdx_path);
+  if (is_gzip(rdx)) rdx = inflate_bytes(rdx, rdx_path);
   std::shared_ptr<RObject> index = r_unserialize(rdx);
   const RObject& variables = index->element("variables");
   const RObject& compressed = index->element("compressed");

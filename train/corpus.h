@@ -33,11 +33,15 @@ struct RObject {
 };
 
 // Parses R's serialisation in XDR form: "X\n", then version 2 or 3 (3 adds the native
-// encoding), then one object. Throws lm::Error naming the byte offset of a problem.
+// encoding), then one object. Throws lm::Error naming the byte offset of a problem, also when
+// objects nest more than 200 levels deep or the result would hold more than 8 x the input's
+// bytes + 16 MiB. Every NULL in the result is one shared object.
 std::shared_ptr<RObject> r_unserialize(const std::string& bytes);
 
 // zlib or gzip data -> bytes (the format is detected from the header). `what` names the data
-// in error messages. A nonzero expected_size is checked against the result.
+// in error messages. The size is checked while inflating, against a nonzero expected_size, else
+// gzip's trailer, else deflate's maximum ratio (1032:1); a promise past that ratio, or output
+// past the promise, is an error before more is inflated. A promise must be met exactly.
 std::string inflate_bytes(const std::string& compressed, const std::string& what, size_t expected_size = 0);
 
 // Every object of an R lazy-load database `base`.rdb / `base`.rdx (e.g. ".../data/Rdata"), by
