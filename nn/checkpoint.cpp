@@ -103,10 +103,11 @@ std::string suggestions(const Checkpoint& c, const std::string& name) {
 // that, the destructor closes and deletes it, so a failed save leaves only the old file behind.
 class TempFile {
  public:
-  explicit TempFile(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    LM_CHECK(fd_ >= 0, "save_safetensors: cannot create '" << path_ << "': " << std::strerror(errno));
-  }
+  // For a save to `final_path`: its temporary file, PATH.tmp, created afresh by open_output_temp
+  // (which refuses a final path that is a link, a FIFO or a device, and a PATH.tmp that is not a
+  // regular file, instead of writing through it).
+  explicit TempFile(const std::string& final_path)
+      : path_(final_path + ".tmp"), fd_(open_output_temp(final_path, "save_safetensors")) {}
   ~TempFile() {
     if (fd_ >= 0) ::close(fd_);
     if (!committed_) ::unlink(path_.c_str());
@@ -257,7 +258,7 @@ void save_safetensors(const std::string& path, const Checkpoint& ckpt) {
   unsigned char len[8];  // u64 little-endian, byte by byte so it is right on any host
   for (int i = 0; i < 8; ++i) len[i] = static_cast<unsigned char>(static_cast<uint64_t>(text.size()) >> (8 * i));
 
-  TempFile out(path + ".tmp");
+  TempFile out(path);
   out.write(len, 8);
   out.write(text.data(), text.size());
   for (const Tensor& h : host)

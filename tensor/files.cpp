@@ -65,7 +65,7 @@ void require_replaceable_output(const std::string& path, const std::string& wher
                                           << ", not a regular file: refusing to replace it (choose another path)");
 }
 
-void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& where) {
+int open_output_temp(const std::string& path, const std::string& where) {
   require_replaceable_output(path, where);
   const std::string tmp = path + ".tmp";
   // A regular PATH.tmp is what an interrupted earlier write left: ours to remove. Anything else
@@ -78,7 +78,13 @@ void write_file_atomic(const std::string& path, const std::string& bytes, const 
                   << ": refusing to write through it; remove it first");
   }
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
-  LM_CHECK(fd >= 0, where << ": cannot open " << tmp << " for writing: " << std::strerror(errno));
+  LM_CHECK(fd >= 0, where << ": cannot create " << tmp << " for writing: " << std::strerror(errno));
+  return fd;
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& where) {
+  const std::string tmp = path + ".tmp";
+  const int fd = open_output_temp(path, where);
   // Every write and the close are checked: a full disk shows at either (written data may sit in
   // the kernel until the close reports it, e.g. on NFS).
   const auto give_up = [&](const char* what, int err) {

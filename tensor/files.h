@@ -28,6 +28,13 @@ void require_regular_file(const std::string& path, const std::string& what);
 // (docs/design.md section 6). Links among the path's folders are followed as usual.
 void require_replaceable_output(const std::string& path, const std::string& where);
 
+// The first step of every whole-file writer: checks `path` (require_replaceable_output), clears
+// a regular PATH.tmp left by an interrupted earlier write (anything else under that name is
+// refused), and creates PATH.tmp afresh (O_EXCL | O_NOFOLLOW: it writes through nothing already
+// there). Returns its descriptor; the caller writes, closes and renames it over `path`, and removes
+// it on failure. write_file_atomic and save_safetensors (nn/checkpoint.cpp) use it.
+int open_output_temp(const std::string& path, const std::string& where);
+
 // Writes `bytes` to `path` whole or not at all: into a temporary file PATH.tmp created afresh
 // (O_EXCL, so it writes through nothing already there; a leftover regular PATH.tmp is removed
 // first, anything else under that name is refused), every write and the close checked, then one

@@ -597,3 +597,45 @@ TEST_CASE("readers refuse a FIFO, a directory or a missing path by name, without
   CHECK_NOTHROW(lm::require_regular_file(__FILE__, "this test's own source"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("checkpoint: save refuses an output or a temporary name that is not a regular file, and writes through nothing",
+          "[checkpoint][io]") {
+  // The independent answer is the file system itself: after each refused save, the link's target
+  // and the FIFO are byte for byte (or kind for kind) what they were, and nothing new is there.
+  namespace fs = std::filesystem;
+  const std::string dir = fs::temp_directory_path().string() + "/lm_test_save_kinds_" + std::to_string(::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string victim = dir + "/victim.txt";
+  { std::ofstream(victim) << "someone else's file"; }
+  Checkpoint v;
+  v.add("w", full({3}, 1.0));
+
+  // The output itself a symbolic link: refused, the link and its target untouched.
+  const std::string link = dir + "/link.safetensors";
+  fs::create_symlink(victim, link);
+  CHECK_THROWS_WITH(save_safetensors(link, v), Contains(link) && Contains("symbolic link") && Contains("save_safetensors"));
+  CHECK(fs::is_symlink(fs::symlink_status(link)));
+
+  // The output a FIFO: refused (a rename would have replaced it with a file).
+  const std::string fifo = dir + "/fifo.safetensors";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH(save_safetensors(fifo, v), Contains(fifo) && Contains("FIFO"));
+  CHECK(fs::is_fifo(fs::symlink_status(fifo)));
+
+  // PATH.tmp a link to someone else's file: refused; opening it with O_TRUNC would have emptied the target.
+  const std::string out = dir + "/ckpt.safetensors";
+  fs::create_symlink(victim, out + ".tmp");
+  CHECK_THROWS_WITH(save_safetensors(out, v), Contains(out + ".tmp") && Contains("symbolic link"));
+  CHECK_FALSE(fs::exists(fs::symlink_status(out)));
+  fs::remove(out + ".tmp");
+
+  // With the link gone, the same save goes through (a leftover regular PATH.tmp: the test above).
+  save_safetensors(out, v);
+  CHECK(load_safetensors(out).get("w").to_vector<float>() == std::vector<float>{1, 1, 1});
+
+  std::ifstream in(victim);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  CHECK(text == "someone else's file");
+  fs::remove_all(dir);
+}
