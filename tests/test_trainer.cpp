@@ -2,7 +2,8 @@
 // tokens): the loss falls, a run resumed from a checkpoint equals an uninterrupted run bit for
 // bit, same seed gives the same losses, and bad input (tokenizer mismatch, NaN weights, bad
 // options, mis-shaped checkpoints) stops with a message naming the problem. Transformer-XL runs
-// (segments read window by window) against the explicit XL mask, and their resume.
+// (segments read window by window) against the explicit XL mask, the gradient of one step against
+// a hand-summed loss over its windows, and their resume.
 #include "tests/helpers.h"
 
 #include <algorithm>
@@ -477,6 +478,107 @@ TEST_CASE("trainer: an XL model reads each segment window by window, and its los
   for (int64_t i = 0; i < o.eval_batches; ++i)
     val += naive_xl_loss(trained, val_file, o, o.seed ^ 0x5EEDEFA1ULL, static_cast<uint64_t>(i * o.batch_size));
   CHECK(std::fabs(ml.val_loss[0] - val / static_cast<double>(o.eval_batches)) < 1e-5);  // f32, as above
+}
+
+namespace {
+// The gradient of one XL step computed by hand, without forward_xl, prefix_attention or the
+// trainer: window w's loss is one GPT::forward over the segment's first (w + 1) T tokens with the
+// explicit XL mask (tests/xl_mask.h), scored on window w only. With `detach`, the keys and values
+// of every position before window w are constants in that forward (Transformer-XL's
+// stop-gradient on its cache: they were computed when the earlier windows were read), so the
+// gradient reaches the parameters only through window w's own positions. Without it, one graph
+// spans the whole segment. The windows' losses are summed, divided by `divide_by`, and
+// backpropagated once. Returns the gradients in named_parameters() order.
+std::vector<Tensor> hand_xl_gradient(GPT& m, const Batch& b, int64_t T, int64_t M, bool detach, double divide_by) {
+  const int64_t W = b.x.size(1) / T, V = m.config().vocab_size;
+  m.zero_grad();
+  Var total;
+  for (int64_t w = 0; w < W; ++w) {
+    const int64_t N = (w + 1) * T;
+    std::vector<double> own(static_cast<size_t>(N), 0.0);  // 1 at window w's positions
+    for (int64_t j = w * T; j < N; ++j) own[static_cast<size_t>(j)] = 1.0;
+    const Tensor is_own = from_vector(own, {N, 1});
+    const AttentionFn mask = xl_mask_core(T, M);
+    AttentionFn core = [&](const Var& q, const Var& k, const Var& v) {
+      if (!detach) return mask(q, k, v);
+      return mask(q, where(is_own, k, Var(k.value().clone())), where(is_own, v, Var(v.value().contiguous())));
+    };
+    Var logits = m.forward(b.x.narrow(1, 0, N).contiguous(), Tensor(), core);
+    Var lw = cross_entropy(reshape(contiguous(narrow(logits, 1, w * T, T)), {-1, V}),
+                           b.y.narrow(1, w * T, T).contiguous().reshape({-1}));
+    total = total.defined() ? add(total, lw) : lw;
+  }
+  mul(total, 1.0 / divide_by).backward();
+  std::vector<Tensor> g;
+  for (auto& p : m.named_parameters()) g.push_back(p.second->grad().clone());
+  return g;
+}
+
+double max_diff(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
+  double d = 0;
+  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, max_abs_diff(a[i], b[i]));
+  return d;
+}
+}  // namespace
+
+TEST_CASE("trainer: the gradient of one XL step is one backward of the mean of its windows' losses", "[trainer][xl]") {
+  ByteTokenizer tok;
+  std::string data = make_data_dir("xl_grad", tok);
+  TokenFile train_file(data + "/train.tokens");
+  // One micro-batch, and two accumulated (rows at cursors 0 and B, each micro-batch's gradient / 2).
+  for (int64_t accum : {1, 2}) {
+    INFO("grad_accum " << accum);
+    std::string out = out_dir("xl_grad");
+    TrainOptions o = xl_options(data, out);  // T 16, M 16, segments of 64 = 4 windows, 2 rows
+    o.steps = 2;
+    o.stop_at = 1;      // a run has at least two steps; this one stops after the first
+    o.grad_accum = accum;
+    o.grad_clip = 0;    // the gradient as backward left it
+    o.adamw.beta1 = 0;  // AdamW's first moment after one step is then the gradient itself, bit for bit
+    std::ostringstream log;
+    train(o, log);
+    GPTConfig mc = o.model;
+    mc.vocab_size = tok.vocab_size();
+    manual_seed(o.seed);  // the weights step 1 started from (the seed draws them first)
+    GPT m(mc);
+    Checkpoint ck = load_safetensors(out + "/checkpoint.safetensors");
+    std::vector<Tensor> trainer;  // the gradient of step 1 as the trainer computed it (f32)
+    double largest = 0;
+    for (auto& [name, p] : m.named_parameters()) {
+      trainer.push_back(ck.get("optim." + name + ".exp_avg", p->value().shape(), DType::F32));
+      for (double x : values(trainer.back())) largest = std::max(largest, std::fabs(x));
+    }
+    m.to(DType::F64);
+    const int64_t T = mc.block_size, M = mc.xl_cache, W = o.segment / T;
+    // The hand-made gradient of the step: each micro-batch's windows, summed and divided by
+    // W x grad_accum (the mean over every window the step reads).
+    auto hand = [&](int64_t cache, bool detach, double divide_by) {
+      std::vector<Tensor> g;
+      for (int64_t k = 0; k < accum; ++k) {
+        Batch b = sample_batch(train_file, o.batch_size, o.segment, o.seed, static_cast<uint64_t>(k * o.batch_size));
+        std::vector<Tensor> gk = hand_xl_gradient(m, b, T, cache, detach, divide_by);
+        if (g.empty()) g = gk;
+        else for (size_t i = 0; i < g.size(); ++i) g[i] = add(g[i], gk[i]);
+      }
+      return g;
+    };
+    const double mean = static_cast<double>(W * accum);
+    const double d = max_diff(trainer, hand(M, true, mean));
+    INFO("largest gradient entry " << largest << ", trainer (f32) - hand (f64) " << d);
+    // f32 forward and backward against f64 (measured 4.4e-8 and 3.2e-8): f32 rounds at 6e-8
+    // relative, the entries are at most 0.21, and the sums run in other orders; 1e-6 is about 70
+    // ulps of the largest entry and 20,000x below the smallest difference a wrong reading below
+    // makes (0.021).
+    CHECK(d < 1e-6);
+    CHECK(largest > 1e-2);  // not a vacuous comparison of zeros
+    // What the check tells apart, each against the trainer's gradient:
+    // the sum of the windows' losses instead of their mean (W x the gradient);
+    CHECK(max_diff(trainer, hand(M, true, static_cast<double>(accum))) > 1e-2);
+    // no stop-gradient: one graph over the segment, so window w's loss reaches the earlier positions;
+    CHECK(max_diff(trainer, hand(M, false, mean)) > 1e-2);
+    // no cache carried: every window read alone (M = 0 in the mask).
+    CHECK(max_diff(trainer, hand(0, true, mean)) > 1e-2);
+  }
 }
 
 TEST_CASE("trainer: an XL run: N steps + save + resume + N steps == 2N steps, bit for bit", "[trainer][xl]") {
