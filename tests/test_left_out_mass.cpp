@@ -1,0 +1,192 @@
+// test_left_out_mass.cpp: beyond the paper. The algebra a retrieval certificate rests on, checked
+// on single rows of the grouped softmax (reference::att_weight, the paper's AttWeight).
+//
+// A query retrieves the blocks S of the cached blocks; the blocks left out, O, are scored but not
+// read. With exact positions a block's landmark has the same score whether it is retrieved or not,
+// so the row that reads every block differs from the row that reads S only by O's entries. Then:
+//   - without a context-miss token every landmark sits in the query's group, and
+//       m = sum_{g in O} e^{s_g} / (sum over the query's group in the every-block row of e^{s_j})
+//     is the share of the every-block row's weight that falls on O; y_all = (1 - m) y_S + m y_out,
+//     where y_out is the mean of O's values under the every-block weights;
+//   - with a context-miss token (Appendix D) the landmarks form their own group, gated by the
+//     CMT's share S_cmt of the query's group: the mass on O is M = S_cmt * m_c, with m_c the share
+//     of O in the landmarks' group, and y_all = y_S + M (y_out - ybar_S), ybar_S the mean of the
+//     values the landmarks gate in the S row; a row the cutoff drops has M = 0 and y_all = y_S.
+// Either way |y_all - y_S| <= M max_{a,b} |v_a - v_b|: the mass, computable from the scores alone
+// (every landmark is scored by the exact scan), bounds the error of leaving O out.
+//
+// Each check compares att_weight's rows with M computed here from the raw scores, by the group
+// sums written out above (an independent route to the same number), in f64.
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "infer/reference.h"
+#include "landmark/tokens.h"
+#include "tests/helpers.h"
+
+using namespace lm;
+
+namespace {
+
+using Vec = std::vector<double>;
+using reference::RowKey;
+
+struct Scene {
+  int64_t HS = 4, F = 3, blocks = 6, open = 3;  // open: the query's block so far, the query last
+  bool cmt = false;
+  std::vector<std::vector<RowKey>> cached;  // each cached block: F regular entries, then its landmark
+  std::vector<RowKey> local;                // one finished local block (F + landmark), then the open block
+  RowKey miss;                              // the context-miss token, when cmt
+  Vec q;
+};
+
+Vec normal_vec(std::mt19937_64& gen, int64_t n, double scale) {
+  std::normal_distribution<double> d(0.0, scale);
+  Vec v(static_cast<size_t>(n));
+  for (double& x : v) x = d(gen);
+  return v;
+}
+
+Scene make_scene(std::mt19937_64& gen, bool cmt) {
+  Scene s;
+  s.cmt = cmt;
+  const int32_t lm_kind = cmt ? kControlledLandmark : kLandmark;
+  auto block = [&](double key_scale) {
+    std::vector<RowKey> b;
+    for (int64_t t = 0; t < s.F; ++t) b.push_back({normal_vec(gen, s.HS, 1.0), normal_vec(gen, s.HS, 1.0), kRegular});
+    b.push_back({normal_vec(gen, s.HS, key_scale), normal_vec(gen, s.HS, 1.0), lm_kind});  // its landmark
+    return b;
+  };
+  // Landmark keys of varied size, so that some left-out blocks carry much mass and some little.
+  std::uniform_real_distribution<double> scale(0.2, 3.0);
+  for (int64_t g = 0; g < s.blocks; ++g) s.cached.push_back(block(scale(gen)));
+  s.local = block(1.0);
+  for (int64_t t = 0; t < s.open; ++t) s.local.push_back({normal_vec(gen, s.HS, 1.0), normal_vec(gen, s.HS, 1.0), kRegular});
+  s.miss = {normal_vec(gen, s.HS, 1.5), Vec(static_cast<size_t>(s.HS), 0.0), kContextMiss};
+  s.q = normal_vec(gen, s.HS, 1.5);
+  return s;
+}
+
+// The row of a query that retrieved `chosen` (ascending): [CMT | chosen blocks | local]; *from,
+// when given, receives each entry's cached block (-1 for the CMT and the local entries).
+std::vector<RowKey> row_of(const Scene& s, const std::vector<int64_t>& chosen, std::vector<int64_t>* from = nullptr) {
+  std::vector<RowKey> row;
+  std::vector<int64_t> owner;
+  if (s.cmt) {
+    row.push_back(s.miss);
+    owner.push_back(-1);
+  }
+  for (int64_t g : chosen)
+    for (const RowKey& e : s.cached[g]) {
+      row.push_back(e);
+      owner.push_back(g);
+    }
+  for (const RowKey& e : s.local) {
+    row.push_back(e);
+    owner.push_back(-1);
+  }
+  if (from) *from = owner;
+  return row;
+}
+
+double score(const Scene& s, const RowKey& e) {
+  double d = 0;
+  for (int64_t c = 0; c < s.HS; ++c) d += s.q[c] * e.key[c];
+  return d / std::sqrt(static_cast<double>(s.HS));
+}
+
+// M from the scores alone, by the group sums of the header comment (every block retrieved).
+double left_out_mass(const Scene& s, const std::vector<int64_t>& out, double cutoff) {
+  double out_sum = 0, landmarks = 0, open_sum = 0;
+  for (int64_t g : out) out_sum += std::exp(score(s, s.cached[g][s.F]));
+  for (int64_t g = 0; g < s.blocks; ++g) landmarks += std::exp(score(s, s.cached[g][s.F]));
+  landmarks += std::exp(score(s, s.local[s.F]));  // the finished local block's landmark
+  for (int64_t t = s.F + 1; t < static_cast<int64_t>(s.local.size()); ++t) open_sum += std::exp(score(s, s.local[t]));
+  if (!s.cmt) return out_sum / (landmarks + open_sum);  // one group: the open block's tokens and every landmark
+  const double miss = std::exp(score(s, s.miss)), S_cmt = miss / (miss + open_sum);
+  if (S_cmt < cutoff || cutoff >= 1) return 0;  // dropped: the landmarks' group gets no weight
+  return S_cmt * out_sum / landmarks;
+}
+
+Vec weighted(const std::vector<RowKey>& row, const Vec& w, int64_t HS) {
+  Vec y(static_cast<size_t>(HS), 0.0);
+  for (size_t j = 0; j < row.size(); ++j)
+    for (int64_t c = 0; c < HS; ++c) y[c] += w[j] * row[j].value[c];
+  return y;
+}
+
+double dist(const Vec& a, const Vec& b) {
+  double d = 0;
+  for (size_t c = 0; c < a.size(); ++c) d += (a[c] - b[c]) * (a[c] - b[c]);
+  return std::sqrt(d);
+}
+
+}  // namespace
+
+TEST_CASE("left-out gate mass: from the scores alone it is the weight the every-block row puts on the blocks left out, "
+          "and it bounds the error of leaving them out",
+          "[reference][certificate]") {
+  std::mt19937_64 gen(20261202);
+  // Tolerance 1e-12: every quantity is a sum of a few dozen f64 terms of size about 1, so rounding
+  // is near 1e-15; a wrong group or normaliser moves them by 1e-3 or more.
+  const double tol = 1e-12;
+  int tight = 0;
+  for (int trial = 0; trial < 400; ++trial) {
+    const bool cmt = trial % 2 == 1;
+    const Scene s = make_scene(gen, cmt);
+    // S: a random subset of the cached blocks (possibly empty or all of them).
+    std::vector<int64_t> all, chosen, out;
+    for (int64_t g = 0; g < s.blocks; ++g) {
+      all.push_back(g);
+      (gen() % 2 ? chosen : out).push_back(g);
+    }
+    const double cutoff = cmt && trial % 4 == 3 ? 0.3 : 0.0;
+    std::vector<int64_t> owner;
+    const std::vector<RowKey> row_all = row_of(s, all, &owner), row_S = row_of(s, chosen);
+    const Vec w_all = reference::att_weight(row_all, s.q, cutoff), w_S = reference::att_weight(row_S, s.q, cutoff);
+    const Vec y_all = weighted(row_all, w_all, s.HS), y_S = weighted(row_S, w_S, s.HS);
+
+    // The mass the every-block row gives O, and O's mean value under it.
+    double found = 0;
+    Vec y_out(static_cast<size_t>(s.HS), 0.0);
+    for (size_t j = 0; j < row_all.size(); ++j)
+      if (owner[j] >= 0 && std::find(out.begin(), out.end(), owner[j]) != out.end()) {
+        found += w_all[j];
+        for (int64_t c = 0; c < s.HS; ++c) y_out[c] += w_all[j] * row_all[j].value[c];
+      }
+    const double M = left_out_mass(s, out, cutoff);
+    CHECK(std::abs(found - M) <= tol);
+    if (found > 0)
+      for (double& v : y_out) v /= found;
+
+    // The identity. Without a CMT: y_all = (1 - m) y_S + m y_out. With one: y_all = y_S +
+    // M (y_out - ybar_S), ybar_S the mean of the values the landmarks gate in the S row (entries
+    // of S's blocks and of the finished local block, whose weights carry the CMT's factor).
+    Vec expect(static_cast<size_t>(s.HS));
+    if (!cmt) {
+      for (int64_t c = 0; c < s.HS; ++c) expect[c] = (1 - M) * y_S[c] + M * y_out[c];
+    } else {
+      const int64_t gated_end = 1 + static_cast<int64_t>(chosen.size()) * (s.F + 1) + s.F;  // CMT, S, local block
+      double mass = 0;
+      Vec ybar(static_cast<size_t>(s.HS), 0.0);
+      for (int64_t j = 1; j < gated_end; ++j) {
+        mass += w_S[j];
+        for (int64_t c = 0; c < s.HS; ++c) ybar[c] += w_S[j] * row_S[j].value[c];
+      }
+      for (int64_t c = 0; c < s.HS; ++c) expect[c] = y_S[c] + (mass > 0 ? M * (y_out[c] - ybar[c] / mass) : 0.0);
+    }
+    CHECK(dist(y_all, expect) <= tol);
+
+    // The bound, on every row: |y_all - y_S| <= M times the largest distance between two values.
+    double diam = 0;
+    for (const RowKey& a : row_all)
+      for (const RowKey& b : row_all) diam = std::max(diam, dist(a.value, b.value));
+    const double err = dist(y_all, y_S);
+    CHECK(err <= M * diam + tol);
+    if (M == 0) CHECK(err <= tol);  // nothing left out, or a dropped row: the same output
+    tight += err > 0.1 * M * diam;
+  }
+  CHECK(tight > 0);  // the bound is not vacuous: some rows come within a tenth of it
+}
