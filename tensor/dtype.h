@@ -79,25 +79,4 @@ constexpr DType dtype_of<int32_t>() {
     }                                                  \
   } while (0)
 
-#define LM_DISPATCH_ALL(dt, opname, ...)      \
-  do {                                        \
-    switch (dt) {                             \
-      case ::lm::DType::F32: {                \
-        using scalar_t = float;               \
-        __VA_ARGS__;                          \
-        break;                                \
-      }                                       \
-      case ::lm::DType::F64: {                \
-        using scalar_t = double;              \
-        __VA_ARGS__;                          \
-        break;                                \
-      }                                       \
-      case ::lm::DType::I32: {                \
-        using scalar_t = int32_t;             \
-        __VA_ARGS__;                          \
-        break;                                \
-      }                                       \
-      default:                                \
-        LM_FAIL(opname << ": unknown dtype"); \
-    }                                         \
-  } while (0)
+#define LM_DISPATCH_ALL(dt, opname, ...) LM_DISPATCH_ALL_AS(dt, scalar_t, opname, __VA_ARGS__)
