@@ -96,6 +96,20 @@ void print_approx_search(const InferConfig& cfg, int64_t budget_cut, int64_t row
       static_cast<long long>(cfg.search_tiles), static_cast<long long>(budget_cut), static_cast<long long>(rows),
       rows ? 100.0 * static_cast<double>(budget_cut) / static_cast<double>(rows) : 0.0);
 }
+
+// --certify (beyond the paper): per layer, the weight rows would give the cached blocks they left
+// out, and the largest certified bound on an attention output's error (eval, passkey).
+void print_certificate(const CertificateStats& c, const char* where) {
+  std::printf("left-out weight M per (query, head) row%s (--certify; exact positions; the bound: |y_all - y_S|):\n",
+              where);
+  const std::vector<CertificateStats::Layer> layers = c.summary();
+  for (size_t l = 0; l < layers.size(); ++l) {
+    const CertificateStats::Layer& s = layers[l];
+    std::printf("  layer %zu: %lld rows, M mean %.3g, 99th percentile %.3g, max %.3g; worst bound %.4g\n", l,
+                static_cast<long long>(s.rows), s.mean, s.p99, s.max, s.bound_max);
+  }
+  if (layers.empty()) std::printf("  no row had a block cached\n");
+}
 }  // namespace
 
 Command passkey_command(CLI::App& app) {
@@ -149,6 +163,7 @@ Command passkey_command(CLI::App& app) {
                   "Write every prompt's answer to this file, tab-separated: length trial key "
                   "correct answer (the model's decoded answer; tabs and newlines shown as \\t, \\n)");
   flags->add(sub);
+  flags->add_certify(sub);
   auto run = [=]() {
     check_output_dirs("passkey", {{"--tsv", tsv.get()},
                                   {"--plot", png.get()},
@@ -246,6 +261,7 @@ Command passkey_command(CLI::App& app) {
       table += "\n";
       std::printf("   [%.1f s]\n", r.seconds);
       if (!standard && cfg.search == KeySearch::Approx) print_approx_search(cfg, r.budget_cut, r.search_rows);
+      if (cfg.certify) print_certificate(r.certificate, (", length " + std::to_string(len)).c_str());
       if (o.recall) {
         print_recall(r, mc.n_layer, mc.n_head, "length " + std::to_string(len));
         for (size_t i = 0; i < pooled.recall_hits.size(); ++i) {
@@ -361,6 +377,7 @@ Command eval_command(CLI::App& app) {
                   "paired bootstrap interval)")
       ->check(CLI::ExistingFile);
   flags->add(sub, true);
+  flags->add_certify(sub);
   auto run = [=]() {
     LoadedModel m = load_trained_model(*ckpt, flags->dev());
     InferConfig cfg = flags->get(m);
@@ -528,6 +545,7 @@ Command eval_command(CLI::App& app) {
           granularity_name(cfg.granularity), (long long)r.fetched, r.fetched_per_step(), r.unique_per_token(),
           (long long)r.retrieval_steps);
     if (landmark && cfg.search == KeySearch::Approx) print_approx_search(cfg, r.budget_cut, r.search_rows);
+    if (landmark && cfg.certify) print_certificate(r.certificate, "");
     if (mc.context_miss)
       std::printf(
           "perplexity=%.4f drop_rate=%.4g (CMT cutoff %g: share of the %lld (query, layer, head) CMT scores below "

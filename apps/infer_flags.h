@@ -72,6 +72,13 @@ struct InferFlags {
             ->check(real_in(0.0, 1.0))
             ->capture_default_str();
   }
+  // Beyond the paper (eval, passkey): the left-out certificate (infer/certificate.h).
+  void add_certify(CLI::App* sub) {
+    sub->add_flag("--certify", cfg.certify,
+                  "Beyond the paper: per layer, the weight each row would give the cached blocks it did not "
+                  "retrieve (mean, 99th percentile, max) and the worst certified bound on an attention output's "
+                  "error. Needs --positions exact and the CPU; scores every cached landmark for every row");
+  }
   // The device to load the model on; first the flags that depend on it (before any model work).
   Device dev() const {
     LM_CHECK(!cfg.blocks_on_device || device == "cuda",
@@ -92,6 +99,11 @@ struct InferFlags {
     cfg.kv_f16 = kv_dtype == "f16";
     (void)dev();  // the device flags' checks
     cfg.search = parse_key_search(search);
+    LM_CHECK(!cfg.certify || device == "cpu",
+             "--certify: the left-out weights are computed by the CPU rows only; use --device cpu");
+    LM_CHECK(!cfg.certify || m.model->config().landmark(),
+             "--certify: the left-out weights are those of a landmark model's retrieval; this model has no landmarks");
+    cfg.validate();  // before any output: e.g. --certify without --positions exact
     return cfg;
   }
 };

@@ -54,7 +54,12 @@ RetrievalRecord retrieval_record(const ChunkContext& ctx, const RetrievalPlan& p
   }
   // Distinct blocks over all rows: one sorted vector (this runs per layer and token).
   const int64_t unique = static_cast<int64_t>(plan_blocks(plan).size());
-  RetrievalRecord rec{ctx.chunk, ctx.layer, plan.nb, unique, n};
+  RetrievalRecord rec;
+  rec.chunk = ctx.chunk;
+  rec.layer = ctx.layer;
+  rec.cached = plan.nb;
+  rec.unique = unique;
+  rec.queries = n;
   rec.fetched = fetched;
   rec.cmt_rows = cmt.rows;
   rec.cmt_dropped = cmt.dropped;

@@ -14,6 +14,8 @@
 // reference (reference.h).
 #include "infer/chunk_attention.h"
 
+#include <algorithm>
+
 #include "infer/attention_record.h"
 #include "infer/chunk_attention_cpu.h"
 #include "infer/cuda/chunk_attention.h"
@@ -60,7 +62,7 @@ Tensor attend_cuda(const LayerCache& cache, const ChunkContext& ctx, const Retri
 }  // namespace
 
 Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
-                   const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt, RowMass* mass) {
+                   const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt, RowMass* mass, RowCertificates* cert) {
   LM_CHECK(q_rot.dim() == 3 && k_rot.dim() == 3 && v_loc.shape() == k_rot.shape() && q_rot.size(0) == k_rot.size(0) &&
                q_rot.size(2) == k_rot.size(2) && k_rot.size(1) >= q_rot.size(1) && q_rot.size(0) == cache.NH &&
                q_rot.size(2) == cache.HS && q_rot.dtype() == cache.dtype,
@@ -75,6 +77,9 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
   LM_CHECK(
       static_cast<int64_t>(plan.sel.size()) == q_rot.size(0) * q_rot.size(1) && plan.places.size() == plan.sel.size(),
       "chunk attention: a plan for " << plan.sel.size() << " rows, expected " << q_rot.size(0) * q_rot.size(1));
+  LM_CHECK(!cert || (ctx.positions == PositionMode::Exact && q_rot.device() == Device::CPU),
+           "chunk attention: the left-out certificate needs exact positions and the CPU rows (--positions exact, "
+           "--device cpu)");
   // On disk, the chosen blocks' K/V are read into the store's staging (the blocks held do not
   // change). In RAM every block is readable as it is: nothing to collect (this runs per layer and
   // token while decoding).
@@ -82,7 +87,7 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
   Tensor out;
   LM_DISPATCH_FLOAT(q_rot.dtype(), "chunk_attention", {
     const Tensor q = q_rot.contiguous(), k = k_rot.contiguous(), v = v_loc.contiguous();
-    out = q.device() == Device::CPU ? attend_cpu<scalar_t>(cache, ctx, plan, q, k, v, cmt, mass)
+    out = q.device() == Device::CPU ? attend_cpu<scalar_t>(cache, ctx, plan, q, k, v, cmt, mass, cert)
                                     : attend_cuda<scalar_t>(cache, ctx, plan, q, k, v, cmt, mass);
   });
   return out;
@@ -95,9 +100,18 @@ Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const T
   CmtCount cmt;
   const bool detail = ctx.trace && ctx.trace->detail;
   RowMass mass;
-  Tensor out = attend_plan(cache, ctx, plan, q, k_rot, v_loc, &cmt, detail ? &mass : nullptr);
+  RowCertificates cert;
+  const bool certify = ctx.certify && plan.nb > 0;
+  Tensor out =
+      attend_plan(cache, ctx, plan, q, k_rot, v_loc, &cmt, detail ? &mass : nullptr, certify ? &cert : nullptr);
   if (ctx.trace) ctx.trace->steps.push_back(trace_step(ctx, plan, q.size(1), detail ? &mass : nullptr));
-  if (rec) *rec = retrieval_record(ctx, plan, q.size(1), cmt);
+  if (rec) {
+    *rec = retrieval_record(ctx, plan, q.size(1), cmt);
+    if (certify) {
+      rec->left_out = std::move(cert.mass);
+      for (double b : cert.bound) rec->bound_max = std::max(rec->bound_max, b);
+    }
+  }
   return out;
 }
 

@@ -13,6 +13,7 @@
 
 #include <vector>
 
+#include "infer/certificate.h"
 #include "infer/layer_cache.h"
 #include "infer/retrieval_plan.h"
 #include "infer/session.h"
@@ -34,9 +35,12 @@ using RowMass = std::vector<std::vector<double>>;  // (NH * n) rows of kb + 2 va
 // v_loc (NH, L, HS) values of [tail | chunk], L = tail + n, all on the cache's device; `plan` from
 // plan_retrieval (or any plan of ascending cached indices with their places). Returns the
 // attention output (NH, n, HS) on that device; counts the CMT rows into `cmt` when given; fills
-// `mass` when given (CPU rows only: the CUDA rows keep their weights on the device).
+// `mass` when given (CPU rows only: the CUDA rows keep their weights on the device). Beyond the
+// paper: fills `cert` when given, each row's left-out weight and bound (certificate.h; CPU rows,
+// exact positions).
 Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
-                   const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt = nullptr, RowMass* mass = nullptr);
+                   const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt = nullptr, RowMass* mass = nullptr,
+                   RowCertificates* cert = nullptr);
 
 // attend_plan's rows share rotated copies of the block keys they chose alike (up to 32 MiB a
 // chunk), in a buffer that the calling thread keeps from one chunk to the next.

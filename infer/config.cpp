@@ -30,6 +30,9 @@ void InferConfig::validate() const {
   LM_CHECK(cmt_cutoff >= 0 && cmt_cutoff <= 1, "inference: the CMT cutoff must be in [0, 1], got " << cmt_cutoff);
   LM_CHECK(search_tiles >= 1 && search_tiles <= (int64_t{1} << 30),
            "inference: the approximate search's tile budget must be in [1, 2^30], got " << search_tiles);
+  LM_CHECK(!certify || positions == PositionMode::Exact,
+           "inference: --certify needs --positions exact (stingy positions score a block's landmark at one slot and "
+           "attend it at another, so the left-out weight is not that of any row the model reads)");
   LM_CHECK(!blocks_on_device || (block_dir.empty() && !kv_f16),
            "inference: block K/V kept on the device are neither in files (block_dir) nor f16 (kv_f16)");
 }

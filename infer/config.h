@@ -46,6 +46,8 @@ struct InferConfig {
   int64_t standard_local = 0;          // eval of a standard model: each window read in independent pieces of
                                        // this many tokens, no memory between them (Table 1's baseline row
                                        // at l_local 360); 0: the whole window at once
+  bool certify = false;                // beyond the paper: each row's left-out weight and certified bound in the
+                                       // RetrievalRecords (certificate.h); exact positions, CPU, no decode step
   bool decode_step = true;             // a one-token chunk through decode_step (infer/decode_step.h) where it
                                        // fits: the same bits as the chunk path, faster; false: the chunk path
                                        // always (tests and benchmarks compare the two)

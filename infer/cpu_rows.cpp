@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "infer/certificate.h"
 #include "infer/virtual_row.h"
 #include "landmark/grouped_softmax.h"
 #include "landmark/retrieval.h"
@@ -125,7 +126,7 @@ void RowScratch<Scalar>::fit(int64_t max_row) {
 
 template <class Scalar>
 int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowInput<Scalar>& in,
-                   RowScratch<Scalar>& scratch, Scalar* out, uint8_t* dropped) {
+                   RowScratch<Scalar>& scratch, Scalar* out, uint8_t* dropped, double* left_out) {
   const int64_t HS = cache.HS, F = ctx.F, B1 = F + 1, h = in.head, nloc = in.nloc;
   const bool cmt = cache.cmt_key_rot.defined();
   const int64_t first = cmt ? 1 : 0;  // the CMT's entry at the front of every row
@@ -169,8 +170,11 @@ int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowIn
   for (int64_t j = 0; j < nloc; ++j) vrows[first + kb * B1 + j] = in.values + j * HS;
   const RowLayout layout = virtual_row_layout(cmt, ctx.cmt_cutoff, kb, F, in.local_kinds, nloc, scratch.kind.data(),
                                               scratch.block_of.data(), scratch.block_start.data());
-  gsm::row_forward<Scalar>(layout, static_cast<int>(len - 1), s, s, w);   // scores -> P' in place (allowed)
-  if (cmt && dropped) *dropped = gsm::cmt_dropped(s[0], ctx.cmt_cutoff);  // s[0] = P'(CMT), before the cutoff
+  const double m = left_out ? left_out_share(cache, in, layout, s, len) : 0.0;  // beyond the paper: certificate.h
+  gsm::row_forward<Scalar>(layout, static_cast<int>(len - 1), s, s, w);         // scores -> P' in place (allowed)
+  const bool cut = cmt && gsm::cmt_dropped(s[0], ctx.cmt_cutoff);               // s[0] = P'(CMT), before the cutoff
+  if (cmt && dropped) *dropped = cut;
+  if (left_out) *left_out = !cmt ? m : cut ? 0.0 : static_cast<double>(s[0]) * m;
   cpu::weighted_row_sum(w, vrows, len, HS, out);
   return len;
 }
@@ -197,9 +201,9 @@ bool share_rotated_keys(int64_t distinct, int64_t pairs, int64_t copy_bytes) {
 template struct RowScratch<float>;
 template struct RowScratch<double>;
 template int64_t attend_row<float>(const LayerCache&, const ChunkContext&, const RowInput<float>&, RowScratch<float>&,
-                                   float*, uint8_t*);
+                                   float*, uint8_t*, double*);
 template int64_t attend_row<double>(const LayerCache&, const ChunkContext&, const RowInput<double>&,
-                                    RowScratch<double>&, double*, uint8_t*);
+                                    RowScratch<double>&, double*, uint8_t*, double*);
 template void rotate_block_keys<float>(const LayerCache&, const ChunkContext&, int64_t, int32_t, int64_t,
                                        const RotaryColumns<float>&, float*);
 template void rotate_block_keys<double>(const LayerCache&, const ChunkContext&, int64_t, int32_t, int64_t,

@@ -109,9 +109,11 @@ void rotate_block_keys(const LayerCache& cache, const ChunkContext& ctx, int64_t
 
 // Step 3 for one row: writes the HS outputs to out and returns the row's length; scratch.w holds
 // its weights [CMT | blocks | local keys] afterwards. With a CMT (cache.cmt_key_rot defined),
-// *dropped is set when S(CMT) fell below ctx.cmt_cutoff.
+// *dropped is set when S(CMT) fell below ctx.cmt_cutoff. Beyond the paper: with left_out (exact
+// positions only), *left_out receives the weight M the row would give the cached blocks it did not
+// retrieve, had it read every one (certificate.h; every left-out gate is scored for it).
 template <class Scalar>
 int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowInput<Scalar>& in,
-                   RowScratch<Scalar>& scratch, Scalar* out, uint8_t* dropped);
+                   RowScratch<Scalar>& scratch, Scalar* out, uint8_t* dropped, double* left_out = nullptr);
 
 }  // namespace lm

@@ -100,6 +100,7 @@ PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t
         r.cmt_dropped += rec.cmt_dropped;
         if (rec.cached > 0 && cfg.k > 0) r.search_rows += rec.queries * model.config().n_head;
         r.budget_cut += rec.budget_cut;
+        if (cfg.certify && rec.cached > 0) r.certificate.add(rec.layer, rec.left_out, rec.bound_max);
       }
     } else {
       // The whole window at once, or (standard_local > 0) in independent pieces without memory.

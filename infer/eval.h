@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "infer/certificate.h"
 #include "infer/config.h"
 #include "nn/gpt.h"
 
@@ -41,6 +42,8 @@ struct PerplexityResult {
   // --search approx: (query, layer, head) rows that searched, and those whose search ran out of
   // tiles before it could prove its top k (RetrievalRecord::budget_cut).
   int64_t search_rows = 0, budget_cut = 0;
+  // Beyond the paper, with InferConfig::certify: per layer, the left-out weights and bounds.
+  CertificateStats certificate;
   double seconds = 0;
 };
 

@@ -69,6 +69,10 @@ struct LayerCache {
   // CMT), (NH, HS) on `device`; undefined for a model without a CMT. The CMT attends to nothing,
   // so its key does not depend on the input: the session computes it once (Appendix D).
   Tensor cmt_key_rot;
+  // Beyond the paper (certificate.h): per head, the largest L2 norm of a regular token's value
+  // among every block absorbed so far (evicted ones included: still an upper bound for those held).
+  // Kept for a host store; empty otherwise.
+  std::vector<double> value_norm_max;
   int64_t NH, F, HS;
   DType dtype;
   Device device;

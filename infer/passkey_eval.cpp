@@ -112,6 +112,7 @@ PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const Inf
       for (const RetrievalRecord& rec : s.retrieval_log()) {  // as evaluate_perplexity counts them
         if (rec.cached > 0 && cfg.k > 0) r.search_rows += rec.queries * NH;
         r.budget_cut += rec.budget_cut;
+        if (cfg.certify && rec.cached > 0) r.certificate.add(rec.layer, rec.left_out, rec.bound_max);
       }
     }
     const std::string answer = tok.decode(out);

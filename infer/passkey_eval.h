@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "infer/certificate.h"
 #include "infer/config.h"
 #include "nn/gpt.h"
 
@@ -54,6 +55,9 @@ struct PasskeyResult {
   // tiles before their top k was proven (RetrievalRecord::budget_cut), over every prompt's
   // prefill and answer; the others chose exactly the scan's blocks.
   int64_t search_rows = 0, budget_cut = 0;
+  // Beyond the paper, with InferConfig::certify: per layer, the left-out weights and bounds over
+  // every prompt's prefill and answer.
+  CertificateStats certificate;
 };
 
 // Where a pass-key evaluation is: called after each chunk of a prompt's prefill and after each

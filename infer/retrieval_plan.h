@@ -37,6 +37,9 @@ struct ChunkContext {
   // the same place (attend_cpu, when share_rotated_keys allows); false: every row rotates while it
   // scores, as the decode step does. The same bits either way (tests compare the two).
   bool share_rotated = true;
+  // Beyond the paper: each row's left-out weight and its bound (certificate.h) go into the
+  // chunk's RetrievalRecord (InferConfig::certify).
+  bool certify = false;
 };
 
 // What retrieval chose for one chunk of one layer. Row r = h * n + i is (head h, query i).

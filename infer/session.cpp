@@ -63,6 +63,8 @@ struct InferenceSession::Impl {
                                         << " attention; cached retrieval needs a landmark model");
     LM_CHECK(landmark_id >= 0 && landmark_id < m.config().vocab_size,
              "inference: landmark id " << landmark_id << " is outside the vocabulary of " << m.config().vocab_size);
+    LM_CHECK(!cfg.certify || device == Device::CPU,
+             "inference: --certify runs on the CPU rows only (the CUDA rows keep their weights on the device)");
     LM_CHECK(m.config().context_miss || cfg.cmt_cutoff == 0,
              "inference: a CMT cutoff (" << cfg.cmt_cutoff << ") needs a model trained with a context-miss token "
                                          << "(train --cmt); this one has none");
@@ -118,6 +120,7 @@ struct InferenceSession::Impl {
     ctx.blocks_done = blocks_done;
     ctx.rotary_base = model.config().rotary_base;
     ctx.cmt_cutoff = cfg.cmt_cutoff;
+    ctx.certify = cfg.certify;
     ctx.search_tiles = cfg.search == KeySearch::Approx ? cfg.search_tiles : 0;
     ctx.local_kinds = &local_kinds;
     ctx.rope = &rope;
@@ -183,7 +186,7 @@ struct InferenceSession::Impl {
     ChunkContext ctx = chunk_context(local_kinds, n);
 
     // A generated token (a chunk of one regular token): every layer in one parallel region.
-    if (n == 1 && cfg.decode_step && decode_step_fits(model, layers, ctx)) {
+    if (n == 1 && cfg.decode_step && !cfg.certify && decode_step_fits(model, layers, ctx)) {
       Tensor logits = decode_step(model, layers, ctx, toks[0], pos, log);
       ++decode_steps;
       raw_fed += 1;

@@ -30,6 +30,10 @@ struct RetrievalRecord {
   int64_t keys_scored = 0;  // landmark keys scored exactly (a scan: rows x cached; bounded: fewer)
   int64_t budget_cut = 0;   // --search approx: (head, query) rows whose search ran out of tiles
                             // before it could prove its top k (their blocks may not be the best)
+  // Beyond the paper, with InferConfig::certify (certificate.h): per (head, query) row h * n + i,
+  // the weight M the row would give the cached blocks it left out; the largest certified bound.
+  std::vector<double> left_out;
+  double bound_max = 0;
 };
 
 // Optional: the attention of one (layer, head), captured query by query for attention maps.

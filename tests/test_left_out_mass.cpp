@@ -15,18 +15,25 @@
 // Either way |y_all - y_S| <= M max_{a,b} |v_a - v_b|: the mass, computable from the scores alone
 // (every landmark is scored by the exact scan), bounds the error of leaving O out.
 //
-// Each check compares att_weight's rows with M computed here from the raw scores, by the group
-// sums written out above (an independent route to the same number), in f64.
+// Part 1 compares att_weight's rows with M computed here from the raw scores, by the group sums
+// written out above (an independent route to the same number), in f64. Part 2 holds the fast rows'
+// certificate (attend_plan with RowCertificates, infer/certificate.h) against an every-block run
+// of the same rows: M against the mass that run puts on the blocks left out, the identity entry by
+// entry of the two runs' RowMass, and the bound against the two outputs.
 #include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
 
+#include "infer/chunk_attention.h"
 #include "infer/reference.h"
 #include "landmark/tokens.h"
+#include "tensor/ops.h"
+#include "tensor/rng.h"
 #include "tests/helpers.h"
 
 using namespace lm;
+using namespace lm::test;
 
 namespace {
 
@@ -123,11 +130,8 @@ double dist(const Vec& a, const Vec& b) {
   return std::sqrt(d);
 }
 
-}  // namespace
-
-TEST_CASE("left-out gate mass: from the scores alone it is the weight the every-block row puts on the blocks left out, "
-          "and it bounds the error of leaving them out",
-          "[reference][certificate]") {
+// Part 1 of the test case below: the algebra on single rows of reference::att_weight.
+void check_rows_of_the_reference() {
   std::mt19937_64 gen(20261202);
   // Tolerance 1e-12: every quantity is a sum of a few dozen f64 terms of size about 1, so rounding
   // is near 1e-15; a wrong group or normaliser moves them by 1e-3 or more.
@@ -189,4 +193,144 @@ TEST_CASE("left-out gate mass: from the scores alone it is the weight the every-
     tight += err > 0.1 * M * diam;
   }
   CHECK(tight > 0);  // the bound is not vacuous: some rows come within a tenth of it
+}
+
+// Part 2: the fast rows (attend_plan under a certificate) against an every-block run of the same
+// rows. A cache of nb blocks absorbed at exact positions; the chunk's 6 queries (after a tail of 2)
+// retrieve a random subset S of at most 3 blocks (at their true places, as exact positions put
+// them), or the top 2 by plan_retrieval; the every-block plan retrieves all nb. RowMass (each
+// row's weight per retrieved block, tail and chunk) of the every-block run gives the mass on O
+// and lets the identity be read entry by entry: without a CMT every entry of the S row is scaled
+// by 1 - M; with one, the local entries keep their weight and S's blocks are scaled by 1 - M / P,
+// P their weight in the S row (the CMT's share). The outputs give |y_all - y_S| for the bound.
+struct FastCase {
+  static constexpr int64_t NH = 2, F = 3, HS = 16, B1 = F + 1, nb = 8, tl = 2, n = 6, L = tl + n;
+  RotaryCache rope{HS, 10000.0, DType::F64, Device::CPU};
+  LayerCache cache{NH, F, HS, DType::F64, 0, ""};
+  std::vector<int32_t> local{kRegular, kRegular, kRegular, kLandmark, kRegular, kRegular, kRegular, kRegular};
+  Tensor q, k, v;
+  ChunkContext ctx;
+  explicit FastCase(bool cmt, double cutoff) {
+    std::vector<int32_t> kinds(static_cast<size_t>(nb * B1), kRegular);
+    for (int64_t j = F; j < nb * B1; j += B1) kinds[static_cast<size_t>(j)] = kLandmark;
+    // Landmark keys scaled up so that their scores spread and some left-out blocks matter.
+    Tensor keys = randn({NH, nb * B1, HS}, DType::F64);
+    REQUIRE(cache.absorb(mul(keys, 2.0), randn({NH, nb * B1, HS}, DType::F64), kinds, rope, PositionMode::Exact, 0) ==
+            nb);
+    if (cmt) cache.cmt_key_rot = randn({NH, HS}, DType::F64);
+    q = mul(randn({NH, n, HS}, DType::F64), 1.5);
+    k = mul(randn({NH, L, HS}, DType::F64), 1.5);
+    v = randn({NH, L, HS}, DType::F64);
+    ctx.F = F;
+    ctx.positions = PositionMode::Exact;
+    ctx.blocks_done = nb;
+    ctx.local_kinds = &local;
+    ctx.rope = &rope;
+    ctx.cmt_cutoff = cutoff;
+  }
+};
+
+RetrievalPlan exact_plan(const std::vector<std::vector<int32_t>>& sel, int64_t nb, int64_t B1) {
+  RetrievalPlan p;
+  p.nb = nb;
+  p.sel = sel;
+  for (const auto& row : sel) {
+    p.places.emplace_back();
+    for (int32_t b : row) p.places.back().push_back(static_cast<int32_t>(b * B1));  // first_gid 0
+  }
+  return p;
+}
+
+struct FastTally {
+  int64_t rows = 0, left_out_rows = 0, tight = 0;
+};
+
+void check_fast_rows(bool cmt, double cutoff, bool top_k, std::mt19937_64& gen, FastTally& tally) {
+  constexpr int64_t NH = FastCase::NH, n = FastCase::n, nb = FastCase::nb, B1 = FastCase::B1, HS = FastCase::HS;
+  FastCase fx(cmt, cutoff);
+  std::vector<std::vector<int32_t>> S(static_cast<size_t>(NH * n)), all(S.size());
+  for (auto& row : all)
+    for (int32_t b = 0; b < nb; ++b) row.push_back(b);
+  if (top_k) {
+    ChunkContext c = fx.ctx;
+    c.k = 2;
+    S = plan_retrieval(fx.cache, c, fx.q).sel;
+  } else {
+    for (auto& row : S)
+      for (int32_t b = 0; b < nb; ++b)
+        if (gen() % 3 == 0 && row.size() < 3) row.push_back(b);
+  }
+  const RetrievalPlan plan_S = exact_plan(S, nb, B1), plan_all = exact_plan(all, nb, B1);
+  RowMass mass_S, mass_all;
+  RowCertificates cert;
+  const std::vector<double> y_S = values(attend_plan(fx.cache, fx.ctx, plan_S, fx.q, fx.k, fx.v, nullptr, &mass_S, &cert));
+  const std::vector<double> y_all = values(attend_plan(fx.cache, fx.ctx, plan_all, fx.q, fx.k, fx.v, nullptr, &mass_all));
+  REQUIRE(cert.mass.size() == static_cast<size_t>(NH * n));
+  // 1e-12: f64 sums of a few dozen terms of size about 1 (the same tolerance as the twin tests).
+  const double tol = 1e-12;
+  for (size_t r = 0; r < S.size(); ++r) {
+    const std::vector<int32_t>& sel = S[r];
+    const double M = cert.mass[r];
+    double on_O = 0, P = 0;
+    for (int32_t b = 0; b < nb; ++b)
+      if (!std::binary_search(sel.begin(), sel.end(), b)) on_O += mass_all[r][static_cast<size_t>(b)];
+    for (size_t c = 0; c < sel.size(); ++c) P += mass_S[r][c];
+    CHECK(std::abs(M - on_O) <= tol);
+    // The identity, entry by entry of RowMass: block sel[c] of the S row is entry c; of the
+    // every-block row, entry sel[c]; then the tail and the chunk.
+    const size_t kb = sel.size();
+    const double local_scale = cmt ? 1.0 : 1.0 - M, block_scale = cmt ? (P > 0 ? 1.0 - M / P : 1.0) : 1.0 - M;
+    for (size_t c = 0; c < kb; ++c)
+      CHECK(std::abs(mass_all[r][static_cast<size_t>(sel[c])] - block_scale * mass_S[r][c]) <= tol);
+    CHECK(std::abs(mass_all[r][nb] - local_scale * mass_S[r][kb]) <= tol);
+    CHECK(std::abs(mass_all[r][nb + 1] - local_scale * mass_S[r][kb + 1]) <= tol);
+    // The bound on every row.
+    double err = 0;
+    for (int64_t d = 0; d < HS; ++d) err += std::pow(y_all[r * HS + d] - y_S[r * HS + d], 2);
+    err = std::sqrt(err);
+    CHECK(err <= cert.bound[r] + tol);
+    if (M == 0) CHECK(err <= tol);
+    ++tally.rows;
+    tally.left_out_rows += M > 0;
+    tally.tight += err > 0.1 * cert.bound[r] && M > 0;
+  }
+}
+
+}  // namespace
+
+TEST_CASE("the left-out gate mass certifies the attention error", "[reference][certificate]") {
+  SECTION("single rows of the reference: M from the scores alone, the identity, the bound") {
+    check_rows_of_the_reference();
+  }
+  SECTION("the fast rows: attend_plan's certificate against an every-block run") {
+    std::mt19937_64 gen(4711);
+    manual_seed(4711);
+    FastTally tally;
+    for (int trial = 0; trial < 3; ++trial)
+      for (bool cmt : {false, true})
+        for (double cutoff : {0.0, 0.3})
+          for (bool top_k : {false, true}) {
+            if (!cmt && cutoff > 0) continue;
+            INFO("trial " << trial << (cmt ? ", CMT cutoff " : ", no CMT") << cutoff << (top_k ? ", top 2" : ", random S"));
+            check_fast_rows(cmt, cutoff, top_k, gen, tally);
+          }
+    INFO(tally.rows << " rows, " << tally.left_out_rows << " with a left-out weight, " << tally.tight << " within 10x");
+    CHECK(tally.left_out_rows > tally.rows / 2);  // the checks above are not about empty sets
+    CHECK(tally.tight > 0);                       // nor is the bound vacuous on every row
+  }
+  SECTION("refused where it would not be what it says") {
+    FastCase fx(false, 0);
+    RowCertificates cert;
+    const RetrievalPlan plan = exact_plan(std::vector<std::vector<int32_t>>(FastCase::NH * FastCase::n), FastCase::nb,
+                                          FastCase::B1);
+    ChunkContext stingy = fx.ctx;
+    stingy.positions = PositionMode::Stingy;
+    CHECK_THROWS_WITH(attend_plan(fx.cache, stingy, plan, fx.q, fx.k, fx.v, nullptr, nullptr, &cert),
+                      Catch::Contains("needs exact positions"));
+    InferConfig cfg;
+    cfg.certify = true;
+    CHECK_THROWS_WITH(cfg.validate(), Catch::Contains("--certify needs --positions exact"));
+    cfg.positions = PositionMode::Exact;
+    CHECK_NOTHROW(cfg.validate());
+  }
 }

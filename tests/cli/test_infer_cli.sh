@@ -11,7 +11,8 @@
 # `--paired-with` compare two evaluations window for window, and `passkey --answers` writes one
 # row per prompt whose `correct` column adds up to the printed count (RAM and disk: the same rows),
 # and `passkey --search approx` reports its unproven rows as eval does, and eval notes a version-1
-# token file (no CRC-32) as read unverified, as train does.
+# token file (no CRC-32) as read unverified, as train does, and `--certify` reports the left-out
+# weight per layer without changing what is scored (refused with stingy positions).
 # Usage: test_infer_cli.sh path/to/landmark
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect, passkey_tokens
 
@@ -116,6 +117,28 @@ rows=$(sed -n 's/^approx search (1 tiles): 0 of \([0-9]*\) (query, layer, head) 
 cmp -s "$WORK/ram_answers.tsv" "$WORK/approx_answers.tsv" ||
   { paste "$WORK/ram_answers.tsv" "$WORK/approx_answers.tsv" >&2; fail "passkey --search approx over one tile answered differently"; }
 grep -q '^approx search' "$WORK/ram.txt" && fail "passkey with the scan printed an approx search line"
+# --certify (beyond the paper): one line per layer with the left-out weight, the same perplexity and
+# answers as without it; every block retrieved (k 100 >= 30 blocks) leaves nothing out; stingy
+# positions and a standard reading are refused before anything is printed.
+"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --positions exact > "$WORK/exact.txt" 2> /dev/null
+"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --positions exact --certify \
+  > "$WORK/cert.txt" 2> /dev/null
+grep -qE '^  layer 0: [0-9]+ rows, M mean [0-9.e+-]+, 99th percentile [0-9.e+-]+, max [0-9.e+-]+; worst bound ' "$WORK/cert.txt" ||
+  { cat "$WORK/cert.txt" >&2; fail "eval --certify printed no per-layer line"; }
+[ "$(grep -E '^ *300 ' "$WORK/exact.txt")" = "$(grep -E '^ *300 ' "$WORK/cert.txt")" ] ||
+  { paste "$WORK/exact.txt" "$WORK/cert.txt" >&2; fail "eval --certify changed the perplexity"; }
+"$LANDMARK" "${EVAL[@]:0:9}" --k 100 --checkpoint "$WORK/plain/checkpoint.safetensors" --positions exact --certify \
+  > "$WORK/cert_all.txt" 2> /dev/null
+expect "$WORK/cert_all.txt" "M mean 0, 99th percentile 0, max 0; worst bound 0"
+if "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --certify > "$WORK/cert_stingy.txt" 2>&1; then
+  fail "eval --certify with stingy positions succeeded"
+fi
+expect "$WORK/cert_stingy.txt" "--certify needs --positions exact"
+grep -qE '^ *300 ' "$WORK/cert_stingy.txt" && fail "eval --certify was refused only after the evaluation"
+"$LANDMARK" "${PK[@]}" --positions exact --answers "$WORK/exact_answers.tsv" > /dev/null 2>&1
+"$LANDMARK" "${PK[@]}" --positions exact --certify --answers "$WORK/cert_answers.tsv" > "$WORK/pk_cert.txt" 2> /dev/null
+expect "$WORK/pk_cert.txt" "left-out weight M per (query, head) row, length 400"
+cmp -s "$WORK/exact_answers.tsv" "$WORK/cert_answers.tsv" || fail "passkey --certify answered differently"
 # An output whose directory is missing is refused before any prompt is read.
 if "$LANDMARK" "${PK[@]}" --answers "$WORK/missing/a.tsv" > "$WORK/bad_answers" 2>&1; then
   fail "passkey --answers into a missing directory succeeded"
