@@ -110,6 +110,22 @@ void print_certificate(const CertificateStats& c, const char* where) {
   }
   if (layers.empty()) std::printf("  no row had a block cached\n");
 }
+
+// Beyond the paper: what dropping gated-off CMT rows' blocks and adaptive k saved (eval, passkey).
+void print_trims(const InferConfig& cfg, bool cmt, int64_t unique, int64_t attended, int64_t rows, int64_t blocks,
+                 int64_t capped) {
+  if (cmt && cfg.cmt_cutoff > 0)
+    std::printf("CMT skip %s: %lld distinct blocks attended of %lld chosen (summed over (chunk, layer) pairs)\n",
+                cfg.cmt_skip ? "on" : "off (--no-cmt-skip)", static_cast<long long>(attended),
+                static_cast<long long>(unique));
+  if (cfg.left_out >= 0)
+    std::printf(
+        "adaptive k (--left-out %g, --k %lld): mean k %.3f over %lld (query, layer, head) rows, %.2f%% capped at "
+        "k with the left-out weight above %g\n",
+        cfg.left_out, static_cast<long long>(cfg.k),
+        rows ? static_cast<double>(blocks) / static_cast<double>(rows) : 0.0, static_cast<long long>(rows),
+        rows ? 100.0 * static_cast<double>(capped) / static_cast<double>(rows) : 0.0, cfg.left_out);
+}
 }  // namespace
 
 Command passkey_command(CLI::App& app) {
@@ -261,7 +277,10 @@ Command passkey_command(CLI::App& app) {
       table += "\n";
       std::printf("   [%.1f s]\n", r.seconds);
       if (!standard && cfg.search == KeySearch::Approx) print_approx_search(cfg, r.budget_cut, r.search_rows);
-      if (cfg.certify) print_certificate(r.certificate, (", length " + std::to_string(len)).c_str());
+      if (!standard)
+        print_trims(cfg, mc.context_miss, r.unique, r.attended, r.adaptive_rows, r.adaptive_blocks, r.adaptive_capped);
+      if (cfg.certify || cfg.left_out >= 0)
+        print_certificate(r.certificate, (", length " + std::to_string(len)).c_str());
       if (o.recall) {
         print_recall(r, mc.n_layer, mc.n_head, "length " + std::to_string(len));
         for (size_t i = 0; i < pooled.recall_hits.size(); ++i) {
@@ -545,7 +564,9 @@ Command eval_command(CLI::App& app) {
           granularity_name(cfg.granularity), (long long)r.fetched, r.fetched_per_step(), r.unique_per_token(),
           (long long)r.retrieval_steps);
     if (landmark && cfg.search == KeySearch::Approx) print_approx_search(cfg, r.budget_cut, r.search_rows);
-    if (landmark && cfg.certify) print_certificate(r.certificate, "");
+    if (landmark)
+      print_trims(cfg, mc.context_miss, r.unique, r.attended, r.adaptive_rows, r.adaptive_blocks, r.adaptive_capped);
+    if (landmark && (cfg.certify || cfg.left_out >= 0)) print_certificate(r.certificate, "");
     if (mc.context_miss)
       std::printf(
           "perplexity=%.4f drop_rate=%.4g (CMT cutoff %g: share of the %lld (query, layer, head) CMT scores below "

@@ -66,6 +66,14 @@ struct InferFlags {
                     "the rest only bounded)")
         ->check(CLI::Range(int64_t(1), int64_t(1) << 30))
         ->capture_default_str();
+    sub->add_flag("!--no-cmt-skip", cfg.cmt_skip,
+                  "Models trained with --cmt: retrieve and read the blocks of rows below the cutoff too, as the paper "
+                  "does (by default they read none: the same logits, fewer blocks read)");
+    sub->add_option("--left-out", cfg.left_out,
+                    "Beyond the paper, adaptive k: each row retrieves the fewest of its best blocks (at most --k) "
+                    "whose left-out weight is at most this (prints mean k, rows capped, the certified bound). "
+                    "Needs --positions exact, --search scan, token-head granularity, the CPU")
+        ->check(real_in(0.0, 1.0));
     cutoff_opt =
         sub->add_option("--cmt-cutoff", cfg.cmt_cutoff,
                         "Models trained with --cmt: S(CMT) below this gates retrieved blocks with 0 (Appendix D)")
@@ -99,10 +107,11 @@ struct InferFlags {
     cfg.kv_f16 = kv_dtype == "f16";
     (void)dev();  // the device flags' checks
     cfg.search = parse_key_search(search);
-    LM_CHECK(!cfg.certify || device == "cpu",
-             "--certify: the left-out weights are computed by the CPU rows only; use --device cpu");
-    LM_CHECK(!cfg.certify || m.model->config().landmark(),
-             "--certify: the left-out weights are those of a landmark model's retrieval; this model has no landmarks");
+    LM_CHECK(!(cfg.certify || cfg.left_out >= 0) || device == "cpu",
+             "--certify, --left-out: the left-out weights are computed by the CPU rows only; use --device cpu");
+    LM_CHECK(!(cfg.certify || cfg.left_out >= 0) || m.model->config().landmark(),
+             "--certify, --left-out: the left-out weights are those of a landmark model's retrieval; this model has "
+             "no landmarks");
     cfg.validate();  // before any output: e.g. --certify without --positions exact
     return cfg;
   }

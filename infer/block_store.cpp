@@ -223,6 +223,7 @@ void BlockStore::fetch(const std::vector<int32_t>& ids) {
     staged_at_[static_cast<size_t>(id)] = static_cast<int32_t>(staged_ids_.size());
     staged_ids_.push_back(id);
   }
+  blocks_read_ += static_cast<int64_t>(staged_ids_.size());
   // The staging buffer keeps its largest size (it is one step's blocks, not the context's).
   const size_t out = static_cast<size_t>(2 * out_bytes_), need = staged_ids_.size() * out;
   if (staging_.size() < need) staging_.resize(need);

@@ -60,6 +60,9 @@ class BlockStore {
   // Whether k() and v() need a fetch() first (disk or f16); readers call fetch only then, since
   // an f32 store in RAM is read in place, per decoded token.
   bool needs_fetch() const { return fd_ >= 0 || half_; }
+  // Blocks fetch() has read from slow memory (disk, or converted from f16) so far, each distinct
+  // block of a fetch once.
+  int64_t blocks_read() const { return blocks_read_; }
   // The i-th held block's K and V, in the store's dtype (f32 for an f16 store). When needs_fetch():
   // only blocks of the last fetch() (others are an error). Valid until the next fetch() or append().
   const void* k(int64_t i) const;
@@ -94,6 +97,7 @@ class BlockStore {
   bool half_;
   int64_t capacity_;
   int64_t count_ = 0, evicted_ = 0;  // held block i sits in cell cell_of(i)
+  int64_t blocks_read_ = 0;
   // RAM: each segment mapped from the kernel (anonymous mmap), not taken from the heap: its pages
   // become resident only as blocks are written into them, even where the heap held freed memory
   // that was still resident, and they go back to the system with the segment.

@@ -19,6 +19,7 @@
 #include "infer/attention_record.h"
 #include "infer/chunk_attention_cpu.h"
 #include "infer/cuda/chunk_attention.h"
+#include "infer/retrieval_trim.h"
 
 namespace lm {
 
@@ -96,17 +97,37 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
 Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, const Tensor& k_rot,
                        const Tensor& v_loc, RetrievalRecord* rec) {
   const Tensor q = q_rot.contiguous();
-  const RetrievalPlan plan = plan_retrieval(cache, ctx, q);
+  RetrievalPlan plan = plan_retrieval(cache, ctx, q);
+  // Beyond the paper (retrieval_trim.h): adaptive k cuts the plan; rows the CMT gates off read no
+  // block (not while tracing or capturing, which show what retrieval chose).
+  const bool cpu = q.device() == Device::CPU && plan.nb > 0;
+  const bool skip =
+      cpu && ctx.cmt_skip && cache.cmt_key_rot.defined() && ctx.cmt_cutoff > 0 && !ctx.trace && !ctx.capture;
+  const bool adapt = cpu && ctx.left_out >= 0;
+  LocalGates gates;
+  if (skip || adapt) gates = local_gates(cache, ctx, q, k_rot);
+  AdaptiveCount adaptive;
+  if (adapt) adaptive = trim_to_left_out(cache, ctx, q, gates, ctx.left_out, plan);
+  RetrievalPlan skipped;
+  if (skip) {
+    skipped = plan;
+    drop_gated_off(gates, ctx.cmt_cutoff, skipped);
+  }
+  const RetrievalPlan& attended = skip ? skipped : plan;
   CmtCount cmt;
   const bool detail = ctx.trace && ctx.trace->detail;
   RowMass mass;
   RowCertificates cert;
   const bool certify = ctx.certify && plan.nb > 0;
   Tensor out =
-      attend_plan(cache, ctx, plan, q, k_rot, v_loc, &cmt, detail ? &mass : nullptr, certify ? &cert : nullptr);
+      attend_plan(cache, ctx, attended, q, k_rot, v_loc, &cmt, detail ? &mass : nullptr, certify ? &cert : nullptr);
   if (ctx.trace) ctx.trace->steps.push_back(trace_step(ctx, plan, q.size(1), detail ? &mass : nullptr));
   if (rec) {
     *rec = retrieval_record(ctx, plan, q.size(1), cmt);
+    rec->attended = skip ? static_cast<int64_t>(plan_blocks(attended).size()) : rec->unique;
+    rec->adaptive_rows = adaptive.rows;
+    rec->adaptive_blocks = adaptive.blocks;
+    rec->adaptive_capped = adaptive.capped;
     if (certify) {
       rec->left_out = std::move(cert.mass);
       for (double b : cert.bound) rec->bound_max = std::max(rec->bound_max, b);

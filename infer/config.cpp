@@ -33,6 +33,11 @@ void InferConfig::validate() const {
   LM_CHECK(!certify || positions == PositionMode::Exact,
            "inference: --certify needs --positions exact (stingy positions score a block's landmark at one slot and "
            "attend it at another, so the left-out weight is not that of any row the model reads)");
+  LM_CHECK(left_out <= 1, "inference: --left-out must be at most 1 (a weight), got " << left_out);
+  LM_CHECK(left_out < 0 ||
+               (positions == PositionMode::Exact && search == KeySearch::Scan && granularity == Granularity::TokenHead),
+           "inference: --left-out needs --positions exact, --search scan and --granularity token-head (its "
+           "left-out weight is that of the exact scan's scores, per row)");
   LM_CHECK(!blocks_on_device || (block_dir.empty() && !kv_f16),
            "inference: block K/V kept on the device are neither in files (block_dir) nor f16 (kv_f16)");
 }

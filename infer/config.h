@@ -46,6 +46,11 @@ struct InferConfig {
   int64_t standard_local = 0;          // eval of a standard model: each window read in independent pieces of
                                        // this many tokens, no memory between them (Table 1's baseline row
                                        // at l_local 360); 0: the whole window at once
+  bool cmt_skip = true;                // beyond the paper: rows whose CMT is below the cutoff read no block
+                                       // (the same logits; retrieval_trim.h); false: the paper's way, retrieve
+  double left_out = -1;                // beyond the paper, adaptive k: per row the fewest best blocks (at most k)
+                                       // whose left-out weight is at most this; < 0: off. Exact positions, scan,
+                                       // token-head granularity, CPU; implies certify
   bool certify = false;                // beyond the paper: each row's left-out weight and certified bound in the
                                        // RetrievalRecords (certificate.h); exact positions, CPU, no decode step
   bool decode_step = true;             // a one-token chunk through decode_step (infer/decode_step.h) where it

@@ -94,13 +94,18 @@ PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t
           ++r.retrieval_steps;
           r.fetched += rec.fetched;
           r.unique += rec.unique;
+          r.attended += rec.attended;
+          r.adaptive_rows += rec.adaptive_rows;
+          r.adaptive_blocks += rec.adaptive_blocks;
+          r.adaptive_capped += rec.adaptive_capped;
           r.queries += rec.queries;
         }
         r.cmt_rows += rec.cmt_rows;
         r.cmt_dropped += rec.cmt_dropped;
         if (rec.cached > 0 && cfg.k > 0) r.search_rows += rec.queries * model.config().n_head;
         r.budget_cut += rec.budget_cut;
-        if (cfg.certify && rec.cached > 0) r.certificate.add(rec.layer, rec.left_out, rec.bound_max);
+        if ((cfg.certify || cfg.left_out >= 0) && rec.cached > 0)
+          r.certificate.add(rec.layer, rec.left_out, rec.bound_max);
       }
     } else {
       // The whole window at once, or (standard_local > 0) in independent pieces without memory.

@@ -44,6 +44,10 @@ struct PerplexityResult {
   int64_t search_rows = 0, budget_cut = 0;
   // Beyond the paper, with InferConfig::certify: per layer, the left-out weights and bounds.
   CertificateStats certificate;
+  // Beyond the paper (retrieval_trim.h), over the same (chunk, layer) pairs as `unique`: distinct
+  // blocks the rows attended (fewer when gated-off CMT rows read none); adaptive k's rows, the
+  // blocks they kept and the rows capped at k.
+  int64_t attended = 0, adaptive_rows = 0, adaptive_blocks = 0, adaptive_capped = 0;
   double seconds = 0;
 };
 

@@ -112,7 +112,15 @@ PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const Inf
       for (const RetrievalRecord& rec : s.retrieval_log()) {  // as evaluate_perplexity counts them
         if (rec.cached > 0 && cfg.k > 0) r.search_rows += rec.queries * NH;
         r.budget_cut += rec.budget_cut;
-        if (cfg.certify && rec.cached > 0) r.certificate.add(rec.layer, rec.left_out, rec.bound_max);
+        if ((cfg.certify || cfg.left_out >= 0) && rec.cached > 0)
+          r.certificate.add(rec.layer, rec.left_out, rec.bound_max);
+        if (rec.cached > 0) {
+          r.unique += rec.unique;
+          r.attended += rec.attended;
+          r.adaptive_rows += rec.adaptive_rows;
+          r.adaptive_blocks += rec.adaptive_blocks;
+          r.adaptive_capped += rec.adaptive_capped;
+        }
       }
     }
     const std::string answer = tok.decode(out);

@@ -58,6 +58,9 @@ struct PasskeyResult {
   // Beyond the paper, with InferConfig::certify: per layer, the left-out weights and bounds over
   // every prompt's prefill and answer.
   CertificateStats certificate;
+  // Beyond the paper (retrieval_trim.h), as PerplexityResult counts them: distinct blocks chosen
+  // and attended per (chunk, layer) with a cache, summed; adaptive k's rows, blocks kept, rows capped.
+  int64_t unique = 0, attended = 0, adaptive_rows = 0, adaptive_blocks = 0, adaptive_capped = 0;
 };
 
 // Where a pass-key evaluation is: called after each chunk of a prompt's prefill and after each

@@ -40,6 +40,10 @@ struct ChunkContext {
   // Beyond the paper: each row's left-out weight and its bound (certificate.h) go into the
   // chunk's RetrievalRecord (InferConfig::certify).
   bool certify = false;
+  // Beyond the paper (retrieval_trim.h): rows the CMT gates off read no block (InferConfig::cmt_skip);
+  // adaptive k with left-out weight at most left_out (< 0: off).
+  bool cmt_skip = true;
+  double left_out = -1;
 };
 
 // What retrieval chose for one chunk of one layer. Row r = h * n + i is (head h, query i).

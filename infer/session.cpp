@@ -63,8 +63,9 @@ struct InferenceSession::Impl {
                                         << " attention; cached retrieval needs a landmark model");
     LM_CHECK(landmark_id >= 0 && landmark_id < m.config().vocab_size,
              "inference: landmark id " << landmark_id << " is outside the vocabulary of " << m.config().vocab_size);
-    LM_CHECK(!cfg.certify || device == Device::CPU,
-             "inference: --certify runs on the CPU rows only (the CUDA rows keep their weights on the device)");
+    LM_CHECK(!(cfg.certify || cfg.left_out >= 0) || device == Device::CPU,
+             "inference: --certify and --left-out run on the CPU rows only (the CUDA rows keep their weights on the "
+             "device)");
     LM_CHECK(m.config().context_miss || cfg.cmt_cutoff == 0,
              "inference: a CMT cutoff (" << cfg.cmt_cutoff << ") needs a model trained with a context-miss token "
                                          << "(train --cmt); this one has none");
@@ -120,7 +121,9 @@ struct InferenceSession::Impl {
     ctx.blocks_done = blocks_done;
     ctx.rotary_base = model.config().rotary_base;
     ctx.cmt_cutoff = cfg.cmt_cutoff;
-    ctx.certify = cfg.certify;
+    ctx.certify = cfg.certify || cfg.left_out >= 0;
+    ctx.cmt_skip = cfg.cmt_skip;
+    ctx.left_out = cfg.left_out;
     ctx.search_tiles = cfg.search == KeySearch::Approx ? cfg.search_tiles : 0;
     ctx.local_kinds = &local_kinds;
     ctx.rope = &rope;
@@ -186,7 +189,7 @@ struct InferenceSession::Impl {
     ChunkContext ctx = chunk_context(local_kinds, n);
 
     // A generated token (a chunk of one regular token): every layer in one parallel region.
-    if (n == 1 && cfg.decode_step && !cfg.certify && decode_step_fits(model, layers, ctx)) {
+    if (n == 1 && cfg.decode_step && !cfg.certify && cfg.left_out < 0 && decode_step_fits(model, layers, ctx)) {
       Tensor logits = decode_step(model, layers, ctx, toks[0], pos, log);
       ++decode_steps;
       raw_fed += 1;
@@ -264,6 +267,11 @@ const InferConfig& InferenceSession::config() const { return impl_->cfg; }
 void InferenceSession::set_decode_step(bool on) { impl_->cfg.decode_step = on; }
 int64_t InferenceSession::decode_steps() const { return impl_->decode_steps; }
 int64_t InferenceSession::rotary_rows() const { return impl_->rope.rows_held(); }
+int64_t InferenceSession::blocks_read() const {
+  int64_t n = 0;
+  for (const LayerCache& layer : impl_->layers) n += layer.store->blocks_read();
+  return n;
+}
 void InferenceSession::move_blocks_to_host() {
   for (LayerCache& layer : impl_->layers) layer.store->move_to_host();
   impl_->cfg.blocks_on_device = false;

@@ -34,6 +34,12 @@ struct RetrievalRecord {
   // the weight M the row would give the cached blocks it left out; the largest certified bound.
   std::vector<double> left_out;
   double bound_max = 0;
+  // Beyond the paper (retrieval_trim.h): distinct blocks the rows attended, i.e. what a store on
+  // disk read (fewer than `unique` when rows the CMT gated off dropped theirs: InferConfig::cmt_skip);
+  // with InferConfig::left_out, the rows adaptive k ran over, the blocks they kept, and those it
+  // capped at k with their left-out weight still above E.
+  int64_t attended = 0;
+  int64_t adaptive_rows = 0, adaptive_blocks = 0, adaptive_capped = 0;
 };
 
 // Optional: the attention of one (layer, head), captured query by query for attention maps.
@@ -108,6 +114,7 @@ class InferenceSession {
   void set_decode_step(bool on);
   int64_t decode_steps() const;  // tokens that went through decode_step so far
   int64_t rotary_rows() const;   // positions whose rotary rows are held now (RotaryCache::rows_held)
+  int64_t blocks_read() const;   // blocks the layers' stores read from disk (or f16) so far (BlockStore::blocks_read)
   // A session with InferConfig::blocks_on_device: moves every layer's block K/V from GPU memory to
   // host memory, so the tokens fed from now on retrieve blocks the offloaded way (only the
   // retrieved ones are copied to the GPU). The usual use: read a long prompt with the blocks on

@@ -12,7 +12,8 @@
 # row per prompt whose `correct` column adds up to the printed count (RAM and disk: the same rows),
 # and `passkey --search approx` reports its unproven rows as eval does, and eval notes a version-1
 # token file (no CRC-32) as read unverified, as train does, and `--certify` reports the left-out
-# weight per layer without changing what is scored (refused with stingy positions).
+# weight per layer without changing what is scored (refused with stingy positions), `--left-out`
+# prints adaptive k's mean k, and the CMT skip scores as `--no-cmt-skip` does.
 # Usage: test_infer_cli.sh path/to/landmark
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect, passkey_tokens
 
@@ -139,6 +140,24 @@ grep -qE '^ *300 ' "$WORK/cert_stingy.txt" && fail "eval --certify was refused o
 "$LANDMARK" "${PK[@]}" --positions exact --certify --answers "$WORK/cert_answers.tsv" > "$WORK/pk_cert.txt" 2> /dev/null
 expect "$WORK/pk_cert.txt" "left-out weight M per (query, head) row, length 400"
 cmp -s "$WORK/exact_answers.tsv" "$WORK/cert_answers.tsv" || fail "passkey --certify answered differently"
+# --left-out (adaptive k) prints its mean k and the certificate, refuses stingy positions; the CMT
+# skip reads fewer blocks at a cutoff and scores the same as --no-cmt-skip.
+"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --positions exact --left-out 0.05 \
+  > "$WORK/adapt.txt" 2> /dev/null
+grep -qE '^adaptive k \(--left-out 0.05, --k 2\): mean k [0-9.]+ over [0-9]+ \(query, layer, head\) rows' "$WORK/adapt.txt" ||
+  { cat "$WORK/adapt.txt" >&2; fail "eval --left-out printed no adaptive k line"; }
+expect "$WORK/adapt.txt" "left-out weight M per (query, head) row"
+if "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --left-out 0.05 > "$WORK/adapt_bad.txt" 2>&1; then
+  fail "eval --left-out with stingy positions succeeded"
+fi
+expect "$WORK/adapt_bad.txt" "--left-out needs --positions exact"
+"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/cmt/checkpoint.safetensors" --cmt-cutoff 0.5 > "$WORK/skip_on.txt" 2> /dev/null
+"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/cmt/checkpoint.safetensors" --cmt-cutoff 0.5 --no-cmt-skip \
+  > "$WORK/skip_off.txt" 2> /dev/null
+expect "$WORK/skip_on.txt" "CMT skip on: "
+expect "$WORK/skip_off.txt" "CMT skip off (--no-cmt-skip): "
+[ "$(grep -E '^ *300 ' "$WORK/skip_on.txt")" = "$(grep -E '^ *300 ' "$WORK/skip_off.txt")" ] ||
+  { paste "$WORK/skip_on.txt" "$WORK/skip_off.txt" >&2; fail "the CMT skip changed the perplexity"; }
 # An output whose directory is missing is refused before any prompt is read.
 if "$LANDMARK" "${PK[@]}" --answers "$WORK/missing/a.tsv" > "$WORK/bad_answers" 2>&1; then
   fail "passkey --answers into a missing directory succeeded"
