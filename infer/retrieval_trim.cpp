@@ -102,6 +102,7 @@ AdaptiveCount trim_to_left_out(const LayerCache& cache, const ChunkContext& ctx,
     if (gated_off(g, ctx.cmt_cutoff, static_cast<size_t>(r))) {  // M = 0 whatever it reads
       sel.clear();
       plan.places[static_cast<size_t>(r)].clear();
+      if (!plan.score.empty()) plan.score[static_cast<size_t>(r)].clear();
       continue;
     }
     // Its blocks best first (ties: the older block, as the top k breaks them).
@@ -132,6 +133,11 @@ AdaptiveCount trim_to_left_out(const LayerCache& cache, const ChunkContext& ctx,
     std::sort(best.begin(), best.end());
     sel = best;
     plan.places[static_cast<size_t>(r)] = block_places(sel, ctx, nb, plan.first_gid);
+    if (!plan.score.empty()) {  // a detailed trace: the kept blocks' scores, as sel
+      std::vector<double>& sc = plan.score[static_cast<size_t>(r)];
+      sc.clear();
+      for (int32_t b : sel) sc.push_back(sr[b]);
+    }
     count.blocks += static_cast<int64_t>(keep);
   }
   return count;

@@ -29,7 +29,9 @@ awk -F'\t' 'NR > 1 {
   if (($1 ~ /^landmark/) != ($4 != "-")) { print "row " NR ": k " $4 " for " $1; bad = 1 }
 } END { exit bad }' "$T1" || fail "table1.tsv is malformed"
 for section in "## Table 1" "## Table 2" "## Table 3" "## Appendix E" "## Appendix F" "**Target**" "PAPER_QUICK=1" \
-               "## What retrieval adds" "## The commands" "| d_landmark_2048_k0 | landmark | \`--length 2048 --chunk 250 --k 0\` |"; do
+               "## What retrieval adds" "## The commands" "| d_landmark_2048_k0 | landmark | \`--length 2048 --chunk 250 --k 0\` |" \
+               "## The paper's comparison: Transformer-XL against retrieval" \
+               "| xl | \`--block-size 256 --xl-cache 256 --segment 512 --batch 4 --attention standard\` |"; do
   expect "$MD" "$section"
 done
 [ -s "$WORK/out/docs/results/appendix_f_hist.png" ] || fail "no Appendix F histogram"
