@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # exp_certified.sh: beyond the paper. Fixed k against adaptive k (--left-out E, k capped at 16),
-# with the certificate of each reading (docs/results/certified.md):
+# with the certificate of each reading:
 #   perplexity  the paper-tables landmark model (make paper-tables) on val.tokens at 2048 and 4096,
 #               chunks of 250, exact positions, every window;
 #   pass key    the demo's landmark model (make demo) at 1024 and 2048 tokens, 10 prompts each,
