@@ -301,7 +301,7 @@ stage_tables() {
     echo "$BATCH, for the same number of steps. Transformer-XL's passages are segments of 512 read as two windows"
     echo "of 256, the second with the first as its cache. (The paper trained XL on segments of 2048 with 4x the"
     echo "tokens per step for a quarter of the steps; at this scale a quarter of the passages per step cost XL"
-    echo "22%: docs/results/training.md.)"
+    echo "22%: [results/training.md](results/training.md).)"
     echo
     echo "| run | flags | steps | tokens seen | final validation loss | validation perplexity | training time (s) |"
     echo "|---|---|---|---|---|---|---|"
