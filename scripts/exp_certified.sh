@@ -62,6 +62,7 @@ cert_cols() {  # FILE [LENGTH]: "M_mean M_max bound" from the certificate lines 
         if ($i == "max") { v = $(i + 1); sub(";", "", v); if (v + 0 > mx) mx = v + 0 }
         if ($i == "bound") { if ($(i + 1) + 0 > b) b = $(i + 1) + 0 }
       }
+      next  # (sub() above rebuilt the line without its leading spaces)
     }
     on && !/^  layer/ && !/^left-out/ { on = 0 }
     END { if (n == 0) { print "- - -"; exit } printf "%.4g %.4g %.4g\n", m / n, mx, b }' "$1"
