@@ -403,6 +403,8 @@ Command eval_command(CLI::App& app) {
     cfg.standard_local = *local;
     check_output_dirs("eval", {{"--tsv", tsv.get()}, {"--windows-tsv", windows_tsv.get()}, {"--hist", hist.get()}});
     LM_CHECK(!flags->all() || hist->empty(), "eval: --hist draws one granularity; choose one instead of 'all'");
+    LM_CHECK(!flags->all() || (!cfg.certify && cfg.left_out < 0),
+             "eval: --certify and --left-out read one granularity; choose one instead of 'all'");
     LM_CHECK(!flags->all() || (windows_tsv->empty() && paired->empty()),
              "eval: --windows-tsv and --paired-with compare one evaluation; choose one granularity instead of 'all'");
     // Read the other evaluation first: a bad file is refused before the evaluation, not after it.

@@ -151,6 +151,11 @@ if "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --
   fail "eval --left-out with stingy positions succeeded"
 fi
 expect "$WORK/adapt_bad.txt" "--left-out needs --positions exact"
+if "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --positions exact --certify \
+  --granularity all > "$WORK/cert_all_gran.txt" 2>&1; then
+  fail "eval --certify --granularity all succeeded"
+fi
+expect "$WORK/cert_all_gran.txt" "--certify and --left-out read one granularity"
 "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/cmt/checkpoint.safetensors" --cmt-cutoff 0.5 > "$WORK/skip_on.txt" 2> /dev/null
 "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/cmt/checkpoint.safetensors" --cmt-cutoff 0.5 --no-cmt-skip \
   > "$WORK/skip_off.txt" 2> /dev/null
