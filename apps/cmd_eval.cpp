@@ -126,6 +126,25 @@ void print_trims(const InferConfig& cfg, bool cmt, int64_t unique, int64_t atten
         rows ? static_cast<double>(blocks) / static_cast<double>(rows) : 0.0, static_cast<long long>(rows),
         rows ? 100.0 * static_cast<double>(capped) / static_cast<double>(rows) : 0.0, cfg.left_out);
 }
+
+// Beyond the paper (block_scorers.h): what scoring the cached blocks cost, and, with --mass-recall,
+// how the chosen blocks agree with the oracle's (eval, passkey).
+void print_scoring(const InferConfig& cfg, int64_t keys_scored, int64_t rows, int64_t summary_bytes,
+                   const OracleAgreement& oracle) {
+  const bool own = cfg.scorer != BlockScorer::Landmark;
+  std::printf(
+      "block scorer %s%s: %.1f %s scored per (query, head) row with a cache; %lld bytes per block in fast "
+      "memory to score it (all layers)%s\n",
+      block_scorer_name(cfg.scorer), own ? " (beyond the paper)" : "",
+      rows ? static_cast<double>(keys_scored) / static_cast<double>(rows) : 0.0, own ? "summary rows" : "landmark keys",
+      static_cast<long long>(summary_bytes), cfg.mass_recall ? ", the blocks' keys for --mass-recall included" : "");
+  if (cfg.mass_recall)
+    std::printf(
+        "mass recall against the oracle: %.4f of the cached blocks' attention mass in the chosen blocks, IoU "
+        "%.4f with the oracle's top k, over %lld (query, layer, head) rows\n",
+        oracle.rows ? oracle.recall_sum / static_cast<double>(oracle.rows) : 0.0,
+        oracle.rows ? oracle.iou_sum / static_cast<double>(oracle.rows) : 0.0, static_cast<long long>(oracle.rows));
+}
 }  // namespace
 
 Command passkey_command(CLI::App& app) {
@@ -188,7 +207,8 @@ Command passkey_command(CLI::App& app) {
     LoadedModel lm_model = load_trained_model(*ckpt, flags->dev());
     const InferConfig cfg = flags->get(lm_model);
     // A standard model as --checkpoint is evaluated alone, with its own window.
-    const bool standard = !lm_model.model->config().landmark();
+    // A standard model without --scorer reads the prompt's last block_size tokens at once.
+    const bool standard = !lm_model.model->config().landmark() && cfg.scorer == BlockScorer::Landmark;
     LM_CHECK(!standard || baseline->empty(),
              "passkey: --baseline is compared with a landmark --checkpoint, but " << *ckpt << " is a standard model");
     LM_CHECK(!standard || !opts->recall,
@@ -214,6 +234,10 @@ Command passkey_command(CLI::App& app) {
     if (cfg.search == KeySearch::Approx)
       std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note),
                     ", approx top-k search (%lld tiles)", static_cast<long long>(cfg.search_tiles));
+    if (cfg.scorer != BlockScorer::Landmark)
+      std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note),
+                    ", %s model, %s block scorer", lm_model.model->config().landmark() ? "landmark" : "standard",
+                    block_scorer_name(cfg.scorer));
     if (standard)
       std::printf("pass-key retrieval: %lld trials per length, a standard model reading the last %lld tokens\n",
                   static_cast<long long>(o.trials), static_cast<long long>(mc.block_size));
@@ -228,14 +252,22 @@ Command passkey_command(CLI::App& app) {
                 o.scoring == PasskeyScoring::Strict
                     ? "strict (after leading spaces, the answer starts with exactly the key's digits)"
                     : "paper (the first integer within the first 100 generated tokens equals the key)");
-    std::printf("%8s  %14s%s\n", "length", standard ? "standard" : "landmark",
+    const bool std_model = !mc.landmark();  // read by its window, or in blocks with --scorer
+    std::printf("%8s  %14s%s\n", "length", std_model ? "standard" : "landmark",
                 base.model ? "  baseline (own window)" : "");
-    plot::Series s_lm{standard ? "standard (window)" : "landmark (k " + std::to_string(cfg.k) + ")", {}, {}, {}},
+    const std::string scored_by =
+        cfg.scorer == BlockScorer::Landmark ? "" : std::string(", ") + block_scorer_name(cfg.scorer);
+    plot::Series s_lm{standard    ? "standard (window)"
+                      : std_model ? "standard (k " + std::to_string(cfg.k) + scored_by + ")"
+                                  : "landmark (k " + std::to_string(cfg.k) + scored_by + ")",
+                      {},
+                      {},
+                      {}},
         s_base{"baseline (window)", {}, {}, {}};
     PasskeyResult pooled;
     pooled.recall_hits.assign(static_cast<size_t>(mc.n_layer * mc.n_head), 0);
     pooled.recall_queries = pooled.recall_hits;
-    std::string table = standard ? "length\tstandard_pct\n" : "length\tlandmark_pct\tbaseline_pct\n";
+    std::string table = std_model ? "length\tstandard_pct\n" : "length\tlandmark_pct\tbaseline_pct\n";
     std::string answer_table = "length\ttrial\tkey\tcorrect\tanswer\n";
     // Progress on stderr while a length runs: the trial, the correct count so far, and how far the
     // current prompt has been read.
@@ -252,14 +284,14 @@ Command passkey_command(CLI::App& app) {
       };
     };
     for (int64_t len : *lengths) {
-      ProgressLine lm_line(standard ? "standard:" : "landmark:");
+      ProgressLine lm_line(std_model ? "standard:" : "landmark:");
       PasskeyResult r = passkey_accuracy(*lm_model.model, *lm_model.tokenizer, cfg, len, o, progress_for(lm_line, len));
       lm_line.finish();
       std::printf("%8lld  %5.1f%% (%2lld/%2lld)", static_cast<long long>(len), 100 * r.accuracy(),
                   static_cast<long long>(r.correct), static_cast<long long>(r.trials));
       s_lm.x.push_back(static_cast<double>(len));
       s_lm.y.push_back(100 * r.accuracy());
-      table += std::to_string(len) + "\t" + pct(r.accuracy()) + (standard ? "" : "\t");
+      table += std::to_string(len) + "\t" + pct(r.accuracy()) + (std_model ? "" : "\t");
       for (size_t t = 0; t < r.answers.size(); ++t)
         answer_table += std::to_string(len) + "\t" + std::to_string(t) + "\t" + std::to_string(r.keys[t]) + "\t" +
                         (r.hits[t] ? "1\t" : "0\t") + escape_tabs(r.answers[t]) + "\n";
@@ -281,6 +313,12 @@ Command passkey_command(CLI::App& app) {
         print_trims(cfg, mc.context_miss, r.unique, r.attended, r.adaptive_rows, r.adaptive_blocks, r.adaptive_capped);
       if (cfg.certify || cfg.left_out >= 0)
         print_certificate(r.certificate, (", length " + std::to_string(len)).c_str());
+      if (!standard) {
+        print_scoring(cfg, r.keys_scored, r.scored_rows, r.summary_bytes, r.oracle);
+        std::printf("answers: %.2f ms per generated token (%lld tokens, after each prompt was read)\n",
+                    r.answer_tokens ? 1000.0 * r.answer_seconds / static_cast<double>(r.answer_tokens) : 0.0,
+                    static_cast<long long>(r.answer_tokens));
+      }
       if (o.recall) {
         print_recall(r, mc.n_layer, mc.n_head, "length " + std::to_string(len));
         for (size_t i = 0; i < pooled.recall_hits.size(); ++i) {
@@ -430,16 +468,18 @@ Command eval_command(CLI::App& app) {
                                                     << ") to be a multiple of the other");
     }
     const GPTConfig& mc = m.model->config();
-    const bool landmark = mc.landmark();
-    LM_CHECK(landmark || !flags->all(), "eval: --granularity all needs a landmark model");
-    const int64_t F = mc.landmark_every;
+    // Read in blocks with retrieval: a landmark model, or (beyond the paper) a standard one with --scorer.
+    const bool landmark = mc.landmark() || cfg.scorer != BlockScorer::Landmark;
+    const int64_t B = mc.landmark() ? mc.landmark_every + 1 : mc.landmark_every;  // positions per retrieved block
+    LM_CHECK(landmark || !flags->all(), "eval: --granularity all needs a landmark model (or --scorer)");
     const bool xl = mc.xl_cache > 0;
     // One row per evaluation for --tsv; the first eleven columns are docs/results/table1.tsv's.
     std::string rows =
         "model\ttrain_len\teval_len\tk\tppl\tci_low\tci_high\tl_local\txl_cache\tblocks\tattention_size\t"
-        "granularity\tpositions\tcmt_cutoff\tdrop_rate\tblocks_per_step\tunique_per_token\twindows\ttokens\tseconds\n";
+        "granularity\tpositions\tcmt_cutoff\tdrop_rate\tblocks_per_step\tunique_per_token\twindows\ttokens\tseconds\t"
+        "scorer\tmass_recall\tiou\n";
     const std::string model_name = !label->empty() ? *label
-                                   : landmark      ? (mc.context_miss ? "landmark-cmt" : "landmark")
+                                   : mc.landmark() ? (mc.context_miss ? "landmark-cmt" : "landmark")
                                    : xl            ? "xl"
                                                    : "standard";
     LM_CHECK(model_name.size() <= 64 && model_name.find_first_of("\t\n") == std::string::npos,
@@ -455,11 +495,13 @@ Command eval_command(CLI::App& app) {
                               : xl                   ? mc.block_size
                               : c.standard_local > 0 ? std::min(c.standard_local, *length)
                                                      : *length;
-      const int64_t attention = landmark ? c.chunk_len + c.k * (F + 1) : xl ? mc.block_size + mc.xl_cache : l_local;
-      char buf[1024];
+      const int64_t attention = landmark ? c.chunk_len + c.k * B : xl ? mc.block_size + mc.xl_cache : l_local;
+      const OracleAgreement& o = r.oracle;
+      char buf[1200];
       std::snprintf(
           buf, sizeof buf,
-          "%s\t%lld\t%lld\t%s\t%.4f\t%.4f\t%.4f\t%lld\t%s\t%s\t%lld\t%s\t%s\t%s\t%s\t%s\t%s\t%lld\t%lld\t%.1f\n",
+          "%s\t%lld\t%lld\t%s\t%.4f\t%.4f\t%.4f\t%lld\t%s\t%s\t%lld\t%s\t%s\t%s\t%s\t%s\t%s\t%lld\t%lld\t%.1f\t%s\t%"
+          "s\t%s\n",
           model_name.c_str(), (long long)mc.block_size, (long long)*length,
           landmark ? std::to_string(c.k).c_str() : "-", r.perplexity(), ci.low, ci.high, (long long)l_local,
           xl ? std::to_string(mc.xl_cache).c_str() : "-",
@@ -467,7 +509,9 @@ Command eval_command(CLI::App& app) {
           landmark ? granularity_name(c.granularity) : "-", landmark ? position_mode_name(c.positions) : "-",
           mc.context_miss ? fmt_g(c.cmt_cutoff).c_str() : "-", mc.context_miss ? fmt_g(r.drop_rate()).c_str() : "-",
           landmark ? fmt_g(r.fetched_per_step()).c_str() : "-", landmark ? fmt_g(r.unique_per_token()).c_str() : "-",
-          (long long)r.windows, (long long)r.tokens, r.seconds);
+          (long long)r.windows, (long long)r.tokens, r.seconds, landmark ? block_scorer_name(c.scorer) : "-",
+          o.rows ? fmt_g(o.recall_sum / static_cast<double>(o.rows)).c_str() : "-",
+          o.rows ? fmt_g(o.iou_sum / static_cast<double>(o.rows)).c_str() : "-");
       rows += buf;
     };
     auto write_tsv = [&]() {
@@ -519,7 +563,7 @@ Command eval_command(CLI::App& app) {
     if (landmark)
       std::printf("%-12lld %-8lld %-9s %-7s %-3lld %-15lld %.4f\n", (long long)*length, (long long)cfg.chunk_len,
                   "None", cfg.capacity > 0 ? std::to_string(cfg.capacity).c_str() : "all", (long long)cfg.k,
-                  (long long)(cfg.chunk_len + cfg.k * (F + 1)), r.perplexity());
+                  (long long)(cfg.chunk_len + cfg.k * B), r.perplexity());
     else if (xl)  // Table 1's XL rows: local length T, an XL cache of M, attention size T + M
       std::printf("%-12lld %-8lld %-9lld %-7s %-3s %-15lld %.4f\n", (long long)*length, (long long)mc.block_size,
                   (long long)mc.xl_cache, "None", "-", (long long)(mc.block_size + mc.xl_cache), r.perplexity());
@@ -537,8 +581,9 @@ Command eval_command(CLI::App& app) {
     else
       std::printf("(%lld windows, %lld tokens scored: every position of each window; %.4f nats/token, %.1f s; %s)\n",
                   (long long)r.windows, (long long)r.tokens, r.nll, r.seconds,
-                  landmark ? (cfg.kv_f16 ? "attention size = chunk + k (F + 1); block K/V in f16"
-                                         : "attention size = chunk + k (F + 1)")
+                  !mc.landmark() && landmark ? "a standard model read in blocks of F; attention size = chunk + k F"
+                  : landmark                 ? (cfg.kv_f16 ? "attention size = chunk + k (F + 1); block K/V in f16"
+                                                           : "attention size = chunk + k (F + 1)")
                   : cfg.standard_local > 0 && cfg.standard_local < *length
                       ? "each window read in independent pieces of l_local tokens, no memory between them"
                       : "each window read at once");
@@ -569,6 +614,7 @@ Command eval_command(CLI::App& app) {
     if (landmark)
       print_trims(cfg, mc.context_miss, r.unique, r.attended, r.adaptive_rows, r.adaptive_blocks, r.adaptive_capped);
     if (landmark && (cfg.certify || cfg.left_out >= 0)) print_certificate(r.certificate, "");
+    if (landmark) print_scoring(cfg, r.keys_scored, r.scored_rows, r.summary_bytes, r.oracle);
     if (mc.context_miss)
       std::printf(
           "perplexity=%.4f drop_rate=%.4g (CMT cutoff %g: share of the %lld (query, layer, head) CMT scores below "

@@ -62,8 +62,8 @@ Command explore_command(CLI::App& app) {
     const GPTConfig& mc = m.model->config();
     LM_CHECK(mc.landmark(), "explore: needs a landmark model (retrieval is what it shows); "
                                 << *ckpt
-                                << " was trained "
-                                   "with standard attention");
+                                << " was trained with standard attention (eval and passkey read it in blocks with "
+                                   "--scorer)");
     std::string t = text_file->empty() ? *text : read_text_file(*text_file, "explore");
     LM_CHECK(!t.empty(), "explore: the text is empty (give --text or a non-empty --text-file)");
     std::vector<int32_t> ids = m.tokenizer->encode(t);

@@ -49,14 +49,15 @@ Command generate_command(CLI::App& app) {
     }
     LM_CHECK(!text.empty(), "generate: give --prompt or --prompt-file");
     std::vector<int32_t> ids = m.tokenizer->encode(text), out;
-    if (m.model->config().landmark()) {
-      InferenceSession s(*m.model, flags->get(m), m.landmark_id(), m.cmt_id());
+    const InferConfig cfg = flags->get(m);  // checks the flags against the model
+    // A landmark model, or (beyond the paper) a standard one with --scorer, reads the prompt in blocks.
+    if (m.model->config().landmark() || cfg.scorer != BlockScorer::Landmark) {
+      InferenceSession s(*m.model, cfg, m.landmark_id(), m.cmt_id());
       ProgressLine line("prompt:");  // a long prompt's prefill shows its pace on stderr
       Tensor logits = s.read(ids, [&](int64_t done, int64_t total) { line.update(done, total); });
       line.finish();
       out = generate_from(s, logits, *max_new, *sample);
     } else {
-      flags->get(m);  // checks the flags against the model
       out = generate_windowed(*m.model, ids, m.model->config().block_size, *max_new, *sample);
     }
     std::cout << (*echo ? text : "") << m.tokenizer->decode(out) << "\n";

@@ -15,8 +15,9 @@ namespace app {
 
 struct InferFlags {
   InferConfig cfg;
-  std::string granularity = "token-head", positions = "stingy", device = "cpu", kv_dtype = "f32", search = "scan";
-  CLI::Option* cutoff_opt = nullptr;
+  std::string granularity = "token-head", positions = "stingy", device = "cpu", kv_dtype = "f32", search = "scan",
+              scorer = "landmark";
+  CLI::Option *cutoff_opt = nullptr, *scorer_opt = nullptr;
   // `all_granularities`: accept "all" (eval runs the three, as in the paper's Table 2).
   void add(CLI::App* sub, bool all_granularities = false) {
     sub->add_option("--device", device, "cpu or cuda (block K/V stay in host memory unless --blocks-on-device)")
@@ -74,6 +75,20 @@ struct InferFlags {
                     "whose left-out weight is at most this (prints mean k, rows capped, the certified bound). "
                     "Needs --positions exact, --search scan, token-head granularity, the CPU")
         ->check(real_in(0.0, 1.0));
+    scorer_opt = sub->add_option("--scorer", scorer,
+                                 "Beyond the paper: how a cached block is scored for retrieval. landmark (the paper: "
+                                 "its landmark key; landmark models) | mean (the mean of its keys) | quest (the "
+                                 "per-feature min/max bound) | reps (its --reps most attended keys) | oracle (its "
+                                 "exact attention mass; texts up to 32768 tokens). mean, quest, reps and oracle also "
+                                 "read a standard model in blocks of its landmark_every tokens")
+                     ->check(CLI::IsMember({"landmark", "mean", "quest", "reps", "oracle"}))
+                     ->capture_default_str();
+    sub->add_option("--reps", cfg.reps, "--scorer reps: representative keys kept per block")
+        ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+        ->capture_default_str();
+    sub->add_flag("--mass-recall", cfg.mass_recall,
+                  "Beyond the paper: print the share of the oracle's block attention mass the chosen blocks hold, "
+                  "and their overlap (IoU) with the oracle's top k (keeps every key in fast memory; CPU)");
     cutoff_opt =
         sub->add_option("--cmt-cutoff", cfg.cmt_cutoff,
                         "Models trained with --cmt: S(CMT) below this gates retrieved blocks with 0 (Appendix D)")
@@ -112,6 +127,15 @@ struct InferFlags {
     LM_CHECK(!(cfg.certify || cfg.left_out >= 0) || m.model->config().landmark(),
              "--certify, --left-out: the left-out weights are those of a landmark model's retrieval; this model has "
              "no landmarks");
+    cfg.scorer = parse_block_scorer(scorer);
+    LM_CHECK(
+        m.model->config().landmark() || cfg.scorer != BlockScorer::Landmark || scorer_opt == nullptr ||
+            scorer_opt->count() == 0,
+        "--scorer landmark: this is a standard model, it has no landmark keys; choose mean, quest, reps or oracle");
+    LM_CHECK(m.model->config().landmark() || cfg.scorer != BlockScorer::Landmark || !cfg.mass_recall,
+             "--mass-recall: a standard model is read in blocks only with --scorer mean, quest, reps or oracle");
+    LM_CHECK(!(cfg.scorer != BlockScorer::Landmark || cfg.mass_recall) || device == "cpu",
+             "--scorer " << scorer << ", --mass-recall: the block summaries are scored on the CPU; use --device cpu");
     cfg.validate();  // before any output: e.g. --certify without --positions exact
     return cfg;
   }

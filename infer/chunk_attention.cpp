@@ -128,6 +128,7 @@ Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const T
     rec->adaptive_rows = adaptive.rows;
     rec->adaptive_blocks = adaptive.blocks;
     rec->adaptive_capped = adaptive.capped;
+    rec->oracle = plan.oracle;
     if (certify) {
       rec->left_out = std::move(cert.mass);
       for (double b : cert.bound) rec->bound_max = std::max(rec->bound_max, b);

@@ -38,6 +38,18 @@ void InferConfig::validate() const {
                (positions == PositionMode::Exact && search == KeySearch::Scan && granularity == Granularity::TokenHead),
            "inference: --left-out needs --positions exact, --search scan and --granularity token-head (its "
            "left-out weight is that of the exact scan's scores, per row)");
+  const bool summaries = scorer != BlockScorer::Landmark || mass_recall;
+  LM_CHECK(scorer == BlockScorer::Landmark || search == KeySearch::Scan,
+           "inference: --scorer " << block_scorer_name(scorer)
+                                  << " scores every block (--search scan); the bounded and approximate searches "
+                                     "serve landmark keys only");
+  LM_CHECK(!summaries || !blocks_on_device,
+           "inference: --scorer " << block_scorer_name(scorer) << " and --mass-recall keep their summaries on the host "
+                                  << "(no --blocks-on-device)");
+  LM_CHECK(scorer == BlockScorer::Landmark || (!certify && left_out < 0),
+           "inference: --certify and --left-out reason about the landmark gates of the landmark scorer, not --scorer "
+               << block_scorer_name(scorer));
+  LM_CHECK(reps >= 1, "inference: --reps must be at least 1, got " << reps);
   LM_CHECK(!blocks_on_device || (block_dir.empty() && !kv_f16),
            "inference: block K/V kept on the device are neither in files (block_dir) nor f16 (kv_f16)");
 }

@@ -61,7 +61,8 @@ PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t
                                      const std::function<void(int64_t, int64_t)>& progress) {
   if (model.config().xl_cache > 0) return evaluate_perplexity_xl(model, tokens, eval_length, max_windows, progress);
   LM_CHECK(eval_length >= 1, "eval: the evaluation length must be at least 1, got " << eval_length);
-  const bool landmark = model.config().landmark();
+  // Read in blocks with retrieval: a landmark model, or a standard one with a training-free scorer.
+  const bool landmark = model.config().landmark() || cfg.scorer != BlockScorer::Landmark;
   const int64_t standard_read = cfg.standard_local > 0 ? std::min(cfg.standard_local, eval_length) : eval_length;
   LM_CHECK(landmark || standard_read <= model.config().block_size,
            "eval: a standard model reads at most its block size " << model.config().block_size << " tokens at once; "
@@ -83,6 +84,7 @@ PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t
     if (landmark) {
       InferenceSession s(model, cfg, landmark_id, cmt_id);
       logits = s.feed(win);
+      r.summary_bytes = s.summary_bytes_per_block();
       const int64_t chunks = (eval_length + cfg.chunk_len - 1) / cfg.chunk_len;
       for (const RetrievalRecord& rec : s.retrieval_log()) {
         if (chunks >= 2 && rec.chunk == chunks - 2) {
@@ -99,6 +101,9 @@ PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t
           r.adaptive_blocks += rec.adaptive_blocks;
           r.adaptive_capped += rec.adaptive_capped;
           r.queries += rec.queries;
+          r.keys_scored += rec.keys_scored;
+          r.scored_rows += rec.queries * model.config().n_head;
+          r.oracle.add(rec.oracle);
         }
         r.cmt_rows += rec.cmt_rows;
         r.cmt_dropped += rec.cmt_dropped;

@@ -48,6 +48,11 @@ struct PerplexityResult {
   // blocks the rows attended (fewer when gated-off CMT rows read none); adaptive k's rows, the
   // blocks they kept and the rows capped at k.
   int64_t attended = 0, adaptive_rows = 0, adaptive_blocks = 0, adaptive_capped = 0;
+  // Beyond the paper (block_scorers.h), over the same pairs: keys (or summary rows) scored and the
+  // (query, head) rows that scored them; the bytes one block's scoring summary takes in fast memory
+  // (all layers); with InferConfig::mass_recall, the rows' agreement with the oracle.
+  int64_t keys_scored = 0, scored_rows = 0, summary_bytes = 0;
+  OracleAgreement oracle;
   double seconds = 0;
 };
 

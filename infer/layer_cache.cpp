@@ -98,7 +98,7 @@ void index_keep_newest(std::vector<LandmarkKeyIndex<Scalar>>& index, int64_t hel
 }  // namespace
 
 int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& kinds,
-                           RotaryCache& rope, PositionMode positions, int64_t first_gid) {
+                           RotaryCache& rope, PositionMode positions, int64_t first_gid, const Tensor* q_loc) {
   const int64_t L = k_loc.size(1);
   LM_CHECK(static_cast<int64_t>(kinds.size()) == L, "LayerCache: " << kinds.size() << " kinds for " << L << " keys");
   LM_CHECK(k_loc.device() == device && v_loc.device() == device,
@@ -140,6 +140,10 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
     Tensor kb = k_host.narrow(1, begin, F).transpose(1, 2).contiguous(), vb = v_host.narrow(1, begin, F).contiguous();
     store->append(kb, vb);
     const int64_t gid = first_gid + completed;
+    // Beyond the paper: the block's summary for a training-free scorer, its keys rotated where its
+    // landmark key is scored (slot 0 with stingy positions, its true place with exact ones).
+    if (summaries)
+      summarise_block(*summaries, k_loc, q_loc, begin, positions == PositionMode::Exact ? gid * (F + 1) : 0, rope);
     const int32_t p = static_cast<int32_t>(positions == PositionMode::Exact ? gid * (F + 1) + F : F);
     const Tensor key = k_loc.narrow(1, j, 1), key_rot = rotary(key.unsqueeze(0), rope.at(p)).squeeze(0);  // (NH, 1, HS)
     if (indexed) {
@@ -166,9 +170,11 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
     key_begin += key_count - held;
     key_count = held;
   }
+  if (summaries) summaries->drop_oldest(summaries->blocks() - held);
   tail_len = L - begin;
   tail_k = k_loc.narrow(1, begin, tail_len).contiguous();
   tail_v = v_loc.narrow(1, begin, tail_len).contiguous();
+  if (q_loc) tail_q = q_loc->narrow(1, begin, tail_len).contiguous();
   return completed;
 }
 

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "infer/block_scorers.h"
 #include "infer/block_store.h"
 #include "infer/config.h"
 #include "infer/rotary_cache.h"
@@ -73,6 +74,11 @@ struct LayerCache {
   // among every block absorbed so far (evicted ones included: still an upper bound for those held).
   // Kept for a host store; empty otherwise.
   std::vector<double> value_norm_max;
+  // Beyond the paper (block_scorers.h): each cached block's summary for a training-free scorer (or
+  // its keys, for the oracle and mass recall), on the host beside the landmark keys; null with the
+  // landmark scorer alone. Its representatives need the tail's queries too (tail_q, un-rotated).
+  std::unique_ptr<BlockSummaries> summaries;
+  Tensor tail_q;
   int64_t NH, F, HS;
   DType dtype;
   Device device;
@@ -81,8 +87,9 @@ struct LayerCache {
   // the store, its landmark key rotated into fast memory), the rest becomes the new tail.
   // Returns the number of completed blocks.
   // `first_gid`: global index the first completed block will get (for exact positions).
+  // q_loc: the un-rotated queries of [tail | chunk], needed only by summaries with representatives.
   int64_t absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& local_kinds, RotaryCache& rope,
-                 PositionMode positions, int64_t first_gid);
+                 PositionMode positions, int64_t first_gid, const Tensor* q_loc = nullptr);
 };
 
 template <>

@@ -45,7 +45,7 @@ namespace {
 // Adds one trial's recall counts: every traced regular query (landmark positions do not produce
 // answer tokens) of each layer and head, counted when a key block was cached at that step.
 void count_recall(const RetrievalTrace& trace, const std::vector<int64_t>& key_blocks, int64_t F, int64_t NH,
-                  PasskeyResult& r) {
+                  bool landmarks, PasskeyResult& r) {
   const AugmentedIndex aug{F};
   for (const RetrievalTrace::Step& st : trace.steps) {
     bool cached = false;
@@ -54,7 +54,7 @@ void count_recall(const RetrievalTrace& trace, const std::vector<int64_t>& key_b
     for (int64_t h = 0; h < NH; ++h)
       for (int64_t i = 0; i < st.n; ++i) {
         const int64_t query = st.aug_start + i;
-        if (query < trace.from_query || aug.is_landmark(query)) continue;
+        if (query < trace.from_query || (landmarks && aug.is_landmark(query))) continue;
         bool hit = false;
         for (int32_t c : st.sel[h * st.n + i])
           hit = hit || std::binary_search(key_blocks.begin(), key_blocks.end(), st.first_gid + c);
@@ -101,14 +101,21 @@ PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const Inf
       InferenceSession s(model, cfg, landmark, cmt);
       RetrievalTrace trace;
       if (o.recall) {  // from the prompt's last token (the first answer token's query) on
-        trace.from_query = AugmentedIndex{F}.augmented_index(static_cast<int64_t>(ids.size()) - 1);
+        const int64_t last = static_cast<int64_t>(ids.size()) - 1;  // a standard model's stream is the raw one
+        trace.from_query = model.config().landmark() ? AugmentedIndex{F}.augmented_index(last) : last;
         s.set_trace(&trace);
       }
       const auto reading = [&](int64_t done, int64_t total) {
         if (progress) progress(PasskeyProgress{t, o.trials, r.correct, done, total});
       };
-      out = generate_from(s, s.read(ids, reading), max_new, greedy, stop);
-      if (o.recall) count_recall(trace, passkey_key_blocks(tok, ids, passkey_key_spans(p), F), F, NH, r);
+      Tensor first = s.read(ids, reading);
+      const auto t_answer = std::chrono::steady_clock::now();
+      out = generate_from(s, first, max_new, greedy, stop);
+      r.answer_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t_answer).count();
+      r.answer_tokens += static_cast<int64_t>(out.size());
+      r.summary_bytes = s.summary_bytes_per_block();
+      if (o.recall)
+        count_recall(trace, passkey_key_blocks(tok, ids, passkey_key_spans(p), F), F, NH, model.config().landmark(), r);
       for (const RetrievalRecord& rec : s.retrieval_log()) {  // as evaluate_perplexity counts them
         if (rec.cached > 0 && cfg.k > 0) r.search_rows += rec.queries * NH;
         r.budget_cut += rec.budget_cut;
@@ -120,6 +127,9 @@ PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const Inf
           r.adaptive_rows += rec.adaptive_rows;
           r.adaptive_blocks += rec.adaptive_blocks;
           r.adaptive_capped += rec.adaptive_capped;
+          r.keys_scored += rec.keys_scored;
+          r.scored_rows += rec.queries * NH;
+          r.oracle.add(rec.oracle);
         }
       }
     }

@@ -61,6 +61,12 @@ struct PasskeyResult {
   // Beyond the paper (retrieval_trim.h), as PerplexityResult counts them: distinct blocks chosen
   // and attended per (chunk, layer) with a cache, summed; adaptive k's rows, blocks kept, rows capped.
   int64_t unique = 0, attended = 0, adaptive_rows = 0, adaptive_blocks = 0, adaptive_capped = 0;
+  // Beyond the paper (block_scorers.h), as PerplexityResult counts them; and the time spent
+  // generating answers (after each prompt was read) and the tokens generated.
+  int64_t keys_scored = 0, scored_rows = 0, summary_bytes = 0;
+  OracleAgreement oracle;
+  double answer_seconds = 0;
+  int64_t answer_tokens = 0;
 };
 
 // Where a pass-key evaluation is: called after each chunk of a prompt's prefill and after each

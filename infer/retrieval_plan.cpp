@@ -187,8 +187,30 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
   return sel;
 }
 
+// Beyond the paper (block_scorers.h): every cached block scored by a summary scorer s, (NH, n, nb)
+// into `out`; returns the summary rows scored in all.
+template <class Scalar>
+int64_t summary_scores(const LayerCache& cache, BlockScorer s, const Tensor& q_rot, std::vector<Scalar>& out) {
+  LM_CHECK(cache.summaries && q_rot.device() == Device::CPU,
+           "plan_retrieval: --scorer " << block_scorer_name(s) << " needs block summaries on the CPU");
+  LM_CHECK(cache.summaries->blocks() == cache.blocks(),
+           "plan_retrieval: " << cache.summaries->blocks() << " block summaries for " << cache.blocks() << " blocks");
+  const Tensor q = q_rot.contiguous();
+  return score_all_heads<Scalar>(*cache.summaries, s, q.data<Scalar>(), q.size(0), q.size(1),
+                                 score_scale(cache.dtype, cache.HS), out);
+}
+
 // Step 2 of a plan: each chosen block's place (its first position, stingy or exact).
-RetrievalPlan finish_plan(RetrievalPlan& plan, const ChunkContext& ctx, int64_t nb) {
+// With ctx.mass_recall, the rows' choices are held against the oracle's first.
+template <class Scalar>
+RetrievalPlan finish_plan(RetrievalPlan& plan, const ChunkContext& ctx, const LayerCache& cache, const Tensor& q_rot) {
+  const int64_t nb = plan.nb;
+  if (ctx.mass_recall && nb > 0 && ctx.k > 0) {
+    LM_CHECK(cache.summaries && cache.summaries->keep_keys, "plan_retrieval: mass recall needs the blocks' keys");
+    const Tensor q = q_rot.contiguous();
+    plan.oracle = oracle_agreement<Scalar>(*cache.summaries, q.data<Scalar>(), q.size(0), q.size(1),
+                                           score_scale(cache.dtype, cache.HS), plan.sel);
+  }
   plan.places.resize(plan.sel.size());
   for (size_t r = 0; r < plan.sel.size(); ++r) plan.places[r] = block_places(plan.sel[r], ctx, nb, plan.first_gid);
   return std::move(plan);
@@ -221,7 +243,14 @@ RetrievalPlan plan_for(const LayerCache& cache, const ChunkContext& ctx, const T
   LM_CHECK(!(keep_scores && cache.indexed),
            "plan_retrieval: a detailed retrieval trace needs the scan (--search scan); "
            "the bounded search does not score every block it could choose");
-  if (nb > 0 && ctx.k > 0 && cache.indexed) {
+  if (nb > 0 && ctx.k > 0 && ctx.scorer != BlockScorer::Landmark) {
+    // Beyond the paper: a training-free scorer (block_scorers.h), then the same selection.
+    LM_CHECK(!cache.indexed, "plan_retrieval: --scorer " << block_scorer_name(ctx.scorer) << " scans (--search scan)");
+    static thread_local std::vector<Scalar> scores;
+    plan.keys_scored = summary_scores<Scalar>(cache, ctx.scorer, q_rot, scores);
+    plan.sel = select_blocks<Scalar>(scores.data(), NH, n, nb, ctx.k, ctx.granularity);
+    if (keep_scores) keep_chosen_scores(scores.data());
+  } else if (nb > 0 && ctx.k > 0 && cache.indexed) {
     LM_CHECK(ctx.granularity == Granularity::TokenHead,
              "plan_retrieval: the landmark key index serves token-head granularity, not "
                  << granularity_name(ctx.granularity));
@@ -234,7 +263,7 @@ RetrievalPlan plan_for(const LayerCache& cache, const ChunkContext& ctx, const T
     if (ctx.granularity == Granularity::TokenHead && !keep_scores) {
       const Tensor q = q_rot.contiguous();
       plan.sel = score_and_select<Scalar>(cache, ctx, q.data<Scalar>(), n);
-      return finish_plan(plan, ctx, nb);
+      return finish_plan<Scalar>(plan, ctx, cache, q_rot);
     }
     static thread_local std::vector<Scalar> scores;
     if (scores.size() < static_cast<size_t>(NH * n * nb)) scores.resize(static_cast<size_t>(NH * n * nb));
@@ -251,7 +280,7 @@ RetrievalPlan plan_for(const LayerCache& cache, const ChunkContext& ctx, const T
       const Tensor scores = retrieval_scores(cache, ctx, q_rot).contiguous();  // (NH, n, nb) on the device
       const std::vector<int32_t> top = cuda::top_k_rows(scores.view({NH * n, nb}), kk).to_vector<int32_t>();
       for (int64_t r = 0; r < NH * n; ++r) plan.sel[r].assign(top.begin() + r * kk, top.begin() + (r + 1) * kk);
-      return finish_plan(plan, ctx, nb);
+      return finish_plan<Scalar>(plan, ctx, cache, q_rot);
     }
 #endif
     const Tensor scores = retrieval_scores(cache, ctx, q_rot).to(Device::CPU);  // (NH, n, nb)
@@ -259,7 +288,7 @@ RetrievalPlan plan_for(const LayerCache& cache, const ChunkContext& ctx, const T
     if (keep_scores) keep_chosen_scores(scores.data<Scalar>());
   }
   if (keep_scores && plan.score.empty()) plan.score.resize(plan.sel.size());  // nothing cached: no scores
-  return finish_plan(plan, ctx, nb);
+  return finish_plan<Scalar>(plan, ctx, cache, q_rot);
 }
 
 }  // namespace

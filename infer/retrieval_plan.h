@@ -44,6 +44,10 @@ struct ChunkContext {
   // adaptive k with left-out weight at most left_out (< 0: off).
   bool cmt_skip = true;
   double left_out = -1;
+  // Beyond the paper (block_scorers.h): how cached blocks are scored (Landmark: the paper's way;
+  // the others read cache.summaries), and whether each row's choice is held against the oracle's.
+  BlockScorer scorer = BlockScorer::Landmark;
+  bool mass_recall = false;
 };
 
 // What retrieval chose for one chunk of one layer. Row r = h * n + i is (head h, query i).
@@ -57,6 +61,8 @@ struct RetrievalPlan {
   // Only when ctx.trace asks for detail (RetrievalTrace::detail): (NH * n) the score each chosen
   // block was ranked by, as sel. Empty otherwise: the scores are not kept for nothing.
   std::vector<std::vector<double>> score;
+  // Beyond the paper, with ctx.mass_recall: the rows' chosen blocks against the oracle's.
+  OracleAgreement oracle;
 };
 
 // The distinct blocks a plan uses, ascending: what the store must fetch before attending.

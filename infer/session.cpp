@@ -10,6 +10,7 @@
 #include "infer/block_store.h"
 #include "infer/chunk_attention.h"
 #include "infer/decode_step.h"
+#include "infer/standard_blocks.h"
 #include "landmark/attention.h"
 #include "landmark/tokens.h"
 #include "nn/functional.h"
@@ -69,11 +70,18 @@ struct InferenceSession::Impl {
     LM_CHECK(m.config().context_miss || cfg.cmt_cutoff == 0,
              "inference: a CMT cutoff (" << cfg.cmt_cutoff << ") needs a model trained with a context-miss token "
                                          << "(train --cmt); this one has none");
+    const bool summaries = cfg.scorer != BlockScorer::Landmark || cfg.mass_recall;
+    LM_CHECK(!summaries || device == Device::CPU,
+             "inference: --scorer " << block_scorer_name(cfg.scorer)
+                                    << " and --mass-recall run on the CPU (the block summaries are on the host)");
     for (int64_t l = 0; l < m.config().n_layer; ++l) {
       layers.emplace_back(
           NH, F, HS, dtype, cfg.capacity, cfg.block_dir, device, cfg.kv_f16,
           cfg.search != KeySearch::Scan && device == Device::CPU && cfg.granularity == Granularity::TokenHead,
           cfg.blocks_on_device);
+      if (summaries)
+        layers.back().summaries =
+            std::make_unique<BlockSummaries>(cfg.scorer, NH, F, HS, cfg.reps, cfg.mass_recall, dtype);
     }
     if (m.config().context_miss) {
       LM_CHECK(cmt_id >= 0 && cmt_id < m.config().vocab_size,
@@ -124,6 +132,8 @@ struct InferenceSession::Impl {
     ctx.certify = cfg.certify || cfg.left_out >= 0;
     ctx.cmt_skip = cfg.cmt_skip;
     ctx.left_out = cfg.left_out;
+    ctx.scorer = cfg.scorer;
+    ctx.mass_recall = cfg.mass_recall;
     ctx.search_tiles = cfg.search == KeySearch::Approx ? cfg.search_tiles : 0;
     ctx.local_kinds = &local_kinds;
     ctx.rope = &rope;
@@ -138,7 +148,7 @@ struct InferenceSession::Impl {
   // (rotary at rot_local for [tail | chunk], rot_q for the chunk's queries), then its MLP. k_loc and
   // v_loc receive the layer's un-rotated keys and values of [tail | chunk], for absorb.
   Var layer_forward(size_t l, Var x, ChunkContext& ctx, const RotaryTables& rot_local, const RotaryTables& rot_q,
-                    Tensor* k_loc, Tensor* v_loc) {
+                    Tensor* k_loc, Tensor* v_loc, Tensor* q_loc) {
     const int64_t n = x.value().size(1), tl = layers[0].tail_len;
     const Block& blk = *model.blocks[l];
     Tensor qkv = blk.attn.qkv.forward(blk.ln1.forward(x)).value();  // (1, n, 3C)
@@ -149,6 +159,7 @@ struct InferenceSession::Impl {
     LayerCache& cache = layers[l];
     *k_loc = tl > 0 ? concat({cache.tail_k, k}, 1) : k;
     *v_loc = tl > 0 ? concat({cache.tail_v, v}, 1) : v;
+    if (cfg.scorer == BlockScorer::Reps) *q_loc = tl > 0 ? concat({cache.tail_q, q}, 1) : q;  // for the representatives
     Tensor k_rot = rotary(k_loc->unsqueeze(0), rot_local).squeeze(0), q_rot = rotary(q.unsqueeze(0), rot_q).squeeze(0);
     ctx.layer = static_cast<int64_t>(l);
     ctx.capture = capture && capture->layer == static_cast<int64_t>(l) ? capture : nullptr;
@@ -189,7 +200,8 @@ struct InferenceSession::Impl {
     ChunkContext ctx = chunk_context(local_kinds, n);
 
     // A generated token (a chunk of one regular token): every layer in one parallel region.
-    if (n == 1 && cfg.decode_step && !cfg.certify && cfg.left_out < 0 && decode_step_fits(model, layers, ctx)) {
+    if (n == 1 && cfg.decode_step && !cfg.certify && cfg.left_out < 0 && cfg.scorer == BlockScorer::Landmark &&
+        !cfg.mass_recall && decode_step_fits(model, layers, ctx)) {
       Tensor logits = decode_step(model, layers, ctx, toks[0], pos, log);
       ++decode_steps;
       raw_fed += 1;
@@ -199,14 +211,16 @@ struct InferenceSession::Impl {
     }
 
     Var x = model.wte.forward(from_vector(toks, {1, n}).to(device));  // (1, n, C)
-    std::vector<Tensor> new_k(layers.size()), new_v(layers.size());
-    for (size_t l = 0; l < layers.size(); ++l) x = layer_forward(l, x, ctx, rot_local, rot_q, &new_k[l], &new_v[l]);
+    std::vector<Tensor> new_k(layers.size()), new_v(layers.size()), new_q(layers.size());
+    for (size_t l = 0; l < layers.size(); ++l)
+      x = layer_forward(l, x, ctx, rot_local, rot_q, &new_k[l], &new_v[l], &new_q[l]);
     Tensor logits = regular_logits(x, kinds);
 
     // The chunk's completed blocks join the caches; what follows the last landmark is the tail.
     int64_t completed = 0;
     for (size_t l = 0; l < layers.size(); ++l)
-      completed = layers[l].absorb(new_k[l], new_v[l], local_kinds, rope, cfg.positions, blocks_done);
+      completed = layers[l].absorb(new_k[l], new_v[l], local_kinds, rope, cfg.positions, blocks_done,
+                                   new_q[l].defined() ? &new_q[l] : nullptr);
     blocks_done += completed;
     raw_fed += static_cast<int64_t>(raw.size());
     aug_fed += n;
@@ -216,7 +230,12 @@ struct InferenceSession::Impl {
 };
 
 InferenceSession::InferenceSession(const GPT& model, const InferConfig& cfg, int32_t landmark_id, int32_t cmt_id)
-    : impl_(std::make_unique<Impl>(model, cfg, landmark_id, cmt_id)) {}
+    : cfg_(cfg) {
+  if (!model.config().landmark() && cfg.scorer != BlockScorer::Landmark)
+    standard_ = std::make_unique<StandardBlockSession>(model, cfg);
+  else
+    impl_ = std::make_unique<Impl>(model, cfg, landmark_id, cmt_id);
+}
 InferenceSession::~InferenceSession() = default;
 InferenceSession::InferenceSession(InferenceSession&&) noexcept = default;
 
@@ -228,16 +247,29 @@ void InferenceSession::release_scratch() {
   host_release_cached();
 }
 
+// The oracle's length limit, checked before a reading starts (not at the chunk that passes it).
+void InferenceSession::check_length(size_t more) const {
+  const int64_t total = tokens_fed() + static_cast<int64_t>(more);
+  LM_CHECK(cfg_.scorer != BlockScorer::Oracle || total <= kOracleMaxTokens,
+           "--scorer oracle: the oracle scores every cached key (dense), for texts up to "
+               << kOracleMaxTokens << " tokens; this one reaches " << total);
+}
+
+Tensor InferenceSession::chunk(const std::vector<int32_t>& raw) {
+  check_length(raw.size());
+  return standard_ ? standard_->feed_chunk(raw) : impl_->feed_chunk(raw);
+}
+
 Tensor InferenceSession::feed(const std::vector<int32_t>& raw, const std::function<void(int64_t, int64_t)>& progress) {
+  check_length(raw.size());
   std::vector<Tensor> parts;
-  for (size_t at = 0; at < raw.size(); at += static_cast<size_t>(impl_->cfg.chunk_len)) {
-    size_t end = std::min(raw.size(), at + static_cast<size_t>(impl_->cfg.chunk_len));
-    parts.push_back(impl_->feed_chunk(std::vector<int32_t>(raw.begin() + at, raw.begin() + end)));
+  const size_t len = static_cast<size_t>(cfg_.chunk_len);
+  for (size_t at = 0; at < raw.size(); at += len) {
+    size_t end = std::min(raw.size(), at + len);
+    parts.push_back(chunk(std::vector<int32_t>(raw.begin() + at, raw.begin() + end)));
     if (progress) progress(static_cast<int64_t>(end), static_cast<int64_t>(raw.size()));
   }
-  Tensor out = parts.empty()       ? zeros({0, impl_->model.config().vocab_size}, impl_->dtype, impl_->device)
-               : parts.size() == 1 ? parts[0]
-                                   : concat(parts, 0);
+  Tensor out = parts.empty() ? chunk({}) : parts.size() == 1 ? parts[0] : concat(parts, 0);
   parts.clear();
   release_scratch();
   return out;
@@ -245,10 +277,12 @@ Tensor InferenceSession::feed(const std::vector<int32_t>& raw, const std::functi
 
 Tensor InferenceSession::read(const std::vector<int32_t>& raw, const std::function<void(int64_t, int64_t)>& progress) {
   LM_CHECK(!raw.empty(), "inference: read() needs at least one token");
+  check_length(raw.size());
   Tensor last;
-  for (size_t at = 0; at < raw.size(); at += static_cast<size_t>(impl_->cfg.chunk_len)) {
-    size_t end = std::min(raw.size(), at + static_cast<size_t>(impl_->cfg.chunk_len));
-    const Tensor logits = impl_->feed_chunk(std::vector<int32_t>(raw.begin() + at, raw.begin() + end));
+  const size_t len = static_cast<size_t>(cfg_.chunk_len);
+  for (size_t at = 0; at < raw.size(); at += len) {
+    size_t end = std::min(raw.size(), at + len);
+    const Tensor logits = chunk(std::vector<int32_t>(raw.begin() + at, raw.begin() + end));
     last = logits.narrow(0, logits.size(0) - 1, 1).contiguous();  // a copy: the chunk's logits go
     if (progress) progress(static_cast<int64_t>(end), static_cast<int64_t>(raw.size()));
   }
@@ -256,23 +290,48 @@ Tensor InferenceSession::read(const std::vector<int32_t>& raw, const std::functi
   return last;
 }
 
-Tensor InferenceSession::feed_chunk(const std::vector<int32_t>& raw) { return impl_->feed_chunk(raw); }
-int64_t InferenceSession::cached_blocks() const { return impl_->layers[0].store->size(); }
-int64_t InferenceSession::tokens_fed() const { return impl_->raw_fed; }
-int64_t InferenceSession::augmented_fed() const { return impl_->aug_fed; }
-const std::vector<RetrievalRecord>& InferenceSession::retrieval_log() const { return impl_->log; }
-void InferenceSession::set_capture(AttentionCapture* c) { impl_->capture = c; }
-void InferenceSession::set_trace(RetrievalTrace* t) { impl_->trace = t; }
-const InferConfig& InferenceSession::config() const { return impl_->cfg; }
-void InferenceSession::set_decode_step(bool on) { impl_->cfg.decode_step = on; }
-int64_t InferenceSession::decode_steps() const { return impl_->decode_steps; }
-int64_t InferenceSession::rotary_rows() const { return impl_->rope.rows_held(); }
+Tensor InferenceSession::feed_chunk(const std::vector<int32_t>& raw) { return chunk(raw); }
+int64_t InferenceSession::cached_blocks() const {
+  return standard_ ? standard_->cached_blocks() : impl_->layers[0].store->size();
+}
+int64_t InferenceSession::tokens_fed() const { return standard_ ? standard_->tokens_fed() : impl_->raw_fed; }
+int64_t InferenceSession::augmented_fed() const { return standard_ ? standard_->tokens_fed() : impl_->aug_fed; }
+const std::vector<RetrievalRecord>& InferenceSession::retrieval_log() const {
+  return standard_ ? standard_->retrieval_log() : impl_->log;
+}
+void InferenceSession::set_capture(AttentionCapture* c) {
+  LM_CHECK(!standard_ || c == nullptr, "attention capture (attn-map, explore) needs a landmark model");
+  if (impl_) impl_->capture = c;
+}
+void InferenceSession::set_trace(RetrievalTrace* t) {
+  if (standard_)
+    standard_->set_trace(t);
+  else
+    impl_->trace = t;
+}
+const InferConfig& InferenceSession::config() const { return standard_ ? cfg_ : impl_->cfg; }
+void InferenceSession::set_decode_step(bool on) {
+  cfg_.decode_step = on;
+  if (impl_) impl_->cfg.decode_step = on;
+}
+int64_t InferenceSession::decode_steps() const { return standard_ ? 0 : impl_->decode_steps; }
+int64_t InferenceSession::rotary_rows() const { return standard_ ? 0 : impl_->rope.rows_held(); }
 int64_t InferenceSession::blocks_read() const {
   int64_t n = 0;
-  for (const LayerCache& layer : impl_->layers) n += layer.store->blocks_read();
+  if (impl_)
+    for (const LayerCache& layer : impl_->layers) n += layer.store->blocks_read();
+  return n;
+}
+int64_t InferenceSession::summary_bytes_per_block() const {
+  if (standard_) return standard_->summary_bytes_per_block();
+  int64_t n = 0;
+  for (const LayerCache& layer : impl_->layers)
+    n += layer.summaries ? layer.summaries->bytes_per_block()
+                         : layer.NH * layer.HS * static_cast<int64_t>(dtype_size(layer.dtype));
   return n;
 }
 void InferenceSession::move_blocks_to_host() {
+  if (!impl_) return;
   for (LayerCache& layer : impl_->layers) layer.store->move_to_host();
   impl_->cfg.blocks_on_device = false;
 }

@@ -40,6 +40,10 @@ struct RetrievalRecord {
   // capped at k with their left-out weight still above E.
   int64_t attended = 0;
   int64_t adaptive_rows = 0, adaptive_blocks = 0, adaptive_capped = 0;
+  // Beyond the paper, with InferConfig::mass_recall (block_scorers.h): summed over the rows that
+  // had blocks to choose from, the share of the oracle's block mass their chosen blocks hold and
+  // their overlap with the oracle's top k.
+  OracleAgreement oracle;
 };
 
 // Optional: the attention of one (layer, head), captured query by query for attention maps.
@@ -78,9 +82,14 @@ struct RetrievalTrace {
   std::vector<Step> steps;
 };
 
+class StandardBlockSession;
+
 class InferenceSession {
  public:
-  // The model must be a landmark model (config().landmark()); landmark_id is the
+  // A standard model with cfg.scorer other than Landmark is read in blocks by a training-free
+  // scorer (beyond the paper: standard_blocks.h); ids are then unused, and the attention capture,
+  // detailed traces, the decode step and the block files are not available.
+  // Otherwise the model must be a landmark model (config().landmark()); landmark_id is the
   // tokenizer's "<|landmark|>" id. A model trained with a context-miss token
   // (config().context_miss) keeps it at inference and needs cmt_id, the "<|cmt|>" id: the CMT sits
   // at position -1 as in training, every landmark of a cached block is CMT-controlled and the
@@ -115,6 +124,10 @@ class InferenceSession {
   int64_t decode_steps() const;  // tokens that went through decode_step so far
   int64_t rotary_rows() const;   // positions whose rotary rows are held now (RotaryCache::rows_held)
   int64_t blocks_read() const;   // blocks the layers' stores read from disk (or f16) so far (BlockStore::blocks_read)
+  // Beyond the paper: the bytes every layer keeps in fast memory to score one block: the landmark
+  // keys (NH HS values a layer), or the chosen scorer's summary (block_scorers.h), with the keys
+  // themselves under InferConfig::mass_recall.
+  int64_t summary_bytes_per_block() const;
   // A session with InferConfig::blocks_on_device: moves every layer's block K/V from GPU memory to
   // host memory, so the tokens fed from now on retrieve blocks the offloaded way (only the
   // retrieved ones are copied to the GPU). The usual use: read a long prompt with the blocks on
@@ -123,9 +136,14 @@ class InferenceSession {
   void move_blocks_to_host();
 
  private:
-  void release_scratch();  // the end of feed and read
+  void release_scratch();                         // the end of feed and read
+  Tensor chunk(const std::vector<int32_t>& raw);  // feed_chunk of whichever reader this is
+  void check_length(size_t more) const;           // --scorer oracle's limit (kOracleMaxTokens)
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  // Beyond the paper: a standard model with a training-free scorer (standard_blocks.h) instead.
+  std::unique_ptr<StandardBlockSession> standard_;
+  InferConfig cfg_;
 };
 
 // The context-miss token in a one-shot forward (models trained with --cmt).

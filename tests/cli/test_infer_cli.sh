@@ -180,4 +180,30 @@ if "$LANDMARK" "${PK[@]}" --block-dir "$WORK/missing" > "$WORK/out5" 2>&1; then
   fail "passkey --block-dir with a missing directory succeeded"
 fi
 expect "$WORK/out5" "--block-dir"
+# --scorer (beyond the paper): a standard model is read in blocks by a training-free scorer, the
+# cost line and --mass-recall's agreement line printed, its tsv row says so; --scorer landmark on
+# it, and the oracle past its length limit, are refused naming the flag, before any reading.
+"$LANDMARK" train "${TINY[@]:0:16}" --attention standard --landmark-every 10 --quiet --out "$WORK/std" > /dev/null
+"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/std/checkpoint.safetensors" --scorer quest --mass-recall \
+  --tsv "$WORK/std_quest.tsv" > "$WORK/std_quest.txt" 2> /dev/null
+expect "$WORK/std_quest.txt" "a standard model read in blocks of F; attention size = chunk + k F"
+grep -qE '^block scorer quest \(beyond the paper\): [0-9.]+ summary rows scored per \(query, head\) row with a cache; [0-9]+ bytes per block' "$WORK/std_quest.txt" ||
+  { cat "$WORK/std_quest.txt" >&2; fail "eval --scorer quest printed no cost line"; }
+grep -qE '^mass recall against the oracle: 0\.[0-9]+ of the cached blocks. attention mass in the chosen blocks, IoU [01]\.[0-9]+' "$WORK/std_quest.txt" ||
+  { cat "$WORK/std_quest.txt" >&2; fail "eval --mass-recall printed no agreement line"; }
+[ "$(tail -1 "$WORK/std_quest.tsv" | cut -f1,21)" = "$(printf 'standard\tquest')" ] ||
+  { cat "$WORK/std_quest.tsv" >&2; fail "eval --tsv: no standard row with scorer quest"; }
+# The oracle's own choice is its top k: IoU 1.
+"$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/std/checkpoint.safetensors" --scorer oracle --mass-recall \
+  > "$WORK/std_oracle.txt" 2> /dev/null
+expect "$WORK/std_oracle.txt" "IoU 1.0000 with the oracle's top k"
+if "$LANDMARK" passkey --trials 3 --chunk 50 --k 2 --checkpoint "$WORK/std/checkpoint.safetensors" --lengths 400 --scorer landmark > "$WORK/std_lm.txt" 2>&1; then
+  fail "passkey --scorer landmark on a standard model succeeded"
+fi
+expect "$WORK/std_lm.txt" "--scorer landmark: this is a standard model, it has no landmark keys"
+if "$LANDMARK" passkey --trials 3 --chunk 50 --k 2 --checkpoint "$WORK/std/checkpoint.safetensors" --scorer oracle --lengths 40000 \
+  > "$WORK/std_long.txt" 2>&1; then
+  fail "passkey --scorer oracle past 32768 tokens succeeded"
+fi
+expect "$WORK/std_long.txt" "--scorer oracle: the oracle scores every cached key (dense), for texts up to 32768 tokens"
 echo "inference CLI: all checks passed"

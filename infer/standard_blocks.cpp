@@ -1,0 +1,281 @@
+// standard_blocks.cpp: beyond the paper. A standard model read in blocks with a training-free
+// scorer (standard_blocks.h).
+#include "infer/standard_blocks.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "autograd/functions.h"
+#include "infer/block_scorers.h"
+#include "infer/cpu_rows.h"
+#include "infer/rotary_cache.h"
+#include "infer/session.h"
+#include "landmark/retrieval.h"
+#include "nn/functional.h"
+#include "nn/nn_math.h"
+#include "tensor/cpu/parallel.h"
+#include "tensor/create.h"
+#include "tensor/ops.h"
+
+namespace lm {
+
+namespace {
+
+// One layer's memory: each cached block's un-rotated K and V (NH, F, HS), oldest first, their
+// summaries, and the unfinished tail's K, V and queries (NH, tail, HS).
+struct StandardLayer {
+  std::vector<Tensor> keys, values;
+  std::unique_ptr<BlockSummaries> sum;
+  Tensor tail_k, tail_v, tail_q;
+};
+
+}  // namespace
+
+struct StandardBlockSession::Impl {
+  const GPT& model;
+  InferConfig cfg;
+  int64_t F, NH, HS, C, T;
+  DType dtype;
+  RotaryCache rope;
+  int64_t raw_fed = 0, blocks_done = 0, chunks = 0, tail_len = 0;
+  std::vector<StandardLayer> layers;
+  std::vector<RetrievalRecord> log;
+  RetrievalTrace* trace = nullptr;
+
+  Impl(const GPT& m, const InferConfig& c)
+      : model(m),
+        cfg(c),
+        F(m.config().landmark_every),
+        NH(m.config().n_head),
+        HS(m.config().head_size()),
+        C(m.config().n_embd),
+        T(m.config().block_size),
+        dtype(m.wte.weight.dtype()),
+        rope(m.config().head_size(), m.config().rotary_base, m.wte.weight.dtype(), Device::CPU) {
+    cfg.validate();
+    LM_CHECK(!m.config().landmark(), "standard blocks: a landmark model is read by InferenceSession");
+    LM_CHECK(cfg.scorer != BlockScorer::Landmark,
+             "--scorer landmark: a standard model has no landmark keys; choose mean, quest, reps or oracle");
+    LM_CHECK(m.device() == Device::CPU && (dtype == DType::F32 || dtype == DType::F64),
+             "--scorer on a standard model: the CPU, f32 or f64 (this model is " << dtype_name(dtype) << " on "
+                                                                               << device_name(m.device()) << ")");
+    LM_CHECK(cfg.block_dir.empty() && !cfg.kv_f16 && !cfg.blocks_on_device && cfg.cmt_cutoff == 0,
+             "--scorer on a standard model: block K/V stay in RAM as f32/f64 (no --mmap-dir, --kv-dtype f16, "
+             "--blocks-on-device or --cmt-cutoff)");
+    LM_CHECK(m.config().xl_cache == 0, "--scorer: a Transformer-XL model reads its own memory, not blocks");
+    LM_CHECK(F >= 1, "standard blocks: the model's landmark_every (the block length) must be positive");
+    LM_CHECK(cfg.positions == PositionMode::Exact || cfg.k * F + (F - 1) + cfg.chunk_len <= T,
+             "--scorer on a standard model: k F + F - 1 + chunk = " << cfg.k * F + F - 1 + cfg.chunk_len
+                                                                     << " positions (the k retrieved blocks, the tail "
+                                                                        "and the chunk) exceed the "
+                                                                     << T << " it was trained on; use a smaller --k or --chunk");
+    rope.cover(0, T);  // every position used is below T (checked per chunk)
+    layers.resize(static_cast<size_t>(m.config().n_layer));
+    for (StandardLayer& L : layers) {
+      L.sum = std::make_unique<BlockSummaries>(cfg.scorer, NH, F, HS, cfg.reps, cfg.mass_recall, dtype);
+      L.tail_k = L.tail_v = L.tail_q = zeros({NH, 0, HS}, dtype);
+    }
+  }
+
+  int64_t cached() const { return static_cast<int64_t>(layers[0].keys.size()); }
+
+  // Where cached block b (of nb) sits when it is the c-th of k' chosen blocks: its first position.
+  int64_t place(int64_t b, int64_t c, int64_t kchosen, int64_t nb) const {
+    return cfg.positions == PositionMode::Exact ? (blocks_done - nb + b) * F : (cfg.k - kchosen + c) * F;
+  }
+
+  // Step 1: each row's top k of the scorer's scores (and, with mass recall, against the oracle).
+  template <class Scalar>
+  std::vector<std::vector<int32_t>> choose(const StandardLayer& L, const Tensor& q_rot, RetrievalRecord* rec) {
+    const int64_t n = q_rot.size(1), nb = cached();
+    std::vector<std::vector<int32_t>> sel(static_cast<size_t>(NH * n));
+    if (nb == 0 || cfg.k == 0) return sel;
+    const double scale = score_scale(dtype, HS);
+    static thread_local std::vector<Scalar> scores;
+    rec->keys_scored = score_all_heads<Scalar>(*L.sum, cfg.scorer, q_rot.data<Scalar>(), NH, n, scale, scores);
+    sel = select_blocks<Scalar>(scores.data(), NH, n, nb, cfg.k, cfg.granularity);
+    if (cfg.mass_recall) rec->oracle = oracle_agreement<Scalar>(*L.sum, q_rot.data<Scalar>(), NH, n, scale, sel);
+    return sel;
+  }
+
+  // Step 2: per (head, query) the ordinary softmax over [chosen blocks at their places | tail |
+  // chunk up to the query], written to out (NH, n, HS).
+  template <class Scalar>
+  void attend(const StandardLayer& L, const std::vector<std::vector<int32_t>>& sel, const Tensor& q_rot,
+              const Tensor& k_rot, const Tensor& v_loc, Scalar* out) {
+    const int64_t n = q_rot.size(1), Lloc = k_rot.size(1), tl = Lloc - n, nb = cached(), H2 = HS / 2;
+    const Scalar* cs = rope.cos_rows<Scalar>(0, T);
+    const Scalar* sn = rope.sin_rows<Scalar>(0, T);
+    const Scalar scale = static_cast<Scalar>(score_scale(dtype, HS));
+    const Scalar *pq = q_rot.data<Scalar>(), *pk = k_rot.data<Scalar>(), *pv = v_loc.data<Scalar>();
+    cpu::parallel_for(NH * n, (cfg.k * F + Lloc) * HS * 2, [&](int64_t r0, int64_t r1) {
+      std::vector<double> s;
+      std::vector<const Scalar*> vrow;
+      std::vector<Scalar> kr(static_cast<size_t>(HS));
+      for (int64_t r = r0; r < r1; ++r) {
+        const int64_t h = r / n, i = r % n, kc = static_cast<int64_t>(sel[r].size());
+        const Scalar* q = pq + r * HS;
+        s.clear();
+        vrow.clear();
+        for (int64_t c = 0; c < kc; ++c) {
+          const int32_t b = sel[r][c];
+          const int64_t p0 = place(b, c, kc, nb);
+          const Scalar* kb = L.keys[b].data<Scalar>() + h * F * HS;
+          const Scalar* vb = L.values[b].data<Scalar>() + h * F * HS;
+          for (int64_t t = 0; t < F; ++t) {
+            for (int64_t e = 0; e < H2; ++e)
+              nnmath::rotate_pair(kb[t * HS + 2 * e], kb[t * HS + 2 * e + 1], cs[(p0 + t) * H2 + e],
+                                  sn[(p0 + t) * H2 + e], kr[2 * e], kr[2 * e + 1]);
+            Scalar dot = 0;
+            for (int64_t d = 0; d < HS; ++d) dot += q[d] * kr[d];
+            s.push_back(static_cast<double>(dot * scale));
+            vrow.push_back(vb + t * HS);
+          }
+        }
+        for (int64_t j = 0; j <= tl + i; ++j) {
+          const Scalar* kj = pk + (h * Lloc + j) * HS;
+          Scalar dot = 0;
+          for (int64_t d = 0; d < HS; ++d) dot += q[d] * kj[d];
+          s.push_back(static_cast<double>(dot * scale));
+          vrow.push_back(pv + (h * Lloc + j) * HS);
+        }
+        const double mx = *std::max_element(s.begin(), s.end());
+        double z = 0;
+        for (double& x : s) z += (x = std::exp(x - mx));
+        Scalar* o = out + r * HS;
+        for (int64_t d = 0; d < HS; ++d) {
+          double acc = 0;
+          for (size_t j = 0; j < s.size(); ++j) acc += s[j] * static_cast<double>(vrow[j][d]);
+          o[d] = static_cast<Scalar>(acc / z);
+        }
+      }
+    });
+  }
+
+  // What a chunk's retrieval did in one layer, counted as the landmark path counts it.
+  RetrievalRecord record(int64_t l, int64_t n, const std::vector<std::vector<int32_t>>& sel, RetrievalRecord rec) {
+    rec.chunk = chunks;
+    rec.layer = l;
+    rec.cached = cached();
+    rec.queries = n;
+    std::vector<int32_t> all;
+    for (int64_t r = 0; r < static_cast<int64_t>(sel.size()); ++r) {
+      const bool counts = cfg.granularity == Granularity::TokenHead ||
+                          (cfg.granularity == Granularity::Token && r < n) ||
+                          (cfg.granularity == Granularity::Head && r % n == 0);
+      if (counts) rec.fetched += static_cast<int64_t>(sel[r].size());
+      all.insert(all.end(), sel[r].begin(), sel[r].end());
+    }
+    std::sort(all.begin(), all.end());
+    rec.unique = rec.attended = static_cast<int64_t>(std::unique(all.begin(), all.end()) - all.begin());
+    return rec;
+  }
+
+  // Layer l on the chunk's hidden states x (1, n, C); k_loc, v_loc, q_loc receive [tail | chunk]'s
+  // un-rotated keys, values and queries (for absorb).
+  Var layer_forward(size_t l, Var x, const RotaryTables& rot_local, const RotaryTables& rot_q, Tensor* k_loc,
+                    Tensor* v_loc, Tensor* q_loc) {
+    const int64_t n = x.value().size(1);
+    const Block& blk = *model.blocks[l];
+    StandardLayer& L = layers[l];
+    Tensor qkv = blk.attn.qkv.forward(blk.ln1.forward(x)).value();  // (1, n, 3C)
+    auto heads = [&](int64_t part) {
+      return qkv.narrow(2, part * C, C).reshape({n, NH, HS}).transpose(0, 1).contiguous();
+    };
+    const Tensor q = heads(0), k = heads(1), v = heads(2);
+    *k_loc = concat({L.tail_k, k}, 1);
+    *q_loc = concat({L.tail_q, q}, 1);
+    *v_loc = concat({L.tail_v, v}, 1);
+    const Tensor k_rot = rotary(k_loc->unsqueeze(0), rot_local).squeeze(0).contiguous();
+    const Tensor q_rot = rotary(q.unsqueeze(0), rot_q).squeeze(0).contiguous();
+    RetrievalRecord rec;
+    Tensor y({NH, n, HS}, dtype, Device::CPU);
+    std::vector<std::vector<int32_t>> sel;
+    LM_DISPATCH_FLOAT(dtype, "standard blocks", {
+      sel = choose<scalar_t>(L, q_rot, &rec);
+      attend<scalar_t>(L, sel, q_rot, k_rot, *v_loc, y.data<scalar_t>());
+    });
+    if (trace && raw_fed + n > trace->from_query) {
+      RetrievalTrace::Step st;
+      st.layer = static_cast<int64_t>(l);
+      st.aug_start = raw_fed;
+      st.first_gid = blocks_done - cached();
+      st.cached = cached();
+      st.n = n;
+      st.sel = sel;
+      trace->steps.push_back(std::move(st));
+    }
+    log.push_back(record(static_cast<int64_t>(l), n, sel, rec));
+    const Var att(y.transpose(0, 1).contiguous().reshape({1, n, C}));
+    x = add(x, blk.attn.proj.forward(att));
+    return add(x, blk.mlp.forward(blk.ln2.forward(x)));
+  }
+
+  // The chunk's finished blocks (every F tokens of [tail | chunk]) join each layer's memory.
+  void absorb(const std::vector<Tensor>& kv, const std::vector<Tensor>& qs) {
+    const int64_t Lloc = kv[0].size(1), done = Lloc / F;
+    for (size_t l = 0; l < layers.size(); ++l) {
+      StandardLayer& L = layers[l];
+      const Tensor &k = kv[2 * l], &v = kv[2 * l + 1], &q = qs[l];
+      for (int64_t b = 0; b < done; ++b) {
+        L.keys.push_back(k.narrow(1, b * F, F).contiguous());
+        L.values.push_back(v.narrow(1, b * F, F).contiguous());
+        summarise_block(*L.sum, k, &q, b * F, cfg.positions == PositionMode::Exact ? (blocks_done + b) * F : 0, rope);
+      }
+      const int64_t over = cfg.capacity > 0 ? cached() - cfg.capacity : 0;
+      if (over > 0) {
+        L.keys.erase(L.keys.begin(), L.keys.begin() + over);
+        L.values.erase(L.values.begin(), L.values.begin() + over);
+        L.sum->drop_oldest(over);
+      }
+      L.tail_k = k.narrow(1, done * F, Lloc - done * F).contiguous();
+      L.tail_v = v.narrow(1, done * F, Lloc - done * F).contiguous();
+      L.tail_q = q.narrow(1, done * F, Lloc - done * F).contiguous();
+    }
+    blocks_done += done;
+    tail_len = Lloc - done * F;
+  }
+
+  Tensor feed_chunk(const std::vector<int32_t>& raw) {
+    const int64_t n = static_cast<int64_t>(raw.size()), V = model.config().vocab_size;
+    LM_CHECK(n <= cfg.chunk_len, "feed_chunk: " << n << " tokens exceed the chunk length " << cfg.chunk_len);
+    for (int32_t t : raw) LM_CHECK(t >= 0 && t < V, "inference: token " << t << " is outside the vocabulary");
+    if (n == 0) return zeros({0, V}, dtype);
+    const int64_t tl = tail_len, base = cfg.positions == PositionMode::Exact ? raw_fed - tl : cfg.k * F;
+    LM_CHECK(base + tl + n <= T, "--positions exact on a standard model: token " << raw_fed + n - 1
+                                                                                << " would sit past the " << T
+                                                                                << " positions it was trained on; "
+                                                                                   "use --positions stingy");
+    NoGradGuard ng;
+    const RotaryTables rot_local = rope.range(base, tl + n);
+    const RotaryTables rot_q{rot_local.cos.narrow(1, tl, n), rot_local.sin.narrow(1, tl, n)};
+    Var x = model.wte.forward(from_vector(raw, {1, n}));
+    std::vector<Tensor> kv(2 * layers.size()), qs(layers.size());
+    for (size_t l = 0; l < layers.size(); ++l) x = layer_forward(l, x, rot_local, rot_q, &kv[2 * l], &kv[2 * l + 1], &qs[l]);
+    const Tensor h = model.ln_f.forward(x).value().reshape({n, C});
+    Tensor logits = matmul(h, model.wte.weight.value(), false, true);
+    absorb(kv, qs);
+    raw_fed += n;
+    ++chunks;
+    return logits;
+  }
+};
+
+StandardBlockSession::StandardBlockSession(const GPT& model, const InferConfig& cfg)
+    : impl_(std::make_unique<Impl>(model, cfg)) {}
+StandardBlockSession::~StandardBlockSession() = default;
+Tensor StandardBlockSession::feed_chunk(const std::vector<int32_t>& raw) { return impl_->feed_chunk(raw); }
+int64_t StandardBlockSession::cached_blocks() const { return impl_->cached(); }
+int64_t StandardBlockSession::tokens_fed() const { return impl_->raw_fed; }
+const std::vector<RetrievalRecord>& StandardBlockSession::retrieval_log() const { return impl_->log; }
+void StandardBlockSession::set_trace(RetrievalTrace* trace) {
+  LM_CHECK(!trace || !trace->detail,
+           "a detailed retrieval trace (the explorer) needs a landmark model; a standard model records its choices only");
+  impl_->trace = trace;
+}
+int64_t StandardBlockSession::summary_bytes_per_block() const {
+  return impl_->layers[0].sum->bytes_per_block() * static_cast<int64_t>(impl_->layers.size());
+}
+
+}  // namespace lm
