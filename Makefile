@@ -8,6 +8,8 @@
 #   make demo-corpus  build the program + language modelling on Austen + KJV (scripts/demo_corpus.sh)
 #   make paper-tables  the paper's Tables 1-3 and Appendices E-F on that corpus (scripts/paper_tables.sh)
 #   make paper-side  after paper-tables' data: issue 11's side experiments, about 3 h (scripts/paper_side.sh)
+#   make scorers  after make demo and make paper-tables: learned landmarks against training-free block
+#                 scorers (beyond the paper; scripts/scorers.sh)
 #   make bench    build + run the benchmarks (prints ratios measured in one run; log in build/bench.log)
 #   make bench-results  put the last make bench's summary into docs/results/bench.md
 #   make fuzz     the libFuzzer harnesses of fuzz/, 60 s each (scripts/fuzz.sh; FUZZ_SECONDS=N for longer)
@@ -17,7 +19,7 @@ BUILD      ?= build
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps configure build test bench bench-results fuzz demo demo-finetune demo-long demo-corpus paper-tables paper-side clean
+.PHONY: all deps configure build test bench bench-results fuzz demo demo-finetune demo-long demo-corpus paper-tables paper-side scorers clean
 
 all: build
 
@@ -63,6 +65,10 @@ paper-tables: configure
 paper-side: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark
 	@bash scripts/paper_side.sh
+
+scorers: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target landmark
+	@bash scripts/scorers.sh
 
 demo-corpus: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark

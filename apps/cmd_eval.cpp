@@ -137,7 +137,8 @@ void print_scoring(const InferConfig& cfg, int64_t keys_scored, int64_t rows, in
       "memory to score it (all layers)%s\n",
       block_scorer_name(cfg.scorer), own ? " (beyond the paper)" : "",
       rows ? static_cast<double>(keys_scored) / static_cast<double>(rows) : 0.0, own ? "summary rows" : "landmark keys",
-      static_cast<long long>(summary_bytes), cfg.mass_recall ? ", the blocks' keys for --mass-recall included" : "");
+      static_cast<long long>(summary_bytes),
+      cfg.mass_recall && cfg.scorer != BlockScorer::Oracle ? ", and every key for --mass-recall" : "");
   if (cfg.mass_recall)
     std::printf(
         "mass recall against the oracle: %.4f of the cached blocks' attention mass in the chosen blocks, IoU "
@@ -315,7 +316,7 @@ Command passkey_command(CLI::App& app) {
         print_certificate(r.certificate, (", length " + std::to_string(len)).c_str());
       if (!standard) {
         print_scoring(cfg, r.keys_scored, r.scored_rows, r.summary_bytes, r.oracle);
-        std::printf("answers: %.2f ms per generated token (%lld tokens, after each prompt was read)\n",
+        std::printf("answers: %.3g ms per generated token (%lld tokens, after each prompt was read)\n",
                     r.answer_tokens ? 1000.0 * r.answer_seconds / static_cast<double>(r.answer_tokens) : 0.0,
                     static_cast<long long>(r.answer_tokens));
       }

@@ -34,7 +34,9 @@ Command explore_command(CLI::App& app) {
   auto passkey = std::make_shared<int64_t>(-1);
   auto dump = std::make_shared<std::string>();
   auto flags = std::make_shared<InferFlags>();
-  sub->add_option("--checkpoint", *ckpt, "A landmark model's checkpoint")->required()->check(CLI::ExistingFile);
+  sub->add_option("--checkpoint", *ckpt, "A landmark model's checkpoint, or a standard model's read with --scorer")
+      ->required()
+      ->check(CLI::ExistingFile);
   auto* text_opt = sub->add_option("--text", *text, "Text to read");
   sub->add_option("--text-file", *text_file, "Read the text from this file (not with --text)")
       ->check(CLI::ExistingFile)
@@ -60,10 +62,6 @@ Command explore_command(CLI::App& app) {
              "row's attention went");
     LoadedModel m = load_trained_model(*ckpt, flags->dev());
     const GPTConfig& mc = m.model->config();
-    LM_CHECK(mc.landmark(), "explore: needs a landmark model (retrieval is what it shows); "
-                                << *ckpt
-                                << " was trained with standard attention (eval and passkey read it in blocks with "
-                                   "--scorer)");
     std::string t = text_file->empty() ? *text : read_text_file(*text_file, "explore");
     LM_CHECK(!t.empty(), "explore: the text is empty (give --text or a non-empty --text-file)");
     std::vector<int32_t> ids = m.tokenizer->encode(t);
@@ -76,6 +74,10 @@ Command explore_command(CLI::App& app) {
     const int64_t n = static_cast<int64_t>(ids.size());
     LM_CHECK(*select < n, "explore: --select " << *select << " is past the text's " << n << " tokens");
     const InferConfig cfg = flags->get(m);
+    LM_CHECK(mc.landmark() || cfg.scorer != BlockScorer::Landmark,
+             "explore: retrieval is what it shows; " << *ckpt
+                                                     << " was trained with standard attention: read it in blocks with "
+                                                        "--scorer mean, quest, reps or oracle");
     LM_CHECK(cfg.search == KeySearch::Scan, "explore: --search "
                                                 << key_search_name(cfg.search)
                                                 << " keeps no scores of the blocks it chose; use --search scan (the "

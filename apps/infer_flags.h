@@ -132,6 +132,8 @@ struct InferFlags {
         m.model->config().landmark() || cfg.scorer != BlockScorer::Landmark || scorer_opt == nullptr ||
             scorer_opt->count() == 0,
         "--scorer landmark: this is a standard model, it has no landmark keys; choose mean, quest, reps or oracle");
+    LM_CHECK(m.model->config().xl_cache == 0 || (cfg.scorer == BlockScorer::Landmark && !cfg.mass_recall),
+             "--scorer, --mass-recall: a Transformer-XL model reads its own memory, not retrieved blocks");
     LM_CHECK(m.model->config().landmark() || cfg.scorer != BlockScorer::Landmark || !cfg.mass_recall,
              "--mass-recall: a standard model is read in blocks only with --scorer mean, quest, reps or oracle");
     LM_CHECK(!(cfg.scorer != BlockScorer::Landmark || cfg.mass_recall) || device == "cpu",

@@ -91,16 +91,16 @@ const std::vector<std::vector<double>>& BlockSummaries::store<double>(bool keys)
 
 template <class Scalar>
 const Scalar* BlockSummaries::rows(BlockScorer s, int64_t h) const {
-  LM_CHECK(s == scorer || (s == BlockScorer::Oracle && keep_keys),
-           "BlockSummaries: rows of " << block_scorer_name(s) << " asked of a " << block_scorer_name(scorer)
-                                      << " summary");
+  LM_CHECK(s == scorer || (s == BlockScorer::Oracle && keep_keys), "BlockSummaries: rows of "
+                                                                       << block_scorer_name(s) << " asked of a "
+                                                                       << block_scorer_name(scorer) << " summary");
   return store<Scalar>(s == BlockScorer::Oracle)[static_cast<size_t>(h)].data();
 }
 
 template <class Scalar>
 void BlockSummaries::append(const Scalar* keys, const Scalar* queries) {
-  LM_CHECK(dtype == dtype_of<Scalar>(), "BlockSummaries: " << dtype_name(dtype_of<Scalar>()) << " keys for a "
-                                                           << dtype_name(dtype) << " summary");
+  LM_CHECK(dtype == dtype_of<Scalar>(),
+           "BlockSummaries: " << dtype_name(dtype_of<Scalar>()) << " keys for a " << dtype_name(dtype) << " summary");
   LM_CHECK(scorer != BlockScorer::Reps || queries != nullptr, "BlockSummaries: representatives need the queries");
   const double scale = 1.0 / std::sqrt(static_cast<double>(HS));
   for (int64_t h = 0; h < NH; ++h) {
@@ -156,9 +156,8 @@ void BlockSummaries::drop_oldest(int64_t count) {
 }
 
 int64_t BlockSummaries::bytes_per_block() const {
-  const int64_t own = own_rows();
-  const int64_t values = NH * ((own + (keep_keys ? F : 0)) * HS);
-  return values * static_cast<int64_t>(dtype_size(dtype)) +
+  const int64_t rows = scorer == BlockScorer::Landmark ? 0 : rows_per_block(scorer);  // Oracle: the keys
+  return NH * rows * HS * static_cast<int64_t>(dtype_size(dtype)) +
          (scorer == BlockScorer::Reps ? NH * reps * static_cast<int64_t>(sizeof(int32_t)) : 0);
 }
 
@@ -171,7 +170,9 @@ void summarise_block(BlockSummaries& sum, const Tensor& k_loc, const Tensor* q_l
   std::vector<int32_t> pos(static_cast<size_t>(F));
   for (int64_t t = 0; t < F; ++t) pos[static_cast<size_t>(t)] = static_cast<int32_t>(pos0 + t);
   const RotaryTables rt = rope.tables(pos);
-  auto rotated = [&](const Tensor& x) { return rotary(x.narrow(1, begin, F).unsqueeze(0), rt).squeeze(0).contiguous(); };
+  auto rotated = [&](const Tensor& x) {
+    return rotary(x.narrow(1, begin, F).unsqueeze(0), rt).squeeze(0).contiguous();
+  };
   const Tensor k = rotated(k_loc);
   const bool need_q = sum.scorer == BlockScorer::Reps;
   LM_CHECK(!need_q || (q_loc && q_loc->shape() == k_loc.shape()),
@@ -198,8 +199,9 @@ std::vector<int32_t> representatives(const Scalar* q, const Scalar* k, int64_t F
   }
   std::vector<int32_t> order(static_cast<size_t>(F));
   std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int32_t a, int32_t b) { return received[static_cast<size_t>(a)] > received[static_cast<size_t>(b)]; });
+  std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+    return received[static_cast<size_t>(a)] > received[static_cast<size_t>(b)];
+  });
   order.resize(static_cast<size_t>(std::min(r, F)));
   std::sort(order.begin(), order.end());
   return order;
@@ -268,14 +270,15 @@ void agree_with_oracle(const Scalar* lse, int64_t nb, const std::vector<int32_t>
 }
 
 template <class Scalar>
-int64_t score_all_heads(const BlockSummaries& sum, BlockScorer s, const Scalar* q, int64_t NH, int64_t n,
-                        double scale, std::vector<Scalar>& out) {
+int64_t score_all_heads(const BlockSummaries& sum, BlockScorer s, const Scalar* q, int64_t NH, int64_t n, double scale,
+                        std::vector<Scalar>& out) {
   const int64_t HS = sum.HS, nb = sum.blocks();
   out.resize(static_cast<size_t>(NH * n * nb));
   std::vector<int64_t> scored(static_cast<size_t>(NH), 0);
   cpu::parallel_for(NH, n * nb * HS * sum.rows_per_block(s), [&](int64_t h0, int64_t h1) {
     for (int64_t h = h0; h < h1; ++h)
-      scored[static_cast<size_t>(h)] = n * score_blocks<Scalar>(sum, s, h, q + h * n * HS, n, scale, out.data() + h * n * nb);
+      scored[static_cast<size_t>(h)] =
+          n * score_blocks<Scalar>(sum, s, h, q + h * n * HS, n, scale, out.data() + h * n * nb);
   });
   int64_t all = 0;
   for (int64_t v : scored) all += v;
@@ -289,19 +292,20 @@ OracleAgreement oracle_agreement(const BlockSummaries& sum, const Scalar* q, int
   score_all_heads<Scalar>(sum, BlockScorer::Oracle, q, NH, n, scale, lse);
   OracleAgreement acc;
   const int64_t nb = sum.blocks();
-  for (size_t r = 0; r < sel.size(); ++r) agree_with_oracle<Scalar>(lse.data() + r * static_cast<size_t>(nb), nb, sel[r], &acc);
+  for (size_t r = 0; r < sel.size(); ++r)
+    agree_with_oracle<Scalar>(lse.data() + r * static_cast<size_t>(nb), nb, sel[r], &acc);
   return acc;
 }
 
-#define LM_SCORERS_INSTANTIATE(S)                                                                                \
-  template void BlockSummaries::append<S>(const S*, const S*);                                                   \
-  template const S* BlockSummaries::rows<S>(BlockScorer, int64_t) const;                                         \
-  template std::vector<int32_t> representatives<S>(const S*, const S*, int64_t, int64_t, double, int64_t);       \
+#define LM_SCORERS_INSTANTIATE(S)                                                                               \
+  template void BlockSummaries::append<S>(const S*, const S*);                                                  \
+  template const S* BlockSummaries::rows<S>(BlockScorer, int64_t) const;                                        \
+  template std::vector<int32_t> representatives<S>(const S*, const S*, int64_t, int64_t, double, int64_t);      \
   template int64_t score_blocks<S>(const BlockSummaries&, BlockScorer, int64_t, const S*, int64_t, double, S*); \
-  template void agree_with_oracle<S>(const S*, int64_t, const std::vector<int32_t>&, OracleAgreement*);          \
-  template int64_t score_all_heads<S>(const BlockSummaries&, BlockScorer, const S*, int64_t, int64_t, double,      \
-                                      std::vector<S>&);                                                          \
-  template OracleAgreement oracle_agreement<S>(const BlockSummaries&, const S*, int64_t, int64_t, double,          \
+  template void agree_with_oracle<S>(const S*, int64_t, const std::vector<int32_t>&, OracleAgreement*);         \
+  template int64_t score_all_heads<S>(const BlockSummaries&, BlockScorer, const S*, int64_t, int64_t, double,   \
+                                      std::vector<S>&);                                                         \
+  template OracleAgreement oracle_agreement<S>(const BlockSummaries&, const S*, int64_t, int64_t, double,       \
                                                const std::vector<std::vector<int32_t>>&);
 LM_SCORERS_INSTANTIATE(float)
 LM_SCORERS_INSTANTIATE(double)

@@ -46,8 +46,9 @@ class BlockSummaries {
   template <class Scalar>
   void append(const Scalar* keys, const Scalar* queries);
   void drop_oldest(int64_t count);
-  // The bytes one block's summary takes in all heads (this layer): what the scorer adds to the
-  // cache, the landmark key's NH HS values being the paper's figure.
+  // The bytes one block's summary takes in all heads (this layer): what the scorer keeps to score
+  // a block, beside the landmark key's NH HS values (the paper's figure). Keys kept only for mass
+  // recall are not counted.
   int64_t bytes_per_block() const;
   // Head h's rows of scorer s (Oracle: the kept keys), (blocks * rows_per_block(s), HS) row-major.
   template <class Scalar>
@@ -102,8 +103,8 @@ int64_t score_blocks(const BlockSummaries& sum, BlockScorer s, int64_t h, const 
 // score_blocks for every head of q_rot (NH, n, HS; host, contiguous), heads on parallel threads:
 // (NH, n, nb) into out. Returns the summary rows scored over all rows.
 template <class Scalar>
-int64_t score_all_heads(const BlockSummaries& sum, BlockScorer s, const Scalar* q, int64_t NH, int64_t n,
-                        double scale, std::vector<Scalar>& out);
+int64_t score_all_heads(const BlockSummaries& sum, BlockScorer s, const Scalar* q, int64_t NH, int64_t n, double scale,
+                        std::vector<Scalar>& out);
 
 // How well a row's chosen blocks agree with the oracle's: `lse` the row's oracle scores (nb), `sel`
 // its chosen blocks. recall: the share of the cached blocks' attention mass the chosen blocks hold;

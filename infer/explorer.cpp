@@ -84,14 +84,15 @@ ExploreData explore_tokens(const GPT& model, const InferConfig& cfg, const std::
   d.scores.assign(static_cast<size_t>(d.rows() * S), 0.0);
   d.mass.assign(static_cast<size_t>(d.rows() * (S + 2)), 0.0);
   const AugmentedIndex aug{d.F};
+  const bool landmarks = mc.landmark();  // a standard model read with --scorer: its stream is the raw one
   std::vector<uint8_t> seen(static_cast<size_t>(d.rows()), 0);
   for (const RetrievalTrace::Step& st : trace.steps) {
     LM_CHECK(st.score.size() == st.sel.size() && st.mass.size() == st.sel.size(),
              "explore: the trace of layer " << st.layer << " has no detail for every row");
     for (int64_t i = 0; i < st.n; ++i) {
       const int64_t a = st.aug_start + i;
-      if (aug.is_landmark(a)) continue;
-      const int64_t r = aug.raw_index(a);
+      if (landmarks && aug.is_landmark(a)) continue;
+      const int64_t r = landmarks ? aug.raw_index(a) : a;
       for (int64_t h = 0; h < NH; ++h) {
         const size_t src = static_cast<size_t>(h * st.n + i);
         const int64_t row = d.row(r, st.layer, h), kb = static_cast<int64_t>(st.sel[src].size());

@@ -326,8 +326,9 @@ int64_t InferenceSession::summary_bytes_per_block() const {
   if (standard_) return standard_->summary_bytes_per_block();
   int64_t n = 0;
   for (const LayerCache& layer : impl_->layers)
-    n += layer.summaries ? layer.summaries->bytes_per_block()
-                         : layer.NH * layer.HS * static_cast<int64_t>(dtype_size(layer.dtype));
+    n += impl_->cfg.scorer != BlockScorer::Landmark
+             ? layer.summaries->bytes_per_block()
+             : layer.NH * layer.HS * static_cast<int64_t>(dtype_size(layer.dtype));
   return n;
 }
 void InferenceSession::move_blocks_to_host() {

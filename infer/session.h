@@ -125,8 +125,8 @@ class InferenceSession {
   int64_t rotary_rows() const;   // positions whose rotary rows are held now (RotaryCache::rows_held)
   int64_t blocks_read() const;   // blocks the layers' stores read from disk (or f16) so far (BlockStore::blocks_read)
   // Beyond the paper: the bytes every layer keeps in fast memory to score one block: the landmark
-  // keys (NH HS values a layer), or the chosen scorer's summary (block_scorers.h), with the keys
-  // themselves under InferConfig::mass_recall.
+  // keys (NH HS values a layer), or the chosen scorer's summary (block_scorers.h); the keys
+  // InferConfig::mass_recall keeps beside them are not counted.
   int64_t summary_bytes_per_block() const;
   // A session with InferConfig::blocks_on_device: moves every layer's block K/V from GPU memory to
   // host memory, so the tokens fed from now on retrieve blocks the offloaded way (only the

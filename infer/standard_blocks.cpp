@@ -59,17 +59,18 @@ struct StandardBlockSession::Impl {
              "--scorer landmark: a standard model has no landmark keys; choose mean, quest, reps or oracle");
     LM_CHECK(m.device() == Device::CPU && (dtype == DType::F32 || dtype == DType::F64),
              "--scorer on a standard model: the CPU, f32 or f64 (this model is " << dtype_name(dtype) << " on "
-                                                                               << device_name(m.device()) << ")");
+                                                                                 << device_name(m.device()) << ")");
     LM_CHECK(cfg.block_dir.empty() && !cfg.kv_f16 && !cfg.blocks_on_device && cfg.cmt_cutoff == 0,
              "--scorer on a standard model: block K/V stay in RAM as f32/f64 (no --mmap-dir, --kv-dtype f16, "
              "--blocks-on-device or --cmt-cutoff)");
     LM_CHECK(m.config().xl_cache == 0, "--scorer: a Transformer-XL model reads its own memory, not blocks");
     LM_CHECK(F >= 1, "standard blocks: the model's landmark_every (the block length) must be positive");
     LM_CHECK(cfg.positions == PositionMode::Exact || cfg.k * F + (F - 1) + cfg.chunk_len <= T,
-             "--scorer on a standard model: k F + F - 1 + chunk = " << cfg.k * F + F - 1 + cfg.chunk_len
-                                                                     << " positions (the k retrieved blocks, the tail "
-                                                                        "and the chunk) exceed the "
-                                                                     << T << " it was trained on; use a smaller --k or --chunk");
+             "--scorer on a standard model: k F + F - 1 + chunk = "
+                 << cfg.k * F + F - 1 + cfg.chunk_len
+                 << " positions (the k retrieved blocks, the tail "
+                    "and the chunk) exceed the "
+                 << T << " it was trained on; use a smaller --k or --chunk");
     rope.cover(0, T);  // every position used is below T (checked per chunk)
     layers.resize(static_cast<size_t>(m.config().n_layer));
     for (StandardLayer& L : layers) {
@@ -86,24 +87,32 @@ struct StandardBlockSession::Impl {
   }
 
   // Step 1: each row's top k of the scorer's scores (and, with mass recall, against the oracle).
+  // With `score`, each chosen block's score too, row by row as the choice (a detailed trace).
   template <class Scalar>
-  std::vector<std::vector<int32_t>> choose(const StandardLayer& L, const Tensor& q_rot, RetrievalRecord* rec) {
+  std::vector<std::vector<int32_t>> choose(const StandardLayer& L, const Tensor& q_rot, RetrievalRecord* rec,
+                                           std::vector<std::vector<double>>* score) {
     const int64_t n = q_rot.size(1), nb = cached();
     std::vector<std::vector<int32_t>> sel(static_cast<size_t>(NH * n));
+    if (score) score->assign(sel.size(), std::vector<double>());
     if (nb == 0 || cfg.k == 0) return sel;
     const double scale = score_scale(dtype, HS);
     static thread_local std::vector<Scalar> scores;
     rec->keys_scored = score_all_heads<Scalar>(*L.sum, cfg.scorer, q_rot.data<Scalar>(), NH, n, scale, scores);
     sel = select_blocks<Scalar>(scores.data(), NH, n, nb, cfg.k, cfg.granularity);
     if (cfg.mass_recall) rec->oracle = oracle_agreement<Scalar>(*L.sum, q_rot.data<Scalar>(), NH, n, scale, sel);
+    if (score)
+      for (size_t r = 0; r < sel.size(); ++r)
+        for (int32_t b : sel[r]) (*score)[r].push_back(static_cast<double>(scores[r * static_cast<size_t>(nb) + b]));
     return sel;
   }
 
   // Step 2: per (head, query) the ordinary softmax over [chosen blocks at their places | tail |
-  // chunk up to the query], written to out (NH, n, HS).
+  // chunk up to the query], written to out (NH, n, HS). With `mass`, each row's weight on each
+  // chosen block, then on the tail, then on the chunk (a detailed trace).
   template <class Scalar>
   void attend(const StandardLayer& L, const std::vector<std::vector<int32_t>>& sel, const Tensor& q_rot,
-              const Tensor& k_rot, const Tensor& v_loc, Scalar* out) {
+              const Tensor& k_rot, const Tensor& v_loc, Scalar* out, std::vector<std::vector<double>>* mass) {
+    if (mass) mass->assign(sel.size(), std::vector<double>());
     const int64_t n = q_rot.size(1), Lloc = k_rot.size(1), tl = Lloc - n, nb = cached(), H2 = HS / 2;
     const Scalar* cs = rope.cos_rows<Scalar>(0, T);
     const Scalar* sn = rope.sin_rows<Scalar>(0, T);
@@ -149,6 +158,15 @@ struct StandardBlockSession::Impl {
           for (size_t j = 0; j < s.size(); ++j) acc += s[j] * static_cast<double>(vrow[j][d]);
           o[d] = static_cast<Scalar>(acc / z);
         }
+        if (mass) {  // the row's entries are [kc blocks of F | tail | chunk up to i]
+          std::vector<double>& m = (*mass)[static_cast<size_t>(r)];
+          m.assign(static_cast<size_t>(kc + 2), 0.0);
+          for (size_t j = 0; j < s.size(); ++j) {
+            const int64_t jj = static_cast<int64_t>(j);
+            const int64_t part = jj < kc * F ? jj / F : jj - kc * F < tl ? kc : kc + 1;
+            m[static_cast<size_t>(part)] += s[j] / z;
+          }
+        }
       }
     });
   }
@@ -192,12 +210,13 @@ struct StandardBlockSession::Impl {
     RetrievalRecord rec;
     Tensor y({NH, n, HS}, dtype, Device::CPU);
     std::vector<std::vector<int32_t>> sel;
+    const bool traced = trace && raw_fed + n > trace->from_query, detail = traced && trace->detail;
+    RetrievalTrace::Step st;
     LM_DISPATCH_FLOAT(dtype, "standard blocks", {
-      sel = choose<scalar_t>(L, q_rot, &rec);
-      attend<scalar_t>(L, sel, q_rot, k_rot, *v_loc, y.data<scalar_t>());
+      sel = choose<scalar_t>(L, q_rot, &rec, detail ? &st.score : nullptr);
+      attend<scalar_t>(L, sel, q_rot, k_rot, *v_loc, y.data<scalar_t>(), detail ? &st.mass : nullptr);
     });
-    if (trace && raw_fed + n > trace->from_query) {
-      RetrievalTrace::Step st;
+    if (traced) {
       st.layer = static_cast<int64_t>(l);
       st.aug_start = raw_fed;
       st.first_gid = blocks_done - cached();
@@ -244,15 +263,16 @@ struct StandardBlockSession::Impl {
     if (n == 0) return zeros({0, V}, dtype);
     const int64_t tl = tail_len, base = cfg.positions == PositionMode::Exact ? raw_fed - tl : cfg.k * F;
     LM_CHECK(base + tl + n <= T, "--positions exact on a standard model: token " << raw_fed + n - 1
-                                                                                << " would sit past the " << T
-                                                                                << " positions it was trained on; "
-                                                                                   "use --positions stingy");
+                                                                                 << " would sit past the " << T
+                                                                                 << " positions it was trained on; "
+                                                                                    "use --positions stingy");
     NoGradGuard ng;
     const RotaryTables rot_local = rope.range(base, tl + n);
     const RotaryTables rot_q{rot_local.cos.narrow(1, tl, n), rot_local.sin.narrow(1, tl, n)};
     Var x = model.wte.forward(from_vector(raw, {1, n}));
     std::vector<Tensor> kv(2 * layers.size()), qs(layers.size());
-    for (size_t l = 0; l < layers.size(); ++l) x = layer_forward(l, x, rot_local, rot_q, &kv[2 * l], &kv[2 * l + 1], &qs[l]);
+    for (size_t l = 0; l < layers.size(); ++l)
+      x = layer_forward(l, x, rot_local, rot_q, &kv[2 * l], &kv[2 * l + 1], &qs[l]);
     const Tensor h = model.ln_f.forward(x).value().reshape({n, C});
     Tensor logits = matmul(h, model.wte.weight.value(), false, true);
     absorb(kv, qs);
@@ -269,11 +289,7 @@ Tensor StandardBlockSession::feed_chunk(const std::vector<int32_t>& raw) { retur
 int64_t StandardBlockSession::cached_blocks() const { return impl_->cached(); }
 int64_t StandardBlockSession::tokens_fed() const { return impl_->raw_fed; }
 const std::vector<RetrievalRecord>& StandardBlockSession::retrieval_log() const { return impl_->log; }
-void StandardBlockSession::set_trace(RetrievalTrace* trace) {
-  LM_CHECK(!trace || !trace->detail,
-           "a detailed retrieval trace (the explorer) needs a landmark model; a standard model records its choices only");
-  impl_->trace = trace;
-}
+void StandardBlockSession::set_trace(RetrievalTrace* trace) { impl_->trace = trace; }
 int64_t StandardBlockSession::summary_bytes_per_block() const {
   return impl_->layers[0].sum->bytes_per_block() * static_cast<int64_t>(impl_->layers.size());
 }

@@ -15,7 +15,7 @@
 // to one block. Exact: every block and token at its true position (a reference: for the first
 // block_size tokens only). Positions past the model's block_size are refused, not extrapolated.
 //
-// CPU only, f32 or f64; block K/V in RAM. No decode step, capture or detailed trace.
+// CPU only, f32 or f64; block K/V in RAM. No decode step or attention capture.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +40,7 @@ class StandardBlockSession {
   int64_t cached_blocks() const;
   int64_t tokens_fed() const;
   const std::vector<RetrievalRecord>& retrieval_log() const;
-  void set_trace(RetrievalTrace* trace);  // the chosen blocks only (no detail)
+  void set_trace(RetrievalTrace* trace);    // with detail: scores and masses too (the explorer)
   int64_t summary_bytes_per_block() const;  // every layer's summary of one block
 
  private:

@@ -12,6 +12,7 @@
 #include "autograd/functions.h"
 #include "infer/block_scorers.h"
 #include "infer/cpu_rows.h"
+#include "infer/explorer.h"
 #include "infer/session.h"
 #include "infer/standard_blocks.h"
 #include "helpers.h"
@@ -151,6 +152,8 @@ TEST_CASE("each block scorer equals a direct f64 loop over the cached keys", "[s
   CHECK(BlockSummaries(BlockScorer::Quest, 2, 6, 8, 4, false, DType::F64).bytes_per_block() == 2 * 2 * 8 * 8);
   CHECK(BlockSummaries(BlockScorer::Reps, 2, 6, 8, 3, false, DType::F32).bytes_per_block() == 2 * 3 * (8 * 4 + 4));
   CHECK(BlockSummaries(BlockScorer::Oracle, 2, 6, 8, 4, false, DType::F32).bytes_per_block() == 2 * 6 * 8 * 4);
+  // Keys kept for mass recall beside another scorer's summary are not the scorer's cost.
+  CHECK(BlockSummaries(BlockScorer::Mean, 2, 6, 8, 4, true, DType::F32).bytes_per_block() == 2 * 8 * 4);
 }
 
 TEST_CASE("the oracle's blocks are the top k of a full attention's block mass", "[scorers]") {
@@ -384,4 +387,35 @@ TEST_CASE("block scorers refuse what they cannot do, naming the flag", "[scorers
   // The indexed searches serve landmark keys only.
   cfg.search = KeySearch::Bounded;
   CHECK_THROWS_WITH(cfg.validate(), Catch::Contains("--search scan"));
+}
+
+TEST_CASE("a standard model's detailed trace gives each row's scores and masses for the explorer", "[scorers]") {
+  auto model = standard_model(DType::F64);
+  const std::vector<int32_t> raw = raw_tokens(44, 8);
+  InferConfig cfg;
+  cfg.scorer = BlockScorer::Quest;
+  cfg.chunk_len = 9;
+  cfg.k = 2;
+  InferenceSession s(*model, cfg, -1);
+  RetrievalTrace tr;
+  tr.detail = true;
+  s.set_trace(&tr);
+  s.feed(raw);
+  int64_t rows = 0;
+  for (const RetrievalTrace::Step& st : tr.steps) {
+    REQUIRE(st.score.size() == st.sel.size());
+    REQUIRE(st.mass.size() == st.sel.size());
+    for (size_t r = 0; r < st.sel.size(); ++r) {
+      CHECK(st.score[r].size() == st.sel[r].size());
+      REQUIRE(st.mass[r].size() == st.sel[r].size() + 2);  // each block, the tail, the chunk
+      // The weights of one softmax: they sum to 1 (f64 rounding).
+      CHECK(std::abs(std::accumulate(st.mass[r].begin(), st.mass[r].end(), 0.0) - 1.0) < 1e-12);
+      ++rows;
+    }
+  }
+  CHECK(rows == 44 * 2 * 2);  // every token, layer and head
+  // The explorer reads it: every (token, layer, head) row is there.
+  const ExploreData d = explore_tokens(*model, cfg, raw, -1, -1, 3);
+  CHECK(d.rows() == 44 * 2 * 2);
+  CHECK(d.max_blocks == 2);
 }

@@ -197,6 +197,13 @@ grep -qE '^mass recall against the oracle: 0\.[0-9]+ of the cached blocks. atten
 "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/std/checkpoint.safetensors" --scorer oracle --mass-recall \
   > "$WORK/std_oracle.txt" 2> /dev/null
 expect "$WORK/std_oracle.txt" "IoU 1.0000 with the oracle's top k"
+# explore reads it too: every token, layer and head has a row, those after the first block chose blocks.
+"$LANDMARK" explore --checkpoint "$WORK/std/checkpoint.safetensors" --scorer mean --chunk 50 --k 2 --max-tokens 200 \
+  --text-file "$WORK/data/val.txt" --out "$WORK/std.html" --dump-retrieval "$WORK/std_r.tsv" > /dev/null 2>&1 ||
+  fail "explore --scorer mean on a standard model failed"
+[ "$(tail -n +2 "$WORK/std_r.tsv" | wc -l)" -eq 400 ] || fail "explore: $(tail -n +2 "$WORK/std_r.tsv" | wc -l) rows, expected 200 x 2 heads"
+awk -F'\t' 'NR > 1 && $1 >= 60 && $4 == "-" { bad = 1 } END { exit bad }' "$WORK/std_r.tsv" ||
+  fail "explore: a token past the first chunk retrieved nothing"
 if "$LANDMARK" passkey --trials 3 --chunk 50 --k 2 --checkpoint "$WORK/std/checkpoint.safetensors" --lengths 400 --scorer landmark > "$WORK/std_lm.txt" 2>&1; then
   fail "passkey --scorer landmark on a standard model succeeded"
 fi
