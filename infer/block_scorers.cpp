@@ -197,6 +197,9 @@ std::vector<int32_t> representatives(const Scalar* q, const Scalar* k, int64_t F
     for (int64_t j = 0; j <= i; ++j) z += std::exp(s[static_cast<size_t>(j)] - mx);
     for (int64_t j = 0; j <= i; ++j) received[static_cast<size_t>(j)] += std::exp(s[static_cast<size_t>(j)] - mx) / z;
   }
+  // The mean over the queries that see token j (F - j of them): a plain sum would favour the first
+  // tokens, which every later query sees (token 0 takes all of query 0's weight).
+  for (int64_t j = 0; j < F; ++j) received[static_cast<size_t>(j)] /= static_cast<double>(F - j);
   std::vector<int32_t> order(static_cast<size_t>(F));
   std::iota(order.begin(), order.end(), 0);
   std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {

@@ -6,7 +6,8 @@
 //   Mean    q . mean of the block's F keys                        (MoBA's block score)
 //   Quest   sum over features d of max(q_d min_d, q_d max_d)      (Quest's upper bound on q . k)
 //   Reps    max over the block's r representative keys of q . k   (InfLLM; the representatives are
-//           the r tokens that received the most attention from the block's own tokens)
+//           the r tokens that received the most attention from the block's own tokens, on average
+//           over the queries that see them)
 //   Oracle  log of sum over the block's keys of exp(q . k)        (the block's attention mass up to
 //           the row's normaliser: the top k by this are the top k by full-attention mass)
 // Every score is scaled by 1/sqrt(HS) like an attention score. The keys are rotated at the
@@ -85,9 +86,9 @@ class Tensor;
 void summarise_block(BlockSummaries& sum, const Tensor& k_loc, const Tensor* q_loc, int64_t begin, int64_t pos0,
                      RotaryCache& rope);
 
-// The r representatives of one block for one head: the tokens j with the largest
-// sum over i >= j of softmax_i(q_i . k_j * scale, over j' <= i), i.e. the attention each token
-// received from the block's own (causal) queries; q and k (F, HS) row-major, rotated at the same
+// The r representatives of one block for one head: the tokens j with the largest mean over
+// i >= j of softmax_i(q_i . k_j * scale, over j' <= i), i.e. the attention each token received from
+// the block's own (causal) queries that see it; q and k (F, HS) row-major, rotated at the same
 // positions. Ties to the earlier token; returned ascending.
 template <class Scalar>
 std::vector<int32_t> representatives(const Scalar* q, const Scalar* k, int64_t F, int64_t HS, double scale, int64_t r);

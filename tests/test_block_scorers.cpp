@@ -42,7 +42,8 @@ double dot(const double* a, const double* b, int64_t n) {
   return s;
 }
 
-// The representatives by hand: token j's attention received from the block's causal queries.
+// The representatives by hand: token j's attention received from the block's causal queries, on
+// average over the F - j of them that see it.
 std::vector<int32_t> reps_by_hand(const double* q, const double* k, int64_t F, int64_t HS, double scale, int64_t r) {
   std::vector<double> got(static_cast<size_t>(F), 0.0);
   for (int64_t i = 0; i < F; ++i) {
@@ -50,7 +51,7 @@ std::vector<int32_t> reps_by_hand(const double* q, const double* k, int64_t F, i
     double z = 0;
     for (int64_t j = 0; j <= i; ++j) e.push_back(std::exp(dot(q + i * HS, k + j * HS, HS) * scale));
     for (double x : e) z += x;
-    for (int64_t j = 0; j <= i; ++j) got[static_cast<size_t>(j)] += e[static_cast<size_t>(j)] / z;
+    for (int64_t j = 0; j <= i; ++j) got[static_cast<size_t>(j)] += e[static_cast<size_t>(j)] / z / (F - j);
   }
   std::vector<int32_t> idx(static_cast<size_t>(F));
   std::iota(idx.begin(), idx.end(), 0);
@@ -143,7 +144,8 @@ TEST_CASE("each block scorer equals a direct f64 loop over the cached keys", "[s
   check_scorers<double>(1e-12);
   check_scorers<float>(1e-5);
   // The representatives by hand, on a block where the answer is clear: keys 0 and 3 are large and
-  // aligned with every query, so every query puts its weight on them (0 first, as it is seen first).
+  // aligned with every query. Mean weight received: token 0 0.926 (1, 0.993, 0.987, 0.724 from
+  // queries 0-3), token 3 0.266 (query 3 alone), tokens 1 and 2 under 0.01.
   const int64_t F = 4, HS = 2;
   const std::vector<double> k{5, 0, 0, 1, 0, -1, 4, 0}, q{1, 0, 1, 0, 1, 0, 1, 0};
   CHECK(representatives<double>(q.data(), k.data(), F, HS, 1.0, 2) == std::vector<int32_t>{0, 3});
@@ -270,7 +272,7 @@ void layer0_qk(const GPT& m, const std::vector<int32_t>& toks, Tensor* q, Tensor
   *k = heads(1);
 }
 
-// Layer 0's retrieval by mean or oracle at exact positions, computed directly: a query at stream
+// Layer 0's retrieval by mean, reps or oracle at exact positions, computed directly: a query at stream
 // position p of a chunk starting at `start` chooses among the blocks finished before the chunk,
 // block b being the F tokens at b * B + t (B = F for a standard model, F + 1 with landmarks).
 // Returns, per trace step of layer 0, the expected sel.
@@ -300,6 +302,16 @@ void check_layer0_choice(const GPT& m, const std::vector<int32_t>& toks, const R
           double v = 0;
           if (s == BlockScorer::Mean) {
             for (double d : dots) v += d / static_cast<double>(F);  // q . mean(k) = mean(q . k)
+          } else if (s == BlockScorer::Reps) {
+            // The block's own queries and keys, rotated at its true positions, pick the 2 most
+            // attended tokens (reps_by_hand); the score is the best of q . k over them.
+            std::vector<double> qb, kb;
+            for (int64_t t = 0; t < F; ++t) {
+              qb.insert(qb.end(), pq + (h * N + b * B + t) * HS, pq + (h * N + b * B + t + 1) * HS);
+              kb.insert(kb.end(), pk + (h * N + b * B + t) * HS, pk + (h * N + b * B + t + 1) * HS);
+            }
+            v = -1e300;
+            for (int32_t t : reps_by_hand(qb.data(), kb.data(), F, HS, scale, 2)) v = std::max(v, dots[t]);
           } else {
             for (double d : dots) v += std::exp(d);
             v = std::log(v);
@@ -309,7 +321,13 @@ void check_layer0_choice(const GPT& m, const std::vector<int32_t>& toks, const R
         const std::vector<int32_t> want =
             nb ? select_blocks<double>(score.data(), 1, 1, nb, k, Granularity::TokenHead)[0] : std::vector<int32_t>{};
         INFO(block_scorer_name(s) << " head " << h << " position " << p);
-        CHECK(st.sel[static_cast<size_t>(h * st.n + i)] == want);
+        const size_t row = static_cast<size_t>(h * st.n + i);
+        CHECK(st.sel[row] == want);
+        // The scores themselves (a detailed trace), so a summary that differs without changing the
+        // choice shows too: f64, the GEMM's sums against the loop's, 1e-9.
+        REQUIRE(st.score.size() == st.sel.size());
+        for (size_t c = 0; c < st.sel[row].size() && c < want.size(); ++c)
+          CHECK(std::abs(st.score[row][c] - score[static_cast<size_t>(want[c])]) < 1e-9);
       }
   }
   CHECK(steps > 3);
@@ -319,10 +337,11 @@ void check_layer0_choice(const GPT& m, const std::vector<int32_t>& toks, const R
 
 TEST_CASE("retrieval by a training-free scorer chooses what a direct computation of layer 0 chooses", "[scorers]") {
   NoGradGuard ng;
-  for (BlockScorer s : {BlockScorer::Mean, BlockScorer::Oracle}) {
+  for (BlockScorer s : {BlockScorer::Mean, BlockScorer::Reps, BlockScorer::Oracle}) {
     INFO(block_scorer_name(s));
     InferConfig cfg;
     cfg.scorer = s;
+    cfg.reps = 2;
     cfg.positions = PositionMode::Exact;
     cfg.chunk_len = 8;
     cfg.k = 2;
@@ -330,6 +349,7 @@ TEST_CASE("retrieval by a training-free scorer chooses what a direct computation
     auto std_model = standard_model(DType::F64);
     const std::vector<int32_t> raw = raw_tokens(50, 9);
     RetrievalTrace tr;
+    tr.detail = true;
     InferenceSession a(*std_model, cfg, -1);
     a.set_trace(&tr);
     a.feed(raw);
@@ -340,6 +360,7 @@ TEST_CASE("retrieval by a training-free scorer chooses what a direct computation
     LandmarkInserter ins(5, infer_test::kLandmarkId);
     ins.push(raw, aug);
     RetrievalTrace tl;
+    tl.detail = true;
     InferenceSession b(*lm_model, cfg, infer_test::kLandmarkId);
     b.set_trace(&tl);
     b.feed(raw);
