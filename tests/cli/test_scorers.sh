@@ -43,8 +43,10 @@ awk -F'\t' 'NR > 1 {
   if ($8 != "-" && !($9 <= $8 && $8 <= $10)) { print "row " NR ": ppl " $8 " outside [" $9 ", " $10 "]"; bad = 1 }
   if ($3 == "none" && !($4 == 0 && $11 == "-" && $13 == 0)) { print "row " NR ": k 0 with k " $4 ", recall " $11; bad = 1 }
   if ($3 == "none") next
-  if ($8 != "-" && !($11 > 0 && $11 <= 1 && $12 >= 0 && $12 <= 1)) { print "row " NR ": mass recall " $11 ", IoU " $12; bad = 1 }
-  if ($8 != "-" && $3 == "oracle" && $12 != 1) { print "row " NR ": the oracle IoU " $12 " with itself"; bad = 1 }
+  # Mass recall at the longest length (400) only.
+  if ($8 != "-" && ($5 == 400) != ($11 != "-")) { print "row " NR ": mass recall " $11 " at " $5; bad = 1 }
+  if ($8 != "-" && $5 == 400 && !($11 > 0 && $11 <= 1 && $12 >= 0 && $12 <= 1)) { print "row " NR ": mass recall " $11 ", IoU " $12; bad = 1 }
+  if ($8 != "-" && $5 == 400 && $3 == "oracle" && $12 != 1) { print "row " NR ": the oracle IoU " $12 " with itself"; bad = 1 }
   if ($7 != "-" && !($7 >= 0 && $7 <= 100 && $15 > 0)) { print "row " NR ": pass key " $7 ", ms " $15; bad = 1 }
   if (($7 == "-") == ($8 == "-")) { print "row " NR ": neither or both of pass key and perplexity"; bad = 1 }
   if (!($13 > 0 && $14 > 0)) { print "row " NR ": keys " $13 ", bytes " $14; bad = 1 }
