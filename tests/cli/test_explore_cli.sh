@@ -3,9 +3,9 @@
 # a few steps here (what it answers does not matter, only what the page shows). Without a browser:
 # the page and the retrieval TSV are written (nothing left behind under a temporary name), the page
 # has one data-pos element per token, the pass key of the prompt is found, and bad input (a missing
-# or empty file, a key not in the text, a standard model, CUDA, a bad --select) ends in a clear
-# error. With Debian's chromium: the page is opened headless at #pos=N, and the DOM it dumps must
-# list, in the panel with id "retrieval", every layer and head with exactly the blocks the C++ side
+# or empty file, a key not in the text, a standard model without --scorer, CUDA, a bad --select)
+# ends in a clear error. With Debian's chromium: the page is opened headless at #pos=N, and the DOM
+# it dumps must list, in the panel with id "retrieval", every layer and head with exactly the blocks the C++ side
 # wrote to the TSV for that token; a page made with hostile names (a tokenizer special renamed
 # "<!--<script>", a text file named so, a text that spells "</script>") must run its script just
 # the same; then a screenshot is written to the second argument (default:
@@ -53,7 +53,7 @@ bad() {  # expected message, then the explore arguments
 bad "--text-file" --checkpoint "$LM" --text-file "$WORK/missing.txt" --out "$WORK/x.html"
 bad "the text is empty" --checkpoint "$LM" --text-file "$WORK/empty.txt" --out "$WORK/x.html"
 bad "does not appear in the text" --checkpoint "$LM" --text-file "$WORK/prompt.txt" --passkey-key 99999 --out "$WORK/x.html"
-bad "needs a landmark model" --checkpoint "$WORK/std/checkpoint.safetensors" --text "some text" --out "$WORK/x.html"
+bad "was trained with standard attention: read it in blocks with --scorer" --checkpoint "$WORK/std/checkpoint.safetensors" --text "some text" --out "$WORK/x.html"
 bad "runs on the CPU" --checkpoint "$LM" --text "some text" --device cuda --out "$WORK/x.html"
 bad "--select" --checkpoint "$LM" --text "short" --select 5 --out "$WORK/x.html"
 bad "--k" --checkpoint "$LM" --text "short" --k -1 --out "$WORK/x.html"
