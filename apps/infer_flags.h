@@ -17,7 +17,7 @@ struct InferFlags {
   InferConfig cfg;
   std::string granularity = "token-head", positions = "stingy", device = "cpu", kv_dtype = "f32", search = "scan",
               scorer = "landmark";
-  CLI::Option *cutoff_opt = nullptr, *scorer_opt = nullptr;
+  CLI::Option *cutoff_opt = nullptr, *scorer_opt = nullptr, *reps_opt = nullptr;
   // `all_granularities`: accept "all" (eval runs the three, as in the paper's Table 2).
   void add(CLI::App* sub, bool all_granularities = false) {
     sub->add_option("--device", device, "cpu or cuda (block K/V stay in host memory unless --blocks-on-device)")
@@ -83,9 +83,9 @@ struct InferFlags {
                                  "read a standard model in blocks of its landmark_every tokens")
                      ->check(CLI::IsMember({"landmark", "mean", "quest", "reps", "oracle"}))
                      ->capture_default_str();
-    sub->add_option("--reps", cfg.reps, "--scorer reps: representative keys kept per block")
-        ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
-        ->capture_default_str();
+    reps_opt = sub->add_option("--reps", cfg.reps, "--scorer reps: representative keys kept per block")
+                   ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
+                   ->capture_default_str();
     sub->add_flag("--mass-recall", cfg.mass_recall,
                   "Beyond the paper: print the share of the oracle's block attention mass the chosen blocks hold, "
                   "and their overlap (IoU) with the oracle's top k (keeps every key in fast memory; CPU)");
@@ -132,6 +132,8 @@ struct InferFlags {
         m.model->config().landmark() || cfg.scorer != BlockScorer::Landmark || scorer_opt == nullptr ||
             scorer_opt->count() == 0,
         "--scorer landmark: this is a standard model, it has no landmark keys; choose mean, quest, reps or oracle");
+    LM_CHECK(reps_opt == nullptr || reps_opt->count() == 0 || cfg.scorer == BlockScorer::Reps,
+             "--reps: only --scorer reps keeps representative keys (the scorer here is " << scorer << ")");
     LM_CHECK(m.model->config().xl_cache == 0 || (cfg.scorer == BlockScorer::Landmark && !cfg.mass_recall),
              "--scorer, --mass-recall: a Transformer-XL model reads its own memory, not retrieved blocks");
     LM_CHECK(m.model->config().landmark() || cfg.scorer != BlockScorer::Landmark || !cfg.mass_recall,

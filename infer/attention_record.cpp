@@ -44,14 +44,18 @@ RetrievalTrace::Step trace_step(const ChunkContext& ctx, const RetrievalPlan& pl
   return step;
 }
 
-RetrievalRecord retrieval_record(const ChunkContext& ctx, const RetrievalPlan& plan, int64_t n, const CmtCount& cmt) {
-  const int64_t rows = static_cast<int64_t>(plan.sel.size());
+int64_t fetched_blocks(const std::vector<std::vector<int32_t>>& sel, int64_t n, Granularity granularity) {
   int64_t fetched = 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const bool counts = ctx.granularity == Granularity::TokenHead || (ctx.granularity == Granularity::Token && r < n) ||
-                        (ctx.granularity == Granularity::Head && r % n == 0);
-    if (counts) fetched += static_cast<int64_t>(plan.sel[r].size());
+  for (int64_t r = 0; r < static_cast<int64_t>(sel.size()); ++r) {
+    const bool counts = granularity == Granularity::TokenHead || (granularity == Granularity::Token && r < n) ||
+                        (granularity == Granularity::Head && r % n == 0);
+    if (counts) fetched += static_cast<int64_t>(sel[r].size());
   }
+  return fetched;
+}
+
+RetrievalRecord retrieval_record(const ChunkContext& ctx, const RetrievalPlan& plan, int64_t n, const CmtCount& cmt) {
+  const int64_t fetched = fetched_blocks(plan.sel, n, ctx.granularity);
   // Distinct blocks over all rows: one sorted vector (this runs per layer and token).
   const int64_t unique = static_cast<int64_t>(plan_blocks(plan).size());
   RetrievalRecord rec;

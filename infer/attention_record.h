@@ -6,7 +6,9 @@
 //                     explorer, through a detailed RetrievalTrace);
 //   trace_step        a chunk's plan as RetrievalTrace records it;
 //   retrieval_record  a chunk's RetrievalRecord: blocks cached, distinct and fetched (Table 2's
-//                     counts), keys scored, CMT rows dropped (Table 3).
+//                     counts), keys scored, CMT rows dropped (Table 3);
+//   fetched_blocks    its fetched count alone (also a standard model read in blocks,
+//                     standard_blocks.cpp).
 // None of them changes what the rows compute.
 #pragma once
 
@@ -36,6 +38,11 @@ std::vector<double> row_mass(const Scalar* w, int64_t first, int64_t kb, int64_t
 // The trace's record of a chunk of n queries: its plan; with the trace's detail also each chosen
 // block's score (plan.score) and each row's mass (moved from *mass, which must then be given).
 RetrievalTrace::Step trace_step(const ChunkContext& ctx, const RetrievalPlan& plan, int64_t n, RowMass* mass);
+
+// Blocks fetched for the (head, query) rows' chosen sets `sel` (NH x n rows, head-major): one per
+// member of each distinct set, as the paper's Table 2 counts them (a set shared by the heads of a
+// token, or by the tokens of a head, is fetched once).
+int64_t fetched_blocks(const std::vector<std::vector<int32_t>>& sel, int64_t n, Granularity granularity);
 
 // What retrieval did for a chunk of n queries under `plan`. Fetched counts one per member of each
 // distinct set, as the paper's Table 2 counts them: a set shared by the heads of a token, or by

@@ -226,13 +226,15 @@ int64_t score_blocks(const BlockSummaries& sum, BlockScorer s, int64_t h, const 
     // sum_d max(q_d mn_d, q_d mx_d) = q+ . mx + q- . mn, with q+ = max(q, 0) and q- = min(q, 0):
     // q+ against every row, then q- added onto the products with the rows (the min rows are
     // those at odd places).
-    std::vector<Scalar> qp(static_cast<size_t>(n * HS)), qm(static_cast<size_t>(n * HS));
+    static thread_local std::vector<Scalar> qp, qm, neg;
+    qp.resize(static_cast<size_t>(n * HS));
+    qm.resize(static_cast<size_t>(n * HS));
+    if (neg.size() < static_cast<size_t>(n * cols)) neg.resize(static_cast<size_t>(n * cols));
     for (int64_t e = 0; e < n * HS; ++e) {
       qp[static_cast<size_t>(e)] = std::max(q[e], Scalar(0));
       qm[static_cast<size_t>(e)] = std::min(q[e], Scalar(0));
     }
     cpu::gemm_single<Scalar>(false, true, n, cols, HS, scale, qp.data(), HS, rows, HS, 0.0, prod.data(), cols);
-    std::vector<Scalar> neg(static_cast<size_t>(n * cols));
     cpu::gemm_single<Scalar>(false, true, n, cols, HS, scale, qm.data(), HS, rows, HS, 0.0, neg.data(), cols);
     for (int64_t i = 0; i < n; ++i)
       for (int64_t b = 0; b < nb; ++b)

@@ -7,14 +7,15 @@
 #include <limits>
 
 #include "autograd/functions.h"
+#include "infer/attention_record.h"
 #include "infer/block_scorers.h"
 #include "infer/cpu_rows.h"
 #include "infer/rotary_cache.h"
 #include "infer/session.h"
 #include "landmark/retrieval.h"
 #include "nn/functional.h"
-#include "nn/nn_math.h"
 #include "tensor/cpu/parallel.h"
+#include "tensor/cpu/vec_dot.h"
 #include "tensor/create.h"
 #include "tensor/ops.h"
 
@@ -22,7 +23,8 @@ namespace lm {
 
 namespace {
 
-// One layer's memory: each cached block's un-rotated K and V (NH, F, HS), oldest first, their
+// One layer's memory: each cached block's un-rotated K (NH, HS, F: transposed, so that scoring
+// vectorises over the block's tokens) and V (NH, F, HS), oldest first, their
 // summaries, and the unfinished tail's K, V and queries (NH, tail, HS).
 struct StandardLayer {
   std::vector<Tensor> keys, values;
@@ -107,66 +109,48 @@ struct StandardBlockSession::Impl {
   }
 
   // Step 2: per (head, query) the ordinary softmax over [chosen blocks at their places | tail |
-  // chunk up to the query], written to out (NH, n, HS). With `mass`, each row's weight on each
-  // chosen block, then on the tail, then on the chunk (a detailed trace).
+  // chunk up to the query], written to out (NH, n, HS). A chosen block's keys are rotated to its
+  // place while they are scored (cpu::rotated_vec_times_rows on the transposed keys and rotary
+  // columns), the already rotated [tail | chunk] keys by dot products; the values are summed with
+  // the normalised weights (cpu::weighted_row_sum). With `mass`, each row's weight on each chosen
+  // block, then on the tail, then on the chunk (a detailed trace). The reference this must equal
+  // is the model's own forward (tests/test_block_scorers.cpp, exact positions, every block chosen).
   template <class Scalar>
   void attend(const StandardLayer& L, const std::vector<std::vector<int32_t>>& sel, const Tensor& q_rot,
               const Tensor& k_rot, const Tensor& v_loc, Scalar* out, std::vector<std::vector<double>>* mass) {
     if (mass) mass->assign(sel.size(), std::vector<double>());
-    const int64_t n = q_rot.size(1), Lloc = k_rot.size(1), tl = Lloc - n, nb = cached(), H2 = HS / 2;
-    const Scalar* cs = rope.cos_rows<Scalar>(0, T);
-    const Scalar* sn = rope.sin_rows<Scalar>(0, T);
+    const int64_t n = q_rot.size(1), Lloc = k_rot.size(1), tl = Lloc - n, nb = cached();
+    const RotaryColumns<Scalar> rot = rope.columns<Scalar>(0, T);
     const Scalar scale = static_cast<Scalar>(score_scale(dtype, HS));
     const Scalar *pq = q_rot.data<Scalar>(), *pk = k_rot.data<Scalar>(), *pv = v_loc.data<Scalar>();
     cpu::parallel_for(NH * n, (cfg.k * F + Lloc) * HS * 2, [&](int64_t r0, int64_t r1) {
-      std::vector<double> s;
+      std::vector<Scalar> s, w;
       std::vector<const Scalar*> vrow;
-      std::vector<Scalar> kr(static_cast<size_t>(HS));
       for (int64_t r = r0; r < r1; ++r) {
-        const int64_t h = r / n, i = r % n, kc = static_cast<int64_t>(sel[r].size());
+        const int64_t h = r / n, i = r % n, kc = static_cast<int64_t>(sel[r].size()), len = kc * F + tl + i + 1;
         const Scalar* q = pq + r * HS;
-        s.clear();
-        vrow.clear();
+        s.resize(static_cast<size_t>(len));
+        vrow.resize(static_cast<size_t>(len));
         for (int64_t c = 0; c < kc; ++c) {
           const int32_t b = sel[r][c];
           const int64_t p0 = place(b, c, kc, nb);
-          const Scalar* kb = L.keys[b].data<Scalar>() + h * F * HS;
           const Scalar* vb = L.values[b].data<Scalar>() + h * F * HS;
-          for (int64_t t = 0; t < F; ++t) {
-            for (int64_t e = 0; e < H2; ++e)
-              nnmath::rotate_pair(kb[t * HS + 2 * e], kb[t * HS + 2 * e + 1], cs[(p0 + t) * H2 + e],
-                                  sn[(p0 + t) * H2 + e], kr[2 * e], kr[2 * e + 1]);
-            Scalar dot = 0;
-            for (int64_t d = 0; d < HS; ++d) dot += q[d] * kr[d];
-            s.push_back(static_cast<double>(dot * scale));
-            vrow.push_back(vb + t * HS);
-          }
+          cpu::rotated_vec_times_rows(q, L.keys[b].data<Scalar>() + h * HS * F, HS, F, F, rot.cos_at(p0),
+                                      rot.sin_at(p0), rot.stride, s.data() + c * F);
+          for (int64_t t = 0; t < F; ++t) vrow[c * F + t] = vb + t * HS;
         }
         for (int64_t j = 0; j <= tl + i; ++j) {
-          const Scalar* kj = pk + (h * Lloc + j) * HS;
-          Scalar dot = 0;
-          for (int64_t d = 0; d < HS; ++d) dot += q[d] * kj[d];
-          s.push_back(static_cast<double>(dot * scale));
-          vrow.push_back(pv + (h * Lloc + j) * HS);
+          s[kc * F + j] = cpu::dot_vectors(q, pk + (h * Lloc + j) * HS, HS);
+          vrow[kc * F + j] = pv + (h * Lloc + j) * HS;
         }
-        const double mx = *std::max_element(s.begin(), s.end());
+        Scalar mx = s[0] * scale;
+        for (Scalar& x : s) mx = std::max(mx, x *= scale);
         double z = 0;
-        for (double& x : s) z += (x = std::exp(x - mx));
-        Scalar* o = out + r * HS;
-        for (int64_t d = 0; d < HS; ++d) {
-          double acc = 0;
-          for (size_t j = 0; j < s.size(); ++j) acc += s[j] * static_cast<double>(vrow[j][d]);
-          o[d] = static_cast<Scalar>(acc / z);
-        }
-        if (mass) {  // the row's entries are [kc blocks of F | tail | chunk up to i]
-          std::vector<double>& m = (*mass)[static_cast<size_t>(r)];
-          m.assign(static_cast<size_t>(kc + 2), 0.0);
-          for (size_t j = 0; j < s.size(); ++j) {
-            const int64_t jj = static_cast<int64_t>(j);
-            const int64_t part = jj < kc * F ? jj / F : jj - kc * F < tl ? kc : kc + 1;
-            m[static_cast<size_t>(part)] += s[j] / z;
-          }
-        }
+        for (Scalar& x : s) z += static_cast<double>(x = std::exp(x - mx));
+        w.resize(s.size());
+        for (size_t j = 0; j < s.size(); ++j) w[j] = static_cast<Scalar>(static_cast<double>(s[j]) / z);
+        cpu::weighted_row_sum(w.data(), vrow.data(), len, HS, out + r * HS);
+        if (mass) (*mass)[static_cast<size_t>(r)] = row_mass(w.data(), 0, kc, F, tl, tl + i + 1);
       }
     });
   }
@@ -177,14 +161,9 @@ struct StandardBlockSession::Impl {
     rec.layer = l;
     rec.cached = cached();
     rec.queries = n;
+    rec.fetched = fetched_blocks(sel, n, cfg.granularity);
     std::vector<int32_t> all;
-    for (int64_t r = 0; r < static_cast<int64_t>(sel.size()); ++r) {
-      const bool counts = cfg.granularity == Granularity::TokenHead ||
-                          (cfg.granularity == Granularity::Token && r < n) ||
-                          (cfg.granularity == Granularity::Head && r % n == 0);
-      if (counts) rec.fetched += static_cast<int64_t>(sel[r].size());
-      all.insert(all.end(), sel[r].begin(), sel[r].end());
-    }
+    for (const std::vector<int32_t>& row : sel) all.insert(all.end(), row.begin(), row.end());
     std::sort(all.begin(), all.end());
     rec.unique = rec.attended = static_cast<int64_t>(std::unique(all.begin(), all.end()) - all.begin());
     return rec;
@@ -238,7 +217,7 @@ struct StandardBlockSession::Impl {
       StandardLayer& L = layers[l];
       const Tensor &k = kv[2 * l], &v = kv[2 * l + 1], &q = qs[l];
       for (int64_t b = 0; b < done; ++b) {
-        L.keys.push_back(k.narrow(1, b * F, F).contiguous());
+        L.keys.push_back(k.narrow(1, b * F, F).transpose(1, 2).contiguous());  // (NH, HS, F), see attend
         L.values.push_back(v.narrow(1, b * F, F).contiguous());
         summarise_block(*L.sum, k, &q, b * F, cfg.positions == PositionMode::Exact ? (blocks_done + b) * F : 0, rope);
       }

@@ -213,4 +213,9 @@ if "$LANDMARK" passkey --trials 3 --chunk 50 --k 2 --checkpoint "$WORK/std/check
   fail "passkey --scorer oracle past 32768 tokens succeeded"
 fi
 expect "$WORK/std_long.txt" "--scorer oracle: the oracle scores every cached key (dense), for texts up to 32768 tokens"
+if "$LANDMARK" passkey --trials 3 --chunk 50 --k 2 --checkpoint "$WORK/std/checkpoint.safetensors" --lengths 400 \
+  --scorer mean --reps 2 > "$WORK/std_reps.txt" 2>&1; then
+  fail "passkey --reps with --scorer mean succeeded (the flag would be ignored)"
+fi
+expect "$WORK/std_reps.txt" "--reps: only --scorer reps keeps representative keys (the scorer here is mean)"
 echo "inference CLI: all checks passed"
