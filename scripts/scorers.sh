@@ -4,7 +4,9 @@
 # Two model pairs, each a landmark model and a standard model trained alike:
 #   demo    `make demo`'s pair (pass-key documents): pass-key accuracy by prompt length
 #   paper   `make paper-tables`' standard and landmark models (Austen + KJV): perplexity on the
-#           held-out book, with intervals, and mass recall against the oracle
+#           held-out book, with intervals, each row's ratio to the landmark model's own retrieval
+#           over the same windows (a paired interval: eval --paired-with), and mass recall
+#           against the oracle
 # Each landmark model is read with --scorer landmark (the paper), mean, quest, reps and oracle; each
 # standard model in blocks of 50 with mean, quest, reps and oracle (it has no landmarks).
 #
@@ -22,6 +24,8 @@
 #   SCORERS_DATA     the token directory paper-tables evaluated (default data/tokens: val.tokens)
 #   SCORERS_OUT, SCORERS_DOCS   where rows and tables go
 #   SCORERS_K        blocks retrieved per query (default 4)
+#   SCORERS_LONG_SCAN=1  also the standard model's million-token prompt by the mean scorer's
+#                    scan (not by default: it reads every block's summary for every query)
 #   LANDMARK         the program (default build/apps/landmark)
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -51,11 +55,14 @@ if [ "$QUICK" = 1 ]; then
 else
   OUT="${SCORERS_OUT:-runs/scorers}"
   DOCS="${SCORERS_DOCS:-docs}"
+  # Sized to the 45-minute budget on a 2-core machine where a 32k prompt reads in 6 s (an AMD
+  # EPYC without AVX-512: docs/results/scorers.md gives each row's seconds).
   PK_LENGTHS=(512 2048 8192 32768)
-  PK_TRIALS=(20 20 10 10)  # the oracle reads 2 prompts past 8k: its dense scan took 45 s a prompt at 32k
-  LONG=1048576  # one prompt: the landmark model by its keys (approximate search), the standard by mean (scan)
+  PK_TRIALS=(20 20 10 5)  # the oracle reads 2 prompts past 8k: its dense scan takes 45-90 s a prompt at 32k
+  LONG=1048576  # one prompt: the landmark model by its keys (approximate search); SCORERS_LONG_SCAN adds mean
   PPL_LENGTHS=(2048 4096)
-  WINDOWS=()
+  WINDOWS=(--windows 16)  # of 2048 and 4096 tokens (the book has 33 of 4096); the paired ratios carry the
+                          # comparison, their windows matched
   CHUNK_PK=200   # the demo's chunk
   CHUNK_PPL=250  # Table 1's
 fi
@@ -93,23 +100,27 @@ row() {  # NAME COMMAND...: one row, skipped when its output is there
 
 stage_rows() {
   local kind sc len i
-  for len in "${PPL_LENGTHS[@]}"; do  # no retrieval (k 0): what retrieval adds to each model
-    row "ppl_landmark_none_$len" eval --checkpoint "$PAPER/landmark/checkpoint.safetensors" \
-      --tokens "$DATA/val.tokens" --length "$len" --chunk "$CHUNK_PPL" --k 0 --tsv "$ROWS/ppl_landmark_none_$len.tsv" \
-      "${WINDOWS[@]}"
-    row "ppl_standard_none_$len" eval --checkpoint "$PAPER/standard/checkpoint.safetensors" \
-      --tokens "$DATA/val.tokens" --length "$len" --chunk "$CHUNK_PPL" --k 0 --scorer mean \
-      --tsv "$ROWS/ppl_standard_none_$len.tsv" "${WINDOWS[@]}"
+  # Perplexity on the held-out book: first the landmark model with its landmarks at each length,
+  # whose per-window sums every other row is paired with (the same windows: eval --paired-with).
+  local order=("landmark landmark") pair
+  for kind in landmark standard; do
+    for sc in none $(scorers_of $kind); do [ "$kind $sc" = "landmark landmark" ] || order+=("$kind $sc"); done
   done
-  for kind in landmark standard; do  # perplexity on the held-out book, with mass recall
-    for sc in $(scorers_of $kind); do
-      for len in "${PPL_LENGTHS[@]}"; do
-        local recall=()  # mass recall (it scores every key too) at the longest length only
-        [ "$len" != "${PPL_LENGTHS[-1]}" ] || recall=(--mass-recall)
-        row "ppl_${kind}_${sc}_$len" eval --checkpoint "$PAPER/$kind/checkpoint.safetensors" \
-          --tokens "$DATA/val.tokens" --length "$len" --chunk "$CHUNK_PPL" --k "$K" --scorer "$sc" "${recall[@]}" \
-          --tsv "$ROWS/ppl_${kind}_${sc}_$len.tsv" "${WINDOWS[@]}"
-      done
+  for pair in "${order[@]}"; do
+    read -r kind sc <<< "$pair"
+    for len in "${PPL_LENGTHS[@]}"; do
+      local name="ppl_${kind}_${sc}_$len" ref="$ROWS/ppl_landmark_landmark_$len.windows.tsv" how=()
+      if [ "$sc" = none ]; then  # no retrieval (k 0): what retrieval adds to each model
+        how=(--k 0)
+        [ "$kind" = landmark ] || how+=(--scorer mean)
+      else
+        how=(--k "$K" --scorer "$sc")
+        # mass recall (it scores every key too) at the longest length only
+        [ "$len" != "${PPL_LENGTHS[-1]}" ] || how+=(--mass-recall)
+      fi
+      if [ "$name" = "ppl_landmark_landmark_$len" ]; then how+=(--windows-tsv "$ref"); else how+=(--paired-with "$ref"); fi
+      row "$name" eval --checkpoint "$PAPER/$kind/checkpoint.safetensors" --tokens "$DATA/val.tokens" \
+        --length "$len" --chunk "$CHUNK_PPL" "${how[@]}" --tsv "$ROWS/$name.tsv" "${WINDOWS[@]}"
     done
   done
   for kind in landmark standard; do  # pass key by prompt length
@@ -126,6 +137,7 @@ stage_rows() {
   if [ -n "$LONG" ]; then  # a million tokens: the landmark keys with the approximate search; mean by the scan
     row "pk_landmark_landmark_$LONG" passkey --checkpoint "$DEMO/landmark/checkpoint.safetensors" --lengths "$LONG" \
       --trials 1 --chunk "$CHUNK_PK" --k "$K" --search approx
+    [ "${SCORERS_LONG_SCAN:-0}" = 1 ] || return 0
     row "pk_standard_mean_$LONG" passkey --checkpoint "$DEMO/standard/checkpoint.safetensors" --lengths "$LONG" \
       --trials 1 --chunk "$CHUNK_PK" --k "$K" --scorer mean
   fi
@@ -133,31 +145,35 @@ stage_rows() {
 
 # --- tables ---------------------------------------------------------------------------------------
 # One line per row: model kind scorer k length trials passkey_pct ppl ci_low ci_high mass_recall iou
-# keys_per_query bytes_per_block ms_per_token seconds
-HEADER="model	kind	scorer	k	length	trials	passkey_pct	ppl	ci_low	ci_high	mass_recall	iou	keys_per_query	bytes_per_block	ms_per_token	seconds"
+# keys_per_query bytes_per_block ms_per_token seconds ratio ratio_low ratio_high (the perplexity's
+# ratio to the landmark model's with its landmarks on the same windows, and its paired interval)
+HEADER="model	kind	scorer	k	length	trials	passkey_pct	ppl	ci_low	ci_high	mass_recall	iou	keys_per_query	bytes_per_block	ms_per_token	seconds	ratio	ratio_low	ratio_high"
 
 cost_of() {  # FILE: keys per query and bytes per block from the 'block scorer' line
   sed -n 's/^block scorer [a-z]*[^:]*: \([0-9.]*\) [a-z ]* scored per .*; \([0-9]*\) bytes per block.*/\1\t\2/p' "$1" | tail -1
 }
 
 tsv_line() {  # NAME KIND SCORER LENGTH: one scorers.tsv line from a row's output
-  local name="$1" kind="$2" sc="$3" len="$4" f="$ROWS/$1.txt" cost wall
+  local name="$1" kind="$2" sc="$3" len="$4" f="$ROWS/$1.txt" cost wall ratio
   cost="$(cost_of "$f")"
   [ -n "$cost" ] || cost="-	-"
   wall="$(sed -n 's/^wall_seconds //p' "$f")"
+  # eval --paired-with's line (the landmark model's own row has none: its ratio is 1 by definition)
+  ratio="$(sed -n 's/^paired ratio=\([0-9.]*\) ci_low=\([0-9.]*\) ci_high=\([0-9.]*\) .*/\1\t\2\t\3/p' "$f" | tail -1)"
+  [ -n "$ratio" ] || ratio="-	-	-"
   if [[ "$name" == ppl_*_none_* ]]; then  # k 0: nothing scored, nothing to recall
-    tail -1 "$ROWS/$name.tsv" | awk -F'\t' -v kind="$kind" -v len="$len" -v w="$wall" \
-      'BEGIN { OFS = "\t" } { print "paper-" kind, kind, "none", 0, len, "-", "-", $5, $6, $7, "-", "-", 0, 0, "-", w }'
+    tail -1 "$ROWS/$name.tsv" | awk -F'\t' -v kind="$kind" -v len="$len" -v w="$wall" -v r="$ratio" \
+      'BEGIN { OFS = "\t" } { print "paper-" kind, kind, "none", 0, len, "-", "-", $5, $6, $7, "-", "-", 0, 0, "-", w, r }'
   elif [[ "$name" == ppl_* ]]; then
     # eval --tsv: ppl, ci_low, ci_high are columns 5-7; mass_recall and iou 22 and 23.
     tail -1 "$ROWS/$name.tsv" | awk -F'\t' -v kind="$kind" -v sc="$sc" -v len="$len" -v cost="$cost" -v w="$wall" \
-      -v k="$K" 'BEGIN { OFS = "\t" } { print "paper-" kind, kind, sc, k, len, "-", "-", $5, $6, $7, $22, $23, cost, "-", w }'
+      -v k="$K" -v r="$ratio" 'BEGIN { OFS = "\t" } { print "paper-" kind, kind, sc, k, len, "-", "-", $5, $6, $7, $22, $23, cost, "-", w, r }'
   else
     local pk ms
     pk="$(sed -n "s/^ *$len  *\([0-9.]*\)% ( *\([0-9]*\)\/ *\([0-9]*\)).*/\1\t\3/p" "$f" | head -1)"
     [ -n "$pk" ] || die "row $name: no accuracy line for length $len"
     ms="$(sed -n 's/^answers: \([0-9.]*\) ms per generated token.*/\1/p' "$f" | tail -1)"
-    printf 'demo-%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t-\t-\t-\t-\t%s\t%s\t%s\n' "$kind" "$kind" "$sc" "$K" "$len" \
+    printf 'demo-%s\t%s\t%s\t%s\t%s\t%s\t%s\t-\t-\t-\t-\t-\t%s\t%s\t%s\t-\t-\t-\n' "$kind" "$kind" "$sc" "$K" "$len" \
       "$(cut -f2 <<< "$pk")" "$(cut -f1 <<< "$pk")" "$cost" "${ms:--}" "$wall"
   fi
 }
@@ -217,7 +233,7 @@ write_md() {
   echo
   awk -F'\t' -v top="$top" -v mid="$mid" '
     NR == 1 { next }
-    $8 != "-" && $5 == top { ppl[$2, $3] = $8; lo[$2, $3] = $9; hi[$2, $3] = $10 }
+    $8 != "-" && $5 == top { ppl[$2, $3] = $8; lo[$2, $3] = $9; hi[$2, $3] = $10; r[$2, $3] = $17; rl[$2, $3] = $18; rh[$2, $3] = $19 }
     $7 != "-" && $5 == mid { pk[$2, $3] = $7 }
     function best_of(kind,   k, a, b) {  # the training-free scorer of lowest perplexity (the oracle aside)
       b = ""
@@ -228,13 +244,16 @@ write_md() {
     END {
       s = best_of("standard"); l = best_of("landmark")
       L = ppl["landmark", "landmark"]; S = ppl["standard", s]; T = ppl["landmark", l]
-      apart = S > hi["landmark", "landmark"] && L < lo["standard", s]
-      printf "**The answer.** On text, learned landmarks %s: at %d tokens the landmark model retrieving by its landmarks scores perplexity %.2f [%.2f, %.2f], the standard model read in blocks with its best training-free scorer (%s) %.2f [%.2f, %.2f], %.1f%% %s. ", \
-        (apart ? "win" : "do not win measurably"), top, L, lo["landmark", "landmark"], hi["landmark", "landmark"], s, S, \
-        lo["standard", s], hi["standard", s], 100 * ((S > L) ? S / L - 1 : 1 - S / L), ((S > L) ? "higher" : "lower")
+      # Measurably apart when the paired interval of the ratio (the same windows) excludes 1.
+      verdict = (rl["standard", s] > 1) ? "win" : (rh["standard", s] < 1) ? "lose" : "do not win measurably"
+      printf "**The answer.** On text, learned landmarks %s: at %d tokens the landmark model retrieving by its landmarks scores perplexity %.2f [%.2f, %.2f], the standard model read in blocks with its best training-free scorer (%s) %.2f [%.2f, %.2f], %.1f%% %s (the ratio over the same windows %.3f, paired 95%% interval [%.3f, %.3f]). ", \
+        verdict, top, L, lo["landmark", "landmark"], hi["landmark", "landmark"], s, S, \
+        lo["standard", s], hi["standard", s], 100 * ((S > L) ? S / L - 1 : 1 - S / L), ((S > L) ? "higher" : "lower"), \
+        r["standard", s], rl["standard", s], rh["standard", s]
       N = ppl["landmark", "none"]; M = ppl["standard", "none"]
-      printf "The scorer is %s of it: the landmark model retrieving by %s instead of its landmarks scores %.2f (%+.1f%%), %.0f%% of the way from no retrieval (k 0: %.2f) to its landmarks, while the standard model goes from %.2f at k 0 to %.2f. ", \
-        (((T - L) * 2 < S - L) ? "the smaller part" : "most"), l, T, 100 * (T / L - 1), 100 * (N - T) / (N - L), N, M, S
+      printf "The scorer is %s of it: the landmark model retrieving by %s instead of its landmarks scores %.2f (%+.1f%%, paired [%.3f, %.3f]), %.0f%% of the way from no retrieval (k 0: %.2f) to its landmarks, while the standard model goes from %.2f at k 0 to %.2f. ", \
+        (((T - L) * 2 < S - L) ? "the smaller part" : "most"), l, T, 100 * (T / L - 1), rl["landmark", l], rh["landmark", l], \
+        100 * (N - T) / (N - L), N, M, S
       n = 0; list = ""; bs = ""
       for (k in pk) { split(k, a, SUBSEP)
         if (a[1] != "standard" || a[2] == "oracle") continue
@@ -257,15 +276,19 @@ write_md() {
   echo
   echo "## Perplexity on the held-out book (paper-tables' pair)"
   echo
-  echo "\`landmark eval --tokens DATA/val.tokens --length L --chunk $CHUNK_PPL --k $K --scorer S\`, with \`--mass-recall\` where"
-  echo "the table gives it (the script asks for it at $top only)."
+  echo "\`landmark eval --tokens DATA/val.tokens --length L --chunk $CHUNK_PPL --k $K --scorer S ${WINDOWS[*]}\`, with"
+  echo "\`--mass-recall\` where the table gives it (the script asks for it at $top only). Ratio: the row's perplexity"
+  echo "over the landmark model's with its landmarks on the same windows, with the paired bootstrap interval"
+  echo "(\`--paired-with\` that row's \`--windows-tsv\`): narrower than the two intervals side by side, since"
+  echo "a window hard for one model is hard for the other."
   echo "Mass recall: the share of the cached blocks' attention mass (the oracle's) in the chosen blocks,"
   echo "averaged over queries, layers and heads; IoU: the chosen blocks against the oracle's top k."
   echo
-  echo "| model | scorer | length | perplexity [95% interval] | mass recall | IoU | keys scored per query | bytes per block |"
-  echo "| --- | --- | ---: | --- | ---: | ---: | ---: | ---: |"
-  awk -F'\t' 'NR > 1 && $8 != "-" { printf "| %s | %s | %s | %.2f [%.2f, %.2f] | %s | %s | %s | %s |\n", $2,
-                ($3 == "none") ? "none (k 0)" : $3, $5, $8, $9, $10, $11, $12, $13, $14 }' "$tsv"
+  echo "| model | scorer | length | perplexity [95% interval] | ratio [paired 95%] | mass recall | IoU | keys scored per query | bytes per block |"
+  echo "| --- | --- | ---: | --- | --- | ---: | ---: | ---: | ---: |"
+  awk -F'\t' 'NR > 1 && $8 != "-" { printf "| %s | %s | %s | %.2f [%.2f, %.2f] | %s | %s | %s | %s | %s |\n", $2,
+                ($3 == "none") ? "none (k 0)" : $3, $5, $8, $9, $10,
+                ($17 == "-") ? "1 (the reference)" : sprintf("%.3f [%.3f, %.3f]", $17, $18, $19), $11, $12, $13, $14 }' "$tsv"
   echo
   # What mass recall says about each scorer at the longest length, from the rows.
   awk -F'\t' -v top="$top" 'NR > 1 && $8 != "-" && $5 == top && $11 != "-" {
@@ -277,8 +300,14 @@ write_md() {
   echo "## The pass key (the demo's pair)"
   echo
   echo "\`landmark passkey --lengths L --trials N --chunk $CHUNK_PK --k $K --scorer S\`; found, of how many prompts."
-  echo "The million-token rows ($long_len) read one prompt each: landmark keys with the approximate search,"
-  echo "the mean scorer with the scan (the other scans, and the oracle past 32,768 tokens, are not run)."
+  if [ "${SCORERS_LONG_SCAN:-0}" = 1 ]; then
+    echo "The million-token rows ($long_len) read one prompt each: landmark keys with the approximate search,"
+    echo "the mean scorer with the scan (the other scans, and the oracle past 32,768 tokens, are not run)."
+  else
+    echo "The million-token row ($long_len) reads one prompt: landmark keys with the approximate search. The"
+    echo "summary scorers' scans at that length are not run (SCORERS_LONG_SCAN=1 adds the standard model's"
+    echo "mean), nor the oracle past 32,768 tokens."
+  fi
   echo
   echo "![pass key by length and scorer](scorers_passkey.png)"
   echo

@@ -32,13 +32,21 @@ done
 bash "$SCRIPT" > "$WORK/log1" 2>&1 || { cat "$WORK/log1" >&2; fail "the quick run failed"; }
 TSV="$WORK/out/docs/results/scorers.tsv" MD="$WORK/out/docs/results/scorers.md"
 expect "$WORK/log1" "wrote $TSV"
-[ "$(head -1 "$TSV")" = "$(printf 'model\tkind\tscorer\tk\tlength\ttrials\tpasskey_pct\tppl\tci_low\tci_high\tmass_recall\tiou\tkeys_per_query\tbytes_per_block\tms_per_token\tseconds')" ] ||
+[ "$(head -1 "$TSV")" = "$(printf 'model\tkind\tscorer\tk\tlength\ttrials\tpasskey_pct\tppl\tci_low\tci_high\tmass_recall\tiou\tkeys_per_query\tbytes_per_block\tms_per_token\tseconds\tratio\tratio_low\tratio_high')" ] ||
   fail "scorers.tsv header: $(head -1 "$TSV")"
 # 9 (model, scorer) pairs x (2 perplexity + 2 pass-key lengths), and both models without retrieval
-# (k 0) at the 2 perplexity lengths: 40 rows, 16 columns each.
+# (k 0) at the 2 perplexity lengths: 40 rows, 19 columns each.
 [ "$(tail -n +2 "$TSV" | wc -l)" -eq 40 ] || { cat "$TSV" >&2; fail "scorers.tsv has $(tail -n +2 "$TSV" | wc -l) rows, expected 40"; }
 awk -F'\t' 'NR > 1 {
-  if (NF != 16) { print "row " NR ": " NF " columns"; bad = 1 }
+  if (NF != 19) { print "row " NR ": " NF " columns"; bad = 1 }
+  # A perplexity row other than the reference (the landmark model with its landmarks) has its
+  # ratio inside its paired interval, and that ratio is its perplexity over the reference row'"'"'s
+  # (the same windows) to the 4 decimals eval prints; pass-key rows have none.
+  if ($8 != "-") ppl[$2, $3, $5] = $8
+  ref = ($2 == "landmark" && $3 == "landmark")
+  if (($8 == "-" || ref) != ($17 == "-")) { print "row " NR ": ratio " $17; bad = 1 }
+  if ($17 != "-" && !($18 <= $17 && $17 <= $19)) { print "row " NR ": ratio " $17 " outside [" $18 ", " $19 "]"; bad = 1 }
+  if ($17 != "-") want[NR] = $2 SUBSEP $5 SUBSEP $8 SUBSEP $17
   if ($2 == "standard" && $3 == "landmark") { print "row " NR ": a standard model with the landmark scorer"; bad = 1 }
   if ($8 != "-" && !($9 <= $8 && $8 <= $10)) { print "row " NR ": ppl " $8 " outside [" $9 ", " $10 "]"; bad = 1 }
   if ($3 == "none" && !($4 == 0 && $11 == "-" && $13 == 0)) { print "row " NR ": k 0 with k " $4 ", recall " $11; bad = 1 }
@@ -50,7 +58,10 @@ awk -F'\t' 'NR > 1 {
   if ($7 != "-" && !($7 >= 0 && $7 <= 100 && $15 > 0)) { print "row " NR ": pass key " $7 ", ms " $15; bad = 1 }
   if (($7 == "-") == ($8 == "-")) { print "row " NR ": neither or both of pass key and perplexity"; bad = 1 }
   if (!($13 > 0 && $14 > 0)) { print "row " NR ": keys " $13 ", bytes " $14; bad = 1 }
-} END { exit bad }' "$TSV" || fail "scorers.tsv is malformed"
+} END {
+  for (i in want) { split(want[i], w, SUBSEP); d = w[3] / ppl["landmark", "landmark", w[2]] - w[4]
+    if (d > 2e-4 || d < -2e-4) { print "row " i ": ratio " w[4] " but perplexities give " w[3] / ppl["landmark", "landmark", w[2]]; bad = 1 } }
+  exit bad }' "$TSV" || fail "scorers.tsv is malformed"
 # A row equals a direct evaluation of the same setting.
 "$LANDMARK" eval --checkpoint "$WORK/paper/standard/checkpoint.safetensors" --tokens "$WORK/tok/val.tokens" --length 400 \
   --chunk 50 --k 4 --scorer quest --mass-recall --windows 2 --bootstrap 200 --tsv "$WORK/direct.tsv" > /dev/null 2>&1
