@@ -55,7 +55,7 @@ if [ "$QUICK" = 1 ]; then
 else
   OUT="${SCORERS_OUT:-runs/scorers}"
   DOCS="${SCORERS_DOCS:-docs}"
-  # Sized to the 45-minute budget on a 2-core machine where a 32k prompt reads in 6 s (an AMD
+  # Sized to the 45-minute budget on a 2-core machine where a 32k prompt reads in 6-8 s (an AMD
   # EPYC without AVX-512: docs/results/scorers.tsv gives each row's seconds).
   PK_LENGTHS=(512 2048 8192 32768)
   PK_TRIALS=(20 20 10 5)  # the oracle reads 2 prompts past 8k: its dense scan takes 45-90 s a prompt at 32k
