@@ -6,7 +6,7 @@
 #   make demo-finetune  after make demo: its standard model fine-tuned with landmarks (scripts/demo_finetune.sh)
 #   make demo-long  after make demo: its landmark model on pass-key prompts of a million tokens (scripts/demo_long.sh)
 #   make demo-corpus  build the program + language modelling on Austen + KJV (scripts/demo_corpus.sh)
-#   make paper-tables  the paper's Tables 1-3 and Appendices E-F on that corpus (scripts/paper_tables.sh)
+#   make paper-tables  the paper's Tables 1-3 and Appendices C and E on that corpus (scripts/paper_tables.sh)
 #   make paper-side  after paper-tables' data: issue 11's side experiments, about 3 h (scripts/paper_side.sh)
 #   make scorers  after make demo and make paper-tables: learned landmarks against training-free block
 #                 scorers (beyond the paper; scripts/scorers.sh)

@@ -101,7 +101,11 @@ Command attn_map_command(CLI::App& app) {
     }
     LM_CHECK(!t.empty(), "attn-map: give --text or --text-file");
     std::vector<int32_t> ids = m.tokenizer->encode(t);
-    if (static_cast<int64_t>(ids.size()) > *max_tokens) ids.resize(static_cast<size_t>(*max_tokens));
+    if (static_cast<int64_t>(ids.size()) > *max_tokens) {
+      std::fprintf(stderr, "note: reading the first %lld of %zu tokens (--max-tokens)\n",
+                   static_cast<long long>(*max_tokens), ids.size());
+      ids.resize(static_cast<size_t>(*max_tokens));
+    }
     InferenceSession s(*m.model, flags->get(m), m.landmark_id(), m.cmt_id());
     AttentionCapture cap;
     cap.layer = *layer;

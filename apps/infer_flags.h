@@ -26,7 +26,13 @@ struct InferFlags {
     sub->add_flag("--blocks-on-device", cfg.blocks_on_device,
                   "--device cuda: keep block K/V in GPU memory too (no offload: nothing crosses to the GPU per "
                   "retrieval; the context is then bounded by GPU memory)");
-    sub->add_option("--chunk", cfg.chunk_len, "Raw tokens per chunk (local context)")
+    sub->add_option("--chunk", cfg.chunk_len,
+                    "Raw tokens read per step (the paper's l_local). With stingy positions [tail | chunk] starts "
+                    "after k + 1 slots of F + 1 positions, so the chunk's last query sits at (k + 1)(F + 1) + t + "
+                    "chunk + floor((t + chunk) / F) - 1, t the tail's tokens (0 to F - 1; 0 while every chunk read "
+                    "so far is a multiple of F): with k 4, F 50 and --chunk 250, 509 at t 0 and up to 558. Keep that "
+                    "under the model's training window (the demo's models: 512; the demo reads with --chunk 200: "
+                    "458, at most 507)")
         ->check(CLI::Range(int64_t(1), int64_t(1) << 30))
         ->capture_default_str();
     sub->add_option("--k", cfg.k, "Blocks retrieved per query")
@@ -46,9 +52,9 @@ struct InferFlags {
     sub->add_option("--positions", positions, "stingy | exact")
         ->check(CLI::IsMember({"stingy", "exact"}))
         ->capture_default_str();
-    sub->add_option(
-           "--block-dir,--mmap-dir", cfg.block_dir,
-           "Keep block K/V on disk, in a fresh unlinked file in this directory (read back only when retrieved)")
+    sub->add_option("--block-dir", cfg.block_dir,
+                    "Keep block K/V on disk, in a fresh unlinked file in this directory (read back only when "
+                    "retrieved)")
         ->check(CLI::ExistingDirectory);
     sub->add_option("--kv-dtype", kv_dtype,
                     "f32 | f16: how block K/V are stored (f16: half the memory or disk, and half the bytes read per "
@@ -108,7 +114,7 @@ struct InferFlags {
              "--blocks-on-device: block K/V can be kept on the device only with --device cuda (on the CPU they are "
              "in host memory already)");
     LM_CHECK(!cfg.blocks_on_device || (cfg.block_dir.empty() && kv_dtype == "f32"),
-             "--blocks-on-device: block K/V kept in GPU memory are neither in files (--mmap-dir) nor f16 "
+             "--blocks-on-device: block K/V kept in GPU memory are neither in files (--block-dir) nor f16 "
              "(--kv-dtype f16)");
     return parse_device(device);
   }

@@ -93,7 +93,7 @@ int bench_main(int argc, char** argv) {
     if (a == "--quick") {
       lengths = {2048, 8192, 32768};
       steps = 32;
-    } else if ((a == "--block-dir" || a == "--mmap-dir") && i + 1 < argc) {
+    } else if (a == "--block-dir" && i + 1 < argc) {
       block_dir = argv[++i];
     } else if (a == "--context" && i + 1 < argc) {
       lengths = {bench::parse_int_flag("--context", argv[++i], 1, int64_t(1) << 24)};

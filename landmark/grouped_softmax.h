@@ -1,6 +1,11 @@
 // grouped_softmax.h: the grouped softmax of one query row, forward and backward, as LM_HD
-// functions shared by the CPU kernel (landmark/cpu/attention.cpp) and the CUDA kernel
-// (landmark/cuda/attention.cu), so the CPU tests check the exact arithmetic the GPU runs.
+// functions. The CPU kernel (landmark/cpu/attention.cpp) and the CPU and CUDA inference rows
+// (infer/cpu_rows.cpp, infer/cuda/chunk_attention.cu) run them, so the CPU tests check the row
+// code CUDA inference runs. The CUDA training kernel (landmark/cuda/attention.cu) does not:
+// warp_row_forward and warp_row_forward_backward spell the same groups and formulas for a warp,
+// sharing only RowLayout, gsm::cmt_dropped and gsm::neg_inf with this file (and math::exp_softmax
+// with these rows); their sums are warp trees, so they differ from these rows in the last bits,
+// and the GPU tests (tests/gpu/test_cuda_landmark.cpp) hold them to the CPU kernel.
 // The paper's Section 3.1 and Appendix D define it (docs/paper.md maps them to this code); the composed reference
 // (landmark/reference.cpp) spells the same thing with tensor ops.
 //

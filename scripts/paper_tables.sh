@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # paper_tables.sh: `make paper-tables`, the paper's language-modelling results (Tables 1-3,
-# Appendices E and F) at the scale of two CPU cores, on the Austen + King James Bible corpus
+# Appendices C and E) at the scale of two CPU cores, on the Austen + King James Bible corpus
 # (scripts/get-corpus.sh; Persuasion held out and evaluated).
 #
 # Three stages, each resumable; run the script again and it goes on where it stopped:
@@ -13,7 +13,7 @@
 #   eval    every row of the tables: one `landmark eval --tsv` per row into $OUT/eval/NAME.tsv
 #           (written through a temporary file; a row that is there is skipped).
 #   tables  docs/results.md and docs/results/table1.tsv from those rows (nothing typed by hand),
-#           and Appendix F's histogram.
+#           and Appendix C's histogram.
 # Usage: bash scripts/paper_tables.sh [train] [eval] [tables]     (default: all three)
 # Environment:
 #   PAPER_QUICK=1   a small version (a tiny model, 24 steps, 2 windows per row) that exercises
@@ -174,8 +174,8 @@ ROWS=(
   "e_landmark-jump_2048_stingy landmark-jump - --length 2048 --chunk 250 --k 4 --positions stingy"
   "e_landmark-jump_4096_exact landmark-jump - --length 4096 --chunk 250 --k 4 --positions exact"
   "e_landmark-jump_4096_stingy landmark-jump - --length 4096 --chunk 250 --k 4 --positions stingy"
-  # Appendix F: unique blocks retrieved in the penultimate chunk, 4096 tokens, k 4.
-  "f_hist landmark - --length 4096 --chunk 250 --k 4 --hist HIST"
+  # Appendix C: unique blocks retrieved in the penultimate chunk, 4096 tokens, k 4.
+  "c_hist landmark - --length 4096 --chunk 250 --k 4 --hist HIST"
   # A diagnostic, not in the paper: the same chunks with retrieval off (k 0), so the difference to
   # t3_baseline is what the retrieved blocks add.
   "d_landmark_2048_k0 landmark - --length 2048 --chunk 250 --k 0"
@@ -194,7 +194,7 @@ eval_one() {  # $1: a ROWS entry, $2: its place, $3: the count
   if [ -s "$tsv" ]; then echo "--- eval $name ($2/$3): done earlier"; return; fi
   local ckpt="$OUT/train/$model/checkpoint.safetensors"
   [ -f "$OUT/train/$model/DONE" ] || die "eval $name needs the finished run $model ($OUT/train/$model/DONE); run the train stage"
-  flags="${flags//HIST/$OUT/eval/appendix_f_hist.png}"
+  flags="${flags//HIST/$OUT/eval/appendix_c_hist.png}"
   flags="${flags//WINTSV/$OUT/eval/$name.windows.tsv}"
   flags="${flags//PAIRED/$OUT/eval/p_standard_512.windows.tsv}"
   # The standard side of the pairing needs four windows of 512 for each landmark window of 2048.
@@ -256,8 +256,8 @@ stage_tables() {
     done
   } > "$DOCS/results/table1.tsv.tmp"
   mv "$DOCS/results/table1.tsv.tmp" "$DOCS/results/table1.tsv"
-  cp "$e/appendix_f_hist.png" "$DOCS/results/appendix_f_hist.png.tmp"
-  mv "$DOCS/results/appendix_f_hist.png.tmp" "$DOCS/results/appendix_f_hist.png"
+  cp "$e/appendix_c_hist.png" "$DOCS/results/appendix_c_hist.png.tmp"
+  mv "$DOCS/results/appendix_c_hist.png.tmp" "$DOCS/results/appendix_c_hist.png"
 
   local md="$DOCS/results.md.tmp" train_s=0 eval_s=0
   for name in "${RUNS[@]}"; do
@@ -411,15 +411,15 @@ stage_tables() {
       echo "| $(get model "$f") | $(get eval_len "$f") | $(get positions "$f") | $(ppl_ci "$f") |"
     done
     echo
-    echo "## Appendix F: how many distinct blocks a chunk retrieves"
+    echo "## Appendix C: how many distinct blocks a chunk retrieves"
     echo
-    echo "$(grep -m1 '^unique blocks retrieved' "$e/f_hist.txt" || echo 'no histogram line') (landmark model, eval length 4096,"
+    echo "$(grep -m1 '^unique blocks retrieved' "$e/c_hist.txt" || echo 'no histogram line') (landmark model, eval length 4096,"
     echo "k 4, l_local 250; one count per window and layer)."
     local by_layer
-    by_layer=$(grep -m1 '^  by layer:' "$e/f_hist.txt" | sed 's/^  by layer: *//' || true)  # older outputs have none
+    by_layer=$(grep -m1 '^  by layer:' "$e/c_hist.txt" | sed 's/^  by layer: *//' || true)  # older outputs have none
     [ -z "$by_layer" ] || { echo; echo "The mean of those counts for each layer: $by_layer."; }
     echo
-    echo "![unique retrieved blocks](results/appendix_f_hist.png)"
+    echo "![unique retrieved blocks](results/appendix_c_hist.png)"
     echo
     echo "## What retrieval adds (a diagnostic, not in the paper)"
     echo

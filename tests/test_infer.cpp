@@ -577,7 +577,7 @@ TEST_CASE("retrieval plan: scoring and choosing in pieces gives the two-step sca
   }
 }
 
-TEST_CASE("retrieval log: the unique-block count (Appendix F) on cases with a known answer", "[infer][retrieval]") {
+TEST_CASE("retrieval log: the unique-block count (Appendix C) on cases with a known answer", "[infer][retrieval]") {
   auto model = make_model(DType::F64);
   std::vector<int32_t> raw = random_raw(80, 41);
   // Every block retrieved by every query: unique == cached in every record.

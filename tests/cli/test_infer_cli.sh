@@ -13,7 +13,8 @@
 # and `passkey --search approx` reports its unproven rows as eval does, and eval notes a version-1
 # token file (no CRC-32) as read unverified, as train does, and `--certify` reports the left-out
 # weight per layer without changing what is scored (refused with stingy positions), `--left-out`
-# prints adaptive k's mean k, and the CMT skip scores as `--no-cmt-skip` does.
+# prints adaptive k's mean k, and the CMT skip scores as `--no-cmt-skip` does, and `attn-map` notes
+# on stderr that it read only the first --max-tokens tokens of a longer text, and only then.
 # Usage: test_infer_cli.sh path/to/landmark
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect, passkey_tokens
 
@@ -57,7 +58,7 @@ if "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --
   --kv-dtype f16 > "$WORK/out5" 2>&1; then
   fail "eval --blocks-on-device --kv-dtype f16 succeeded"
 fi
-expect "$WORK/out5" "are neither in files (--mmap-dir) nor f16"
+expect "$WORK/out5" "are neither in files (--block-dir) nor f16"
 
 "$LANDMARK" "${EVAL[@]}" --checkpoint "$WORK/plain/checkpoint.safetensors" --granularity all > "$WORK/out3" 2> /dev/null
 expect "$WORK/out3" "Per Head"
@@ -204,6 +205,18 @@ expect "$WORK/std_oracle.txt" "IoU 1.0000 with the oracle's top k"
 [ "$(tail -n +2 "$WORK/std_r.tsv" | wc -l)" -eq 400 ] || fail "explore: $(tail -n +2 "$WORK/std_r.tsv" | wc -l) rows, expected 200 x 2 heads"
 awk -F'\t' 'NR > 1 && $1 >= 60 && $4 == "-" { bad = 1 } END { exit bad }' "$WORK/std_r.tsv" ||
   fail "explore: a token past the first chunk retrieved nothing"
+# attn-map reads at most --max-tokens tokens: it says so on stderr when it cuts the text (in
+# explore's words), and says nothing when the text fits, here exactly --max-tokens bytes (the byte
+# tokenizer: one token a byte).
+MAP=(attn-map --checkpoint "$WORK/plain/checkpoint.safetensors" --chunk 50 --k 2 --max-tokens 120)
+"$LANDMARK" "${MAP[@]}" --text-file "$WORK/data/val.txt" --out "$WORK/map_cut.png" > /dev/null 2> "$WORK/map_cut.err"
+expect "$WORK/map_cut.err" "note: reading the first 120 of $(wc -c < "$WORK/data/val.txt" | tr -d ' ') tokens (--max-tokens)"
+[ -s "$WORK/map_cut.png" ] || fail "attn-map wrote no map"
+fits=$(printf 'The grass is green. %.0s' 1 2 3 4 5 6)  # 6 x 20 = 120 bytes
+[ "${#fits}" -eq 120 ] || fail "the fitting text is ${#fits} bytes, not 120"
+"$LANDMARK" "${MAP[@]}" --text "$fits" --out "$WORK/map_fits.png" > "$WORK/map_fits.txt" 2> "$WORK/map_fits.err"
+expect "$WORK/map_fits.txt" "wrote $WORK/map_fits.png"
+grep -q "note: reading the first" "$WORK/map_fits.err" && { cat "$WORK/map_fits.err" >&2; fail "attn-map noted a cut in a text that fits"; }
 if "$LANDMARK" passkey --trials 3 --chunk 50 --k 2 --checkpoint "$WORK/std/checkpoint.safetensors" --lengths 400 --scorer landmark > "$WORK/std_lm.txt" 2>&1; then
   fail "passkey --scorer landmark on a standard model succeeded"
 fi

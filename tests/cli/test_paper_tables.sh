@@ -28,16 +28,16 @@ awk -F'\t' 'NR > 1 {
   if (!($6 <= $5 && $5 <= $7) || $5 <= 1) { print "row " NR ": ppl " $5 " outside [" $6 ", " $7 "]"; bad = 1 }
   if (($1 ~ /^landmark/) != ($4 != "-")) { print "row " NR ": k " $4 " for " $1; bad = 1 }
 } END { exit bad }' "$T1" || fail "table1.tsv is malformed"
-for section in "## Table 1" "## Table 2" "## Table 3" "## Appendix E" "## Appendix F" "**Target**" "PAPER_QUICK=1" \
+for section in "## Table 1" "## Table 2" "## Table 3" "## Appendix E" "## Appendix C" "**Target**" "PAPER_QUICK=1" \
                "## What retrieval adds" "## The commands" "| d_landmark_2048_k0 | landmark | \`--length 2048 --chunk 250 --k 0\` |" \
                "## The paper's comparison: Transformer-XL against retrieval" \
                "| xl | \`--block-size 256 --xl-cache 256 --segment 512 --batch 4 --attention standard\` |"; do
   expect "$MD" "$section"
 done
-[ -s "$WORK/out/docs/results/appendix_f_hist.png" ] || fail "no Appendix F histogram"
-# Appendix F's mean per layer, one entry for each of the quick model's two layers.
+[ -s "$WORK/out/docs/results/appendix_c_hist.png" ] || fail "no Appendix C histogram"
+# Appendix C's mean per layer, one entry for each of the quick model's two layers.
 grep -qE '^The mean of those counts for each layer: layer 0 [0-9.]+, layer 1 [0-9.]+\.$' "$MD" ||
-  fail "Appendix F has no mean per layer"
+  fail "Appendix C has no mean per layer"
 # Table 2: nine rows, three per granularity.
 [ "$(grep -cE '^\| (yes|no) \| (yes|no) \| (2048|4096) \|' "$MD")" -eq 9 ] || fail "Table 2 should have 9 rows"
 
