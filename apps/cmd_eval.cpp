@@ -1,651 +1,173 @@
 // cmd_eval.cpp: `landmark passkey` and `landmark eval`, the paper's evaluations: thin wrappers over
-// infer/passkey_eval.h and infer/eval.h that print their tables and draw their plots.
-#include <sys/resource.h>
-
+// infer/passkey_eval.h and infer/eval.h. Each command parses its flags (apps/eval_flags.h), loads
+// the model, calls the library and reports; every line and file it writes is formatted in
+// apps/eval_output.h.
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
-#include <cstring>
-#include <filesystem>
-#include <initializer_list>
 #include <memory>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "apps/commands.h"
+#include "apps/eval_flags.h"
+#include "apps/eval_output.h"
 #include "apps/infer_flags.h"
 #include "apps/progress.h"
+#include "infer/block_scorers.h"
 #include "infer/eval.h"
 #include "infer/model_io.h"
 #include "infer/passkey_eval.h"
-#include "plot/plot.h"
 #include "tensor/check.h"
-#include "tensor/files.h"
-#include "train/file_io.h"
 #include "train/token_file.h"
 
 namespace lm {
 namespace app {
 
 namespace {
-std::string fmt_g(double v) {  // a number for a TSV cell, 6 significant digits
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
-std::string pct(double share) {  // a share as a percentage with one decimal, for the TSV
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.1f", 100 * share);
-  return buf;
-}
 
-// Refuses an output file whose directory is missing, or a path the writer would refuse (a FIFO,
-// a device, a link: require_replaceable_output), before a long evaluation, not after it:
-// outputs are (flag, path) pairs; an empty path, or none, means the file will not be written.
-void check_output_dirs(const char* command, std::initializer_list<std::pair<const char*, const std::string*>> outputs) {
-  for (const auto& [flag, path] : outputs) {
-    if (path == nullptr || path->empty()) continue;
-    const std::filesystem::path dir = std::filesystem::path(*path).parent_path();
-    LM_CHECK(dir.empty() || std::filesystem::is_directory(dir),
-             command << ": " << flag << " " << *path << ": the directory " << dir.string() << " does not exist");
-    require_replaceable_output(*path, std::string(command) + " " + flag);
+int run_passkey(PasskeyFlags& f) {
+  f.check_outputs();
+  LoadedModel lm_model = load_trained_model(f.ckpt, f.infer.dev());
+  const InferConfig cfg = f.infer.get(lm_model);
+  // A standard model as --checkpoint is evaluated alone, with its own window.
+  // A standard model without --scorer reads the prompt's last block_size tokens at once.
+  const bool standard = !lm_model.model->config().landmark() && cfg.scorer == BlockScorer::Landmark;
+  LM_CHECK(!standard || f.baseline.empty(),
+           "passkey: --baseline is compared with a landmark --checkpoint, but " << f.ckpt << " is a standard model");
+  LM_CHECK(!standard || !f.opts.recall,
+           "passkey: --recall needs a landmark model; " << f.ckpt << " is a standard model");
+  LoadedModel base;
+  if (!f.baseline.empty()) {
+    base = load_trained_model(f.baseline, f.infer.dev());
+    LM_CHECK(base.tokenizer->fingerprint() == lm_model.tokenizer->fingerprint(),
+             "passkey: the baseline was trained with another tokenizer");
   }
-}
-
-std::string escape_tabs(const std::string& s) {  // one TSV cell: tabs, newlines and backslashes escaped
-  std::string out;
-  for (char c : s) {
-    if (c == '\t')
-      out += "\\t";
-    else if (c == '\n')
-      out += "\\n";
-    else if (c == '\\')
-      out += "\\\\";
-    else
-      out += c;
-  }
-  return out;
-}
-
-// "<what> (layer x head): rows of recall in %" for one result or the pooled one.
-void print_recall(const PasskeyResult& r, int64_t n_layer, int64_t n_head, const std::string& what) {
-  std::printf("  retrieval recall, %s: %% of answer-token queries whose top k held the key's block\n", what.c_str());
-  std::printf("  %8s", "");
-  for (int64_t h = 0; h < n_head; ++h) std::printf("  head %-3lld", static_cast<long long>(h));
-  std::printf("\n");
-  for (int64_t l = 0; l < n_layer; ++l) {
-    std::printf("  layer %-2lld", static_cast<long long>(l));
-    for (int64_t h = 0; h < n_head; ++h) {
-      const double v = r.recall(l, h, n_head);
-      if (v < 0)
-        std::printf("  %8s", "-");
-      else
-        std::printf("  %7.1f%%", 100 * v);
+  PasskeyOptions o = f.opts;
+  o.scoring = parse_passkey_scoring(f.scoring);
+  const GPTConfig& mc = lm_model.model->config();
+  if (standard) o.window = mc.block_size;
+  print_passkey_header(o, cfg, mc, standard, base.model != nullptr);
+  PasskeyReport report(mc, cfg, standard, base.model ? base.model->config().block_size : 0);
+  for (int64_t len : f.lengths) {
+    ProgressLine lm_line(!mc.landmark() ? "standard:" : "landmark:");
+    PasskeyResult r =
+        passkey_accuracy(*lm_model.model, *lm_model.tokenizer, cfg, len, o, passkey_progress(lm_line, len));
+    lm_line.finish();
+    report.model_row(len, r);
+    if (base.model) {
+      PasskeyOptions ob = o;
+      ob.window = base.model->config().block_size;
+      ob.recall = false;
+      report.baseline_row(len, passkey_accuracy(*base.model, *base.tokenizer, cfg, len, ob));
     }
-    std::printf("   (%lld queries per head)\n",
-                static_cast<long long>(r.recall_queries[static_cast<size_t>(l * n_head)]));
+    report.end_row(len, r, o.recall);
   }
+  report.write(f, o.scoring);
+  print_peak_memory();
+  return 0;
 }
 
-// --search approx: how many (query, layer, head) rows could not prove their top k (eval, passkey).
-void print_approx_search(const InferConfig& cfg, int64_t budget_cut, int64_t rows) {
-  std::printf(
-      "approx search (%lld tiles): %lld of %lld (query, layer, head) rows ran out of tiles before their top k "
-      "was proven (%.2f%%); the rest chose exactly the scan's blocks\n",
-      static_cast<long long>(cfg.search_tiles), static_cast<long long>(budget_cut), static_cast<long long>(rows),
-      rows ? 100.0 * static_cast<double>(budget_cut) / static_cast<double>(rows) : 0.0);
+// --paired-with: the other evaluation's windows must lie in this token file, and one of the two
+// lengths must be a multiple of the other.
+void check_pairing(const EvalFlags& f, const PerplexityResult& other, int64_t other_length, const TokenFile& data) {
+  const int64_t N = static_cast<int64_t>(data.tokens().size());
+  LM_CHECK(other.windows <= (N - 1) / other_length,
+           "eval: --paired-with " << f.paired << " has " << other.windows << " windows of " << other_length
+                                  << " tokens, more than " << f.tokens << " holds (" << N
+                                  << " tokens); was it made from another token file?");
+  const int64_t hi = std::max(f.length, other_length), lo = std::min(f.length, other_length);
+  LM_CHECK(hi % lo == 0, "eval: --paired-with " << f.paired << " was evaluated at length " << other_length
+                                                << "; pairing needs one of the two lengths (here " << f.length
+                                                << ") to be a multiple of the other");
 }
 
-// --certify (beyond the paper): per layer, the weight rows would give the cached blocks they left
-// out, and the largest certified bound on an attention output's error (eval, passkey).
-void print_certificate(const CertificateStats& c, const char* where) {
-  std::printf("left-out weight M per (query, head) row%s (--certify; exact positions; the bound: |y_all - y_S|):\n",
-              where);
-  const std::vector<CertificateStats::Layer> layers = c.summary();
-  for (size_t l = 0; l < layers.size(); ++l) {
-    const CertificateStats::Layer& s = layers[l];
-    std::printf("  layer %zu: %lld rows, M mean %.3g, 99th percentile %.3g, max %.3g; worst bound %.4g\n", l,
-                static_cast<long long>(s.rows), s.mean, s.p99, s.max, s.bound_max);
+// The windows of --tokens evaluated with `c`, the count of windows done on stderr as they go.
+PerplexityResult evaluate_windows(const LoadedModel& m, const TokenFile& data, const InferConfig& c,
+                                  const EvalFlags& f) {
+  PerplexityResult r = evaluate_perplexity(
+      *m.model, data.tokens(), c, m.landmark_id(), m.cmt_id(), f.length, f.windows,
+      [](int64_t d, int64_t t) { std::fprintf(stderr, "\rwindow %lld/%lld", (long long)d, (long long)t); });
+  std::fprintf(stderr, "\n");
+  return r;
+}
+
+// --granularity all: the paper's Table 2, one evaluation per granularity.
+int eval_granularities(const EvalFlags& f, const LoadedModel& m, const TokenFile& data, const InferConfig& cfg,
+                       EvalRows& rows) {
+  const bool cmt = m.model->config().context_miss;
+  print_granularity_header(cmt);
+  std::string intervals;
+  for (Granularity g : {Granularity::TokenHead, Granularity::Head, Granularity::Token}) {
+    InferConfig c = cfg;
+    c.granularity = g;
+    PerplexityResult r = evaluate_windows(m, data, c, f);
+    print_granularity_row(g, f.length, cfg.k, r, cmt);
+    const PerplexityInterval ci = bootstrap_perplexity_interval(r, 0.95, f.resamples);
+    intervals += granularity_interval(g, r, ci);
+    rows.add(c, r, ci);
+    std::fflush(stdout);
   }
-  if (layers.empty()) std::printf("  no row had a block cached\n");
+  print_granularity_intervals(intervals, f.resamples);
+  rows.write(f.tsv);
+  print_granularity_note(cfg.chunk_len);
+  return 0;
 }
 
-// Beyond the paper: what dropping gated-off CMT rows' blocks and adaptive k saved (eval, passkey).
-void print_trims(const InferConfig& cfg, bool cmt, int64_t unique, int64_t attended, int64_t rows, int64_t blocks,
-                 int64_t capped) {
-  if (cmt && cfg.cmt_cutoff > 0)
-    std::printf("CMT skip %s: %lld distinct blocks attended of %lld chosen (summed over (chunk, layer) pairs)\n",
-                cfg.cmt_skip ? "on" : "off (--no-cmt-skip)", static_cast<long long>(attended),
-                static_cast<long long>(unique));
-  if (cfg.left_out >= 0)
-    std::printf(
-        "adaptive k (--left-out %g, --k %lld): mean k %.3f over %lld (query, layer, head) rows, %.2f%% capped at "
-        "k with the left-out weight above %g\n",
-        cfg.left_out, static_cast<long long>(cfg.k),
-        rows ? static_cast<double>(blocks) / static_cast<double>(rows) : 0.0, static_cast<long long>(rows),
-        rows ? 100.0 * static_cast<double>(capped) / static_cast<double>(rows) : 0.0, cfg.left_out);
+int run_eval(EvalFlags& f) {
+  LoadedModel m = load_trained_model(f.ckpt, f.infer.dev());
+  InferConfig cfg = f.infer.get(m);
+  cfg.standard_local = f.local;
+  f.check(cfg);
+  // Read the other evaluation first: a bad file is refused before the evaluation, not after it.
+  int64_t other_length = 0;
+  PerplexityResult other;
+  if (!f.paired.empty()) other = read_window_sums(f.paired, &other_length);
+  LM_CHECK(f.local == 0 || (!m.model->config().landmark() && m.model->config().xl_cache == 0),
+           "eval: --local reads a standard model's windows in pieces; a landmark model's local length is --chunk, "
+           "a Transformer-XL model's its block size");
+  TokenFile data(f.tokens);
+  data.check_fingerprint(m.tokenizer->fingerprint());
+  if (!data.checksummed())  // the note train prints for such files
+    std::fprintf(stderr, "note: %s has no CRC-32 (written before version 2): read unverified\n", f.tokens.c_str());
+  if (!f.paired.empty()) check_pairing(f, other, other_length, data);
+  const GPTConfig& mc = m.model->config();
+  // Read in blocks with retrieval: a landmark model, or (beyond the paper) a standard one with --scorer.
+  const bool landmark = mc.landmark() || cfg.scorer != BlockScorer::Landmark;
+  const int64_t B = mc.landmark() ? mc.landmark_every + 1 : mc.landmark_every;  // positions per retrieved block
+  LM_CHECK(landmark || !f.infer.all(), "eval: --granularity all needs a landmark model (or --scorer)");
+  // One row per evaluation for --tsv; the first eleven columns are docs/results/table1.tsv's.
+  EvalRows rows(f.label, mc, f.length, landmark, B);
+  if (f.infer.all()) return eval_granularities(f, m, data, cfg, rows);
+  PerplexityResult r = evaluate_windows(m, data, cfg, f);
+  print_eval_table(mc, cfg, r, f.length, landmark, B);
+  const PerplexityInterval ci = print_interval(r, f.resamples);
+  rows.add(cfg, r, ci);
+  if (!f.windows_tsv.empty()) {
+    write_window_sums(f.windows_tsv, r, f.length);
+    std::printf("wrote %s (%lld windows)\n", f.windows_tsv.c_str(), (long long)r.windows);
+  }
+  if (!f.paired.empty())
+    print_paired(f.paired, other_length, paired_bootstrap_ratio(r, f.length, other, other_length, 0.95, f.resamples),
+                 f.resamples);
+  print_retrieval_summary(mc, cfg, r, landmark);
+  print_unique_blocks(r, cfg, f.hist);
+  rows.write(f.tsv);
+  return 0;
 }
 
-// Beyond the paper (block_scorers.h): what scoring the cached blocks cost, and, with --mass-recall,
-// how the chosen blocks agree with the oracle's (eval, passkey).
-void print_scoring(const InferConfig& cfg, int64_t keys_scored, int64_t rows, int64_t summary_bytes,
-                   const OracleAgreement& oracle) {
-  const bool own = cfg.scorer != BlockScorer::Landmark;
-  std::printf(
-      "block scorer %s%s: %.1f %s scored per (query, head) row with a cache; %lld bytes per block in fast "
-      "memory to score it (all layers)%s\n",
-      block_scorer_name(cfg.scorer), own ? " (beyond the paper)" : "",
-      rows ? static_cast<double>(keys_scored) / static_cast<double>(rows) : 0.0, own ? "summary rows" : "landmark keys",
-      static_cast<long long>(summary_bytes),
-      cfg.mass_recall && cfg.scorer != BlockScorer::Oracle ? ", and every key for --mass-recall" : "");
-  if (cfg.mass_recall)
-    std::printf(
-        "mass recall against the oracle: %.4f of the cached blocks' attention mass in the chosen blocks, IoU "
-        "%.4f with the oracle's top k, over %lld (query, layer, head) rows\n",
-        oracle.rows ? oracle.recall_sum / static_cast<double>(oracle.rows) : 0.0,
-        oracle.rows ? oracle.iou_sum / static_cast<double>(oracle.rows) : 0.0, static_cast<long long>(oracle.rows));
-}
 }  // namespace
 
 Command passkey_command(CLI::App& app) {
   auto* sub = app.add_subcommand("passkey", "Pass-key retrieval accuracy against prompt length (Section 4.2)");
-  auto ckpt = std::make_shared<std::string>();
-  auto baseline = std::make_shared<std::string>();
-  auto lengths =
-      std::make_shared<std::vector<int64_t>>(std::vector<int64_t>{512, 1024, 2048, 4096, 8192, 16384, 32768});
-  auto opts = std::make_shared<PasskeyOptions>();
-  auto scoring = std::make_shared<std::string>("strict");
-  auto png = std::make_shared<std::string>();
-  auto tsv = std::make_shared<std::string>();
-  auto answers = std::make_shared<std::string>();
-  auto recall_png = std::make_shared<std::string>("passkey_recall.png");
-  auto flags = std::make_shared<InferFlags>();
-  sub->add_option("--checkpoint", *ckpt,
-                  "A landmark model's checkpoint (or a standard model's: it then reads the "
-                  "last window of each prompt, as --baseline does)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  sub->add_option("--baseline", *baseline, "A standard model's checkpoint, evaluated with its own window")
-      ->check(CLI::ExistingFile);
-  sub->add_option("--lengths", *lengths, "Prompt lengths in tokens")
-      ->delimiter(',')
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 26))
-      ->capture_default_str();
-  sub->add_option("--trials", opts->trials, "Prompts per length")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
-      ->capture_default_str();
-  sub->add_option("--seed", opts->seed, "Seed for keys and key positions")
-      ->check(non_negative_int())
-      ->capture_default_str();
-  sub->add_option("--depth", opts->depth,
-                  "Put the key at this fraction of the filler text (0: first, 1: right before the question) "
-                  "instead of at random; a sweep over depths shows how far back each model can copy from")
-      ->check(real_in(0.0, 1.0));
-  sub->add_option("--scoring", *scoring,
-                  "strict: the answer starts with the key's digits | paper: the first integer in 100 generated tokens "
-                  "is the key")
-      ->check(CLI::IsMember({"strict", "paper"}))
-      ->capture_default_str();
-  sub->add_flag(
-      "--recall", opts->recall,
-      "Also report retrieval recall per layer and head: how often the answer's queries retrieve the key's block");
-  sub->add_option("--recall-plot", *recall_png, "With --recall: the layer x head heat map PNG")->capture_default_str();
-  sub->add_option("--plot", *png, "Write accuracy against length to this PNG");
-  sub->add_option("--tsv", *tsv,
-                  "Write the table to this file, tab-separated: length landmark_pct baseline_pct (length standard_pct "
-                  "for a standard model)");
-  sub->add_option("--answers", *answers,
-                  "Write every prompt's answer to this file, tab-separated: length trial key "
-                  "correct answer (the model's decoded answer; tabs and newlines shown as \\t, \\n)");
+  auto flags = std::make_shared<PasskeyFlags>();
   flags->add(sub);
-  flags->add_certify(sub);
-  auto run = [=]() {
-    check_output_dirs("passkey", {{"--tsv", tsv.get()},
-                                  {"--plot", png.get()},
-                                  {"--answers", answers.get()},
-                                  {"--recall-plot", opts->recall ? recall_png.get() : nullptr}});
-    LoadedModel lm_model = load_trained_model(*ckpt, flags->dev());
-    const InferConfig cfg = flags->get(lm_model);
-    // A standard model as --checkpoint is evaluated alone, with its own window.
-    // A standard model without --scorer reads the prompt's last block_size tokens at once.
-    const bool standard = !lm_model.model->config().landmark() && cfg.scorer == BlockScorer::Landmark;
-    LM_CHECK(!standard || baseline->empty(),
-             "passkey: --baseline is compared with a landmark --checkpoint, but " << *ckpt << " is a standard model");
-    LM_CHECK(!standard || !opts->recall,
-             "passkey: --recall needs a landmark model; " << *ckpt << " is a standard model");
-    LoadedModel base;
-    if (!baseline->empty()) {
-      base = load_trained_model(*baseline, flags->dev());
-      LM_CHECK(base.tokenizer->fingerprint() == lm_model.tokenizer->fingerprint(),
-               "passkey: the baseline was trained with another tokenizer");
-    }
-    PasskeyOptions o = *opts;
-    o.scoring = parse_passkey_scoring(*scoring);
-    const GPTConfig& mc = lm_model.model->config();
-    if (standard) o.window = mc.block_size;
-    char cutoff_note[128] = "";
-    if (mc.context_miss) std::snprintf(cutoff_note, sizeof cutoff_note, ", CMT cutoff %g", cfg.cmt_cutoff);
-    if (cfg.kv_f16)
-      std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note),
-                    ", block K/V in f16");
-    if (cfg.search == KeySearch::Bounded)
-      std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note),
-                    ", %s top-k search", key_search_name(cfg.search));
-    if (cfg.search == KeySearch::Approx)
-      std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note),
-                    ", approx top-k search (%lld tiles)", static_cast<long long>(cfg.search_tiles));
-    if (cfg.scorer != BlockScorer::Landmark)
-      std::snprintf(cutoff_note + std::strlen(cutoff_note), sizeof cutoff_note - std::strlen(cutoff_note),
-                    ", %s model, %s block scorer", lm_model.model->config().landmark() ? "landmark" : "standard",
-                    block_scorer_name(cfg.scorer));
-    if (standard)
-      std::printf("pass-key retrieval: %lld trials per length, a standard model reading the last %lld tokens\n",
-                  static_cast<long long>(o.trials), static_cast<long long>(mc.block_size));
-    else
-      std::printf("pass-key retrieval: %lld trials per length, k %lld, chunk %lld, %s positions, %s granularity%s\n",
-                  static_cast<long long>(o.trials), static_cast<long long>(cfg.k),
-                  static_cast<long long>(cfg.chunk_len), position_mode_name(cfg.positions),
-                  granularity_name(cfg.granularity), cutoff_note);
-    if (o.depth >= 0)
-      std::printf("key depth: %g of the filler text (0: first, 1: right before the question)\n", o.depth);
-    std::printf("scoring: %s\n",
-                o.scoring == PasskeyScoring::Strict
-                    ? "strict (after leading spaces, the answer starts with exactly the key's digits)"
-                    : "paper (the first integer within the first 100 generated tokens equals the key)");
-    const bool std_model = !mc.landmark();  // read by its window, or in blocks with --scorer
-    std::printf("%8s  %14s%s\n", "length", std_model ? "standard" : "landmark",
-                base.model ? "  baseline (own window)" : "");
-    const std::string scored_by =
-        cfg.scorer == BlockScorer::Landmark ? "" : std::string(", ") + block_scorer_name(cfg.scorer);
-    plot::Series s_lm{standard    ? "standard (window)"
-                      : std_model ? "standard (k " + std::to_string(cfg.k) + scored_by + ")"
-                                  : "landmark (k " + std::to_string(cfg.k) + scored_by + ")",
-                      {},
-                      {},
-                      {}},
-        s_base{"baseline (window)", {}, {}, {}};
-    PasskeyResult pooled;
-    pooled.recall_hits.assign(static_cast<size_t>(mc.n_layer * mc.n_head), 0);
-    pooled.recall_queries = pooled.recall_hits;
-    std::string table = std_model ? "length\tstandard_pct\n" : "length\tlandmark_pct\tbaseline_pct\n";
-    std::string answer_table = "length\ttrial\tkey\tcorrect\tanswer\n";
-    // Progress on stderr while a length runs: the trial, the correct count so far, and how far the
-    // current prompt has been read.
-    auto progress_for = [](ProgressLine& line, int64_t len) {
-      return [&line, len](const PasskeyProgress& p) {
-        const std::string where = "length " + std::to_string(len) + ", trial " + std::to_string(p.trials_done + 1) +
-                                  "/" + std::to_string(p.trials) + " (" + std::to_string(p.correct) + " correct)";
-        if (p.prompt > 0)
-          line.update(p.read, p.prompt, where);
-        else if (p.trials_done == p.trials)
-          line.finish();
-        else
-          line.restart();
-      };
-    };
-    for (int64_t len : *lengths) {
-      ProgressLine lm_line(std_model ? "standard:" : "landmark:");
-      PasskeyResult r = passkey_accuracy(*lm_model.model, *lm_model.tokenizer, cfg, len, o, progress_for(lm_line, len));
-      lm_line.finish();
-      std::printf("%8lld  %5.1f%% (%2lld/%2lld)", static_cast<long long>(len), 100 * r.accuracy(),
-                  static_cast<long long>(r.correct), static_cast<long long>(r.trials));
-      s_lm.x.push_back(static_cast<double>(len));
-      s_lm.y.push_back(100 * r.accuracy());
-      table += std::to_string(len) + "\t" + pct(r.accuracy()) + (std_model ? "" : "\t");
-      for (size_t t = 0; t < r.answers.size(); ++t)
-        answer_table += std::to_string(len) + "\t" + std::to_string(t) + "\t" + std::to_string(r.keys[t]) + "\t" +
-                        (r.hits[t] ? "1\t" : "0\t") + escape_tabs(r.answers[t]) + "\n";
-      if (base.model) {
-        PasskeyOptions ob = o;
-        ob.window = base.model->config().block_size;
-        ob.recall = false;
-        PasskeyResult b = passkey_accuracy(*base.model, *base.tokenizer, cfg, len, ob);
-        std::printf("  %5.1f%% (%2lld/%2lld)", 100 * b.accuracy(), static_cast<long long>(b.correct),
-                    static_cast<long long>(b.trials));
-        s_base.x.push_back(static_cast<double>(len));
-        s_base.y.push_back(100 * b.accuracy());
-        table += pct(b.accuracy());
-      }
-      table += "\n";
-      std::printf("   [%.1f s]\n", r.seconds);
-      if (!standard && cfg.search == KeySearch::Approx) print_approx_search(cfg, r.budget_cut, r.search_rows);
-      if (!standard)
-        print_trims(cfg, mc.context_miss, r.unique, r.attended, r.adaptive_rows, r.adaptive_blocks, r.adaptive_capped);
-      if (cfg.certify || cfg.left_out >= 0)
-        print_certificate(r.certificate, (", length " + std::to_string(len)).c_str());
-      if (!standard) {
-        print_scoring(cfg, r.keys_scored, r.scored_rows, r.summary_bytes, r.oracle);
-        std::printf("answers: %.3g ms per generated token (%lld tokens, after each prompt was read)\n",
-                    r.answer_tokens ? 1000.0 * r.answer_seconds / static_cast<double>(r.answer_tokens) : 0.0,
-                    static_cast<long long>(r.answer_tokens));
-      }
-      if (o.recall) {
-        print_recall(r, mc.n_layer, mc.n_head, "length " + std::to_string(len));
-        for (size_t i = 0; i < pooled.recall_hits.size(); ++i) {
-          pooled.recall_hits[i] += r.recall_hits[i];
-          pooled.recall_queries[i] += r.recall_queries[i];
-        }
-      }
-      std::fflush(stdout);
-    }
-    if (!png->empty()) {
-      plot::LineChartOptions lo;
-      lo.title = std::string("pass-key retrieval (") + passkey_scoring_name(o.scoring) + " scoring)";
-      lo.x_label = "prompt length (tokens)";
-      lo.y_label = "accuracy (%)";
-      lo.log_x = true;
-      lo.y_range = std::make_pair(0.0, 100.0);
-      lo.markers = true;
-      std::vector<plot::Series> series{s_lm};
-      if (base.model) {
-        series.push_back(s_base);
-        const int64_t window = base.model->config().block_size;
-        lo.x_marks.push_back({static_cast<double>(window), "baseline window (" + std::to_string(window) + ")"});
-        // Room left of the window's edge, so the mark is not on the frame.
-        const auto [shortest, longest] = std::minmax_element(s_lm.x.begin(), s_lm.x.end());
-        const double lo_x = std::min(*shortest, static_cast<double>(window)) / 1.5, hi_x = *longest * 1.5;
-        lo.x_range = std::make_pair(lo_x, std::max(hi_x, 2 * lo_x));
-      }
-      plot::line_chart(*png, series, lo);
-      std::printf("wrote %s\n", png->c_str());
-    }
-    if (!tsv->empty()) {
-      write_file_atomic(*tsv, table, "passkey --tsv");
-      std::printf("wrote %s\n", tsv->c_str());
-    }
-    if (!answers->empty()) {
-      write_file_atomic(*answers, answer_table, "passkey --answers");
-      std::printf("wrote %s\n", answers->c_str());
-    }
-    if (o.recall) {
-      print_recall(pooled, mc.n_layer, mc.n_head, "all lengths");
-      std::vector<double> v(pooled.recall_hits.size());
-      for (int64_t l = 0; l < mc.n_layer; ++l)
-        for (int64_t h = 0; h < mc.n_head; ++h) {
-          const double x = pooled.recall(l, h, mc.n_head);
-          v[static_cast<size_t>(l * mc.n_head + h)] = x < 0 ? NAN : 100 * x;
-        }
-      plot::HeatmapOptions ho;
-      ho.title = "retrieval recall of the key's block (k " + std::to_string(cfg.k) + ", all lengths)";
-      ho.x_label = "head";
-      ho.y_label = "layer";
-      ho.value_label = "% of answer queries";
-      ho.v_min = 0.0;
-      ho.v_max = 100.0;
-      ho.width = 160 + 90 * static_cast<int>(mc.n_head);
-      ho.height = 160 + 90 * static_cast<int>(mc.n_layer);
-      plot::heatmap(*recall_png, static_cast<int>(mc.n_layer), static_cast<int>(mc.n_head), v, ho);
-      std::printf("wrote %s (grey: no query with the key's block in the cache)\n", recall_png->c_str());
-    }
-    // The most resident memory this process held at any point (Linux reports kilobytes).
-    struct rusage ru {};
-    if (getrusage(RUSAGE_SELF, &ru) == 0)
-      std::printf("peak resident memory: %.0f MB\n", static_cast<double>(ru.ru_maxrss) / 1024.0);
-    return 0;
-  };
-  return {sub, run};
+  return {sub, [flags]() { return run_passkey(*flags); }};
 }
 
 Command eval_command(CLI::App& app) {
   auto* sub = app.add_subcommand("eval", "Perplexity over long windows with cached retrieval (the paper's Tables 1-3)");
-  auto ckpt = std::make_shared<std::string>();
-  auto tokens = std::make_shared<std::string>();
-  auto length = std::make_shared<int64_t>(2048);
-  auto windows = std::make_shared<int64_t>(0);
-  auto hist = std::make_shared<std::string>();
-  auto flags = std::make_shared<InferFlags>();
-  sub->add_option("--checkpoint", *ckpt, "Model checkpoint")->required()->check(CLI::ExistingFile);
-  sub->add_option("--tokens", *tokens,
-                  "A token file made by `landmark prepare` with the same tokenizer (e.g. val.tokens)")
-      ->required()
-      ->check(CLI::ExistingFile);
-  sub->add_option("--length", *length, "Evaluation length: raw tokens per window, all of them scored")
-      ->check(CLI::Range(int64_t(1), int64_t(1) << 30))
-      ->capture_default_str();
-  sub->add_option("--windows", *windows, "Evaluate at most this many windows (0: all)")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 40))
-      ->capture_default_str();
-  sub->add_option("--hist", *hist, "Write the histogram of unique retrieved blocks (Appendix F) to this PNG");
-  auto local = std::make_shared<int64_t>(0);
-  auto tsv = std::make_shared<std::string>();
-  auto label = std::make_shared<std::string>();
-  auto resamples = std::make_shared<int64_t>(2000);
-  sub->add_option("--local", *local,
-                  "A standard model: read each window in independent pieces of this many tokens, no memory between "
-                  "them (Table 1's baseline at l_local 360; 0: the whole window)")
-      ->check(CLI::Range(int64_t(0), int64_t(1) << 30))
-      ->capture_default_str();
-  sub->add_option("--tsv", *tsv,
-                  "Write the result as a tab-separated table, one row per granularity: model train_len eval_len k ppl "
-                  "ci_low ci_high l_local xl_cache blocks attention_size granularity positions cmt_cutoff drop_rate "
-                  "blocks_per_step unique_per_token windows tokens seconds");
-  sub->add_option("--label", *label,
-                  "The model column of --tsv (default: standard, landmark, landmark-cmt or xl, from the checkpoint)");
-  sub->add_option("--bootstrap", *resamples, "Resamples of the 95% bootstrap interval over windows")
-      ->check(CLI::Range(int64_t(2), int64_t(1) << 24))
-      ->capture_default_str();
-  auto windows_tsv = std::make_shared<std::string>();
-  auto paired = std::make_shared<std::string>();
-  sub->add_option("--windows-tsv", *windows_tsv,
-                  "Write each window's summed nats as a table (window first_token tokens nats), for --paired-with");
-  sub->add_option("--paired-with", *paired,
-                  "Compare with another evaluation of the same token file, window for window: a --windows-tsv file "
-                  "whose length divides this one's or is a multiple of it (prints the perplexity ratio and its "
-                  "paired bootstrap interval)")
-      ->check(CLI::ExistingFile);
-  flags->add(sub, true);
-  flags->add_certify(sub);
-  auto run = [=]() {
-    LoadedModel m = load_trained_model(*ckpt, flags->dev());
-    InferConfig cfg = flags->get(m);
-    cfg.standard_local = *local;
-    check_output_dirs("eval", {{"--tsv", tsv.get()}, {"--windows-tsv", windows_tsv.get()}, {"--hist", hist.get()}});
-    LM_CHECK(!flags->all() || hist->empty(), "eval: --hist draws one granularity; choose one instead of 'all'");
-    LM_CHECK(!flags->all() || (!cfg.certify && cfg.left_out < 0),
-             "eval: --certify and --left-out read one granularity; choose one instead of 'all'");
-    LM_CHECK(!flags->all() || (windows_tsv->empty() && paired->empty()),
-             "eval: --windows-tsv and --paired-with compare one evaluation; choose one granularity instead of 'all'");
-    // Read the other evaluation first: a bad file is refused before the evaluation, not after it.
-    int64_t other_length = 0;
-    PerplexityResult other;
-    if (!paired->empty()) other = read_window_sums(*paired, &other_length);
-    LM_CHECK(*local == 0 || (!m.model->config().landmark() && m.model->config().xl_cache == 0),
-             "eval: --local reads a standard model's windows in pieces; a landmark model's local length is --chunk, "
-             "a Transformer-XL model's its block size");
-    TokenFile data(*tokens);
-    data.check_fingerprint(m.tokenizer->fingerprint());
-    if (!data.checksummed())  // the note train prints for such files
-      std::fprintf(stderr, "note: %s has no CRC-32 (written before version 2): read unverified\n", tokens->c_str());
-    if (!paired->empty()) {
-      const int64_t N = static_cast<int64_t>(data.tokens().size());
-      LM_CHECK(other.windows <= (N - 1) / other_length,
-               "eval: --paired-with " << *paired << " has " << other.windows << " windows of " << other_length
-                                      << " tokens, more than " << *tokens << " holds (" << N
-                                      << " tokens); was it made from another token file?");
-      const int64_t hi = std::max(*length, other_length), lo = std::min(*length, other_length);
-      LM_CHECK(hi % lo == 0, "eval: --paired-with " << *paired << " was evaluated at length " << other_length
-                                                    << "; pairing needs one of the two lengths (here " << *length
-                                                    << ") to be a multiple of the other");
-    }
-    const GPTConfig& mc = m.model->config();
-    // Read in blocks with retrieval: a landmark model, or (beyond the paper) a standard one with --scorer.
-    const bool landmark = mc.landmark() || cfg.scorer != BlockScorer::Landmark;
-    const int64_t B = mc.landmark() ? mc.landmark_every + 1 : mc.landmark_every;  // positions per retrieved block
-    LM_CHECK(landmark || !flags->all(), "eval: --granularity all needs a landmark model (or --scorer)");
-    const bool xl = mc.xl_cache > 0;
-    // One row per evaluation for --tsv; the first eleven columns are docs/results/table1.tsv's.
-    std::string rows =
-        "model\ttrain_len\teval_len\tk\tppl\tci_low\tci_high\tl_local\txl_cache\tblocks\tattention_size\t"
-        "granularity\tpositions\tcmt_cutoff\tdrop_rate\tblocks_per_step\tunique_per_token\twindows\ttokens\tseconds\t"
-        "scorer\tmass_recall\tiou\n";
-    const std::string model_name = !label->empty() ? *label
-                                   : mc.landmark() ? (mc.context_miss ? "landmark-cmt" : "landmark")
-                                   : xl            ? "xl"
-                                                   : "standard";
-    LM_CHECK(model_name.size() <= 64 && model_name.find_first_of("\t\n") == std::string::npos,
-             "eval: --label must be at most 64 characters with no tab or newline, got '" << model_name << "'");
-    auto interval = [&](const PerplexityResult& r) {
-      PerplexityInterval ci = bootstrap_perplexity_interval(r, 0.95, *resamples);
-      std::printf("perplexity %.4f, 95%% bootstrap interval [%.4f, %.4f] (%lld resamples of the %lld windows)\n",
-                  r.perplexity(), ci.low, ci.high, (long long)*resamples, (long long)r.windows);
-      return ci;
-    };
-    auto add_row = [&](const InferConfig& c, const PerplexityResult& r, const PerplexityInterval& ci) {
-      const int64_t l_local = landmark               ? c.chunk_len
-                              : xl                   ? mc.block_size
-                              : c.standard_local > 0 ? std::min(c.standard_local, *length)
-                                                     : *length;
-      const int64_t attention = landmark ? c.chunk_len + c.k * B : xl ? mc.block_size + mc.xl_cache : l_local;
-      const OracleAgreement& o = r.oracle;
-      char buf[1200];
-      std::snprintf(
-          buf, sizeof buf,
-          "%s\t%lld\t%lld\t%s\t%.4f\t%.4f\t%.4f\t%lld\t%s\t%s\t%lld\t%s\t%s\t%s\t%s\t%s\t%s\t%lld\t%lld\t%.1f\t%s\t%"
-          "s\t%s\n",
-          model_name.c_str(), (long long)mc.block_size, (long long)*length,
-          landmark ? std::to_string(c.k).c_str() : "-", r.perplexity(), ci.low, ci.high, (long long)l_local,
-          xl ? std::to_string(mc.xl_cache).c_str() : "-",
-          landmark ? (c.capacity > 0 ? std::to_string(c.capacity).c_str() : "all") : "-", (long long)attention,
-          landmark ? granularity_name(c.granularity) : "-", landmark ? position_mode_name(c.positions) : "-",
-          mc.context_miss ? fmt_g(c.cmt_cutoff).c_str() : "-", mc.context_miss ? fmt_g(r.drop_rate()).c_str() : "-",
-          landmark ? fmt_g(r.fetched_per_step()).c_str() : "-", landmark ? fmt_g(r.unique_per_token()).c_str() : "-",
-          (long long)r.windows, (long long)r.tokens, r.seconds, landmark ? block_scorer_name(c.scorer) : "-",
-          o.rows ? fmt_g(o.recall_sum / static_cast<double>(o.rows)).c_str() : "-",
-          o.rows ? fmt_g(o.iou_sum / static_cast<double>(o.rows)).c_str() : "-");
-      rows += buf;
-    };
-    auto write_tsv = [&]() {
-      if (tsv->empty()) return;
-      write_file_atomic(*tsv, rows, "eval --tsv");
-      std::printf("wrote %s\n", tsv->c_str());
-    };
-    auto evaluate = [&](const InferConfig& c) {
-      PerplexityResult r = evaluate_perplexity(
-          *m.model, data.tokens(), c, m.landmark_id(), m.cmt_id(), *length, *windows,
-          [](int64_t d, int64_t t) { std::fprintf(stderr, "\rwindow %lld/%lld", (long long)d, (long long)t); });
-      std::fprintf(stderr, "\n");
-      return r;
-    };
-    if (flags->all()) {  // the paper's Table 2: the three granularities
-      std::printf("%-8s %-9s %-12s %-3s %-14s %-26s %-13s %-10s%s\n", "Per Head", "Per Token", "Eval. Length", "k",
-                  "Blocks (all)", "Blocks (per chunk, layer)", "unique/token", "Perplexity",
-                  mc.context_miss ? "  drop_rate" : "");
-      std::string intervals;
-      for (Granularity g : {Granularity::TokenHead, Granularity::Head, Granularity::Token}) {
-        InferConfig c = cfg;
-        c.granularity = g;
-        PerplexityResult r = evaluate(c);
-        std::printf("%-8s %-9s %-12lld %-3lld %-14lld %-26.1f %-13.3f %-10.4f", g == Granularity::Token ? "no" : "yes",
-                    g == Granularity::Head ? "no" : "yes", (long long)*length, (long long)cfg.k, (long long)r.fetched,
-                    r.fetched_per_step(), r.unique_per_token(), r.perplexity());
-        if (mc.context_miss) std::printf("  %.4f", r.drop_rate());
-        std::printf("\n");
-        const PerplexityInterval ci = bootstrap_perplexity_interval(r, 0.95, *resamples);
-        char note[160];
-        std::snprintf(note, sizeof note, "%s: perplexity %.4f, 95%% bootstrap interval [%.4f, %.4f]\n",
-                      granularity_name(g), r.perplexity(), ci.low, ci.high);
-        intervals += note;
-        add_row(c, r, ci);
-        std::fflush(stdout);
-      }
-      std::printf("%s(%lld resamples of the windows)\n", intervals.c_str(), (long long)*resamples);
-      write_tsv();
-      std::printf(
-          "(chunk %lld; Blocks: blocks retrieved per chunk and layer with a cache, a set shared by the heads of a "
-          "token or the tokens of a head counted once; unique/token: distinct blocks per chunk and layer over its "
-          "queries)\n",
-          (long long)cfg.chunk_len);
-      return 0;
-    }
-    PerplexityResult r = evaluate(cfg);
-    std::printf("%-12s %-8s %-9s %-7s %-3s %-15s %s\n", "Eval. Length", "l_local", "XL cache", "Blocks", "k",
-                "Attention Size", "Perplexity");
-    if (landmark)
-      std::printf("%-12lld %-8lld %-9s %-7s %-3lld %-15lld %.4f\n", (long long)*length, (long long)cfg.chunk_len,
-                  "None", cfg.capacity > 0 ? std::to_string(cfg.capacity).c_str() : "all", (long long)cfg.k,
-                  (long long)(cfg.chunk_len + cfg.k * B), r.perplexity());
-    else if (xl)  // Table 1's XL rows: local length T, an XL cache of M, attention size T + M
-      std::printf("%-12lld %-8lld %-9lld %-7s %-3s %-15lld %.4f\n", (long long)*length, (long long)mc.block_size,
-                  (long long)mc.xl_cache, "None", "-", (long long)(mc.block_size + mc.xl_cache), r.perplexity());
-    else {
-      const int64_t l = cfg.standard_local > 0 ? std::min(cfg.standard_local, *length) : *length;
-      std::printf("%-12lld %-8lld %-9s %-7s %-3s %-15lld %.4f\n", (long long)*length, (long long)l, "None", "None", "-",
-                  (long long)l, r.perplexity());
-    }
-    if (xl)
-      std::printf(
-          "(%lld windows, %lld tokens scored: every position of each window, read in pieces of %lld tokens with "
-          "the XL cache carried across, empty at each window's start; %.4f nats/token, %.1f s; attention size = "
-          "local length + XL cache)\n",
-          (long long)r.windows, (long long)r.tokens, (long long)mc.block_size, r.nll, r.seconds);
-    else
-      std::printf("(%lld windows, %lld tokens scored: every position of each window; %.4f nats/token, %.1f s; %s)\n",
-                  (long long)r.windows, (long long)r.tokens, r.nll, r.seconds,
-                  !mc.landmark() && landmark ? "a standard model read in blocks of F; attention size = chunk + k F"
-                  : landmark                 ? (cfg.kv_f16 ? "attention size = chunk + k (F + 1); block K/V in f16"
-                                                           : "attention size = chunk + k (F + 1)")
-                  : cfg.standard_local > 0 && cfg.standard_local < *length
-                      ? "each window read in independent pieces of l_local tokens, no memory between them"
-                      : "each window read at once");
-    const PerplexityInterval ci = interval(r);
-    add_row(cfg, r, ci);
-    if (!windows_tsv->empty()) {
-      write_window_sums(*windows_tsv, r, *length);
-      std::printf("wrote %s (%lld windows)\n", windows_tsv->c_str(), (long long)r.windows);
-    }
-    if (!paired->empty()) {
-      const PairedRatio p = paired_bootstrap_ratio(r, *length, other, other_length, 0.95, *resamples);
-      std::printf(
-          "paired with %s (windows of %lld): on the %lld tokens both scored (%lld spans of %lld), perplexity "
-          "%.4f here against %.4f there, ratio %.4f, 95%% paired bootstrap interval [%.4f, %.4f] (%lld "
-          "resamples of the spans)\n",
-          paired->c_str(), (long long)other_length, (long long)p.tokens, (long long)p.spans, (long long)p.span_length,
-          p.ppl_a, p.ppl_b, p.ratio, p.low, p.high, (long long)*resamples);
-      std::printf("paired ratio=%.4f ci_low=%.4f ci_high=%.4f ppl=%.4f ppl_other=%.4f spans=%lld span_length=%lld\n",
-                  p.ratio, p.low, p.high, p.ppl_a, p.ppl_b, (long long)p.spans, (long long)p.span_length);
-    }
-    if (landmark)
-      std::printf(
-          "retrieval (%s granularity): %lld blocks retrieved in all, %.1f per chunk and layer (Table 2's count), "
-          "%.3f unique blocks per token, over %lld (chunk, layer) pairs with a cache\n",
-          granularity_name(cfg.granularity), (long long)r.fetched, r.fetched_per_step(), r.unique_per_token(),
-          (long long)r.retrieval_steps);
-    if (landmark && cfg.search == KeySearch::Approx) print_approx_search(cfg, r.budget_cut, r.search_rows);
-    if (landmark)
-      print_trims(cfg, mc.context_miss, r.unique, r.attended, r.adaptive_rows, r.adaptive_blocks, r.adaptive_capped);
-    if (landmark && (cfg.certify || cfg.left_out >= 0)) print_certificate(r.certificate, "");
-    if (landmark) print_scoring(cfg, r.keys_scored, r.scored_rows, r.summary_bytes, r.oracle);
-    if (mc.context_miss)
-      std::printf(
-          "perplexity=%.4f drop_rate=%.4g (CMT cutoff %g: share of the %lld (query, layer, head) CMT scores below "
-          "it)\n",
-          r.perplexity(), r.drop_rate(), cfg.cmt_cutoff, (long long)r.cmt_rows);
-    if (!r.unique_blocks.empty()) {
-      double mean = 0;
-      for (int64_t u : r.unique_blocks) mean += static_cast<double>(u);
-      mean /= static_cast<double>(r.unique_blocks.size());
-      std::printf("unique blocks retrieved in the penultimate chunk: mean %.2f of %lld cached (%s granularity)\n", mean,
-                  (long long)r.cached_at_penultimate, granularity_name(cfg.granularity));
-      const std::vector<double> by_layer = r.unique_by_layer();
-      std::printf("  by layer:");
-      for (size_t l = 0; l < by_layer.size(); ++l)
-        std::printf(" layer %zu %.2f%s", l, by_layer[l], l + 1 < by_layer.size() ? "," : "\n");
-      if (!hist->empty()) {
-        plot::HistogramOptions o;
-        o.title = "unique retrieved blocks, penultimate chunk (" + std::string(granularity_name(cfg.granularity)) + ")";
-        o.x_label = "unique blocks (of " + std::to_string(r.cached_at_penultimate) + " cached)";
-        o.y_label = "count (windows x layers)";
-        o.integer_bins = true;
-        std::vector<double> v(r.unique_blocks.begin(), r.unique_blocks.end());
-        plot::histogram(*hist, v, 0, o);
-        std::printf("wrote %s\n", hist->c_str());
-      }
-    }
-    write_tsv();
-    return 0;
-  };
-  return {sub, run};
+  auto flags = std::make_shared<EvalFlags>();
+  flags->add(sub);
+  return {sub, [flags]() { return run_eval(*flags); }};
 }
 
 }  // namespace app

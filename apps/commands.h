@@ -65,8 +65,8 @@ Command plot_command(CLI::App& app);          // apps/cmd_train.cpp
 Command plot_table_command(CLI::App& app);    // apps/cmd_train.cpp
 Command info_command(CLI::App& app);          // apps/cmd_train.cpp
 Command groups_command(CLI::App& app);        // apps/cmd_landmark.cpp
-Command passkey_command(CLI::App& app);       // apps/cmd_infer.cpp
-Command eval_command(CLI::App& app);          // apps/cmd_infer.cpp
+Command passkey_command(CLI::App& app);       // apps/cmd_eval.cpp
+Command eval_command(CLI::App& app);          // apps/cmd_eval.cpp
 Command generate_command(CLI::App& app);      // apps/cmd_infer.cpp
 Command attn_map_command(CLI::App& app);      // apps/cmd_infer.cpp
 Command explore_command(CLI::App& app);       // apps/cmd_explore.cpp

@@ -1,8 +1,8 @@
 // gpt_io.h: a GPT between memory and a checkpoint: its config as JSON, and its weights from a
-// loaded safetensors file. Shared by training (train/trainer.cpp: checkpoints, resume,
-// --init-from) and inference (infer/model_io.cpp), so that reading a model needs nothing of the
-// training loop. Not here: the file format itself (nn/checkpoint.h) or optimizer state (the
-// trainer loads AdamW's moments next to these weights).
+// loaded safetensors file. Shared by training (train/trainer_checkpoint.cpp: checkpoints and
+// resume; train/trainer_init_from.cpp: --init-from) and inference (infer/model_io.cpp), so that
+// reading a model needs nothing of the training loop. Not here: the file format itself
+// (nn/checkpoint.h) or optimizer state (the trainer loads AdamW's moments next to these weights).
 #pragma once
 
 #include <nlohmann/json.hpp>
