@@ -1,5 +1,5 @@
 // cmd_eval.cpp: `landmark passkey` and `landmark eval`, the paper's evaluations: thin wrappers over
-// infer/passkey_eval.h and infer/eval.h. Each command parses its flags (apps/eval_flags.h), loads
+// evals/passkey_eval.h and evals/eval.h. Each command parses its flags (apps/eval_flags.h), loads
 // the model, calls the library and reports; every line and file it writes is formatted in
 // apps/eval_output.h.
 #include <algorithm>
@@ -12,10 +12,10 @@
 #include "apps/eval_output.h"
 #include "apps/infer_flags.h"
 #include "apps/progress.h"
-#include "infer/block_scorers.h"
-#include "infer/eval.h"
+#include "beyond/block_scorers.h"
+#include "evals/eval.h"
+#include "evals/passkey_eval.h"
 #include "infer/model_io.h"
-#include "infer/passkey_eval.h"
 #include "tensor/check.h"
 #include "train/token_file.h"
 
@@ -27,7 +27,7 @@ namespace {
 int run_passkey(PasskeyFlags& f) {
   f.check_outputs();
   LoadedModel lm_model = load_trained_model(f.ckpt, f.infer.dev());
-  const InferConfig cfg = f.infer.get(lm_model);
+  const BeyondConfig cfg = f.infer.get(lm_model);
   // A standard model as --checkpoint is evaluated alone, with its own window.
   // A standard model without --scorer reads the prompt's last block_size tokens at once.
   const bool standard = !lm_model.model->config().landmark() && cfg.scorer == BlockScorer::Landmark;
@@ -81,7 +81,7 @@ void check_pairing(const EvalFlags& f, const PerplexityResult& other, int64_t ot
 }
 
 // The windows of --tokens evaluated with `c`, the count of windows done on stderr as they go.
-PerplexityResult evaluate_windows(const LoadedModel& m, const TokenFile& data, const InferConfig& c,
+PerplexityResult evaluate_windows(const LoadedModel& m, const TokenFile& data, const BeyondConfig& c,
                                   const EvalFlags& f) {
   PerplexityResult r = evaluate_perplexity(
       *m.model, data.tokens(), c, m.landmark_id(), m.cmt_id(), f.length, f.windows,
@@ -91,13 +91,13 @@ PerplexityResult evaluate_windows(const LoadedModel& m, const TokenFile& data, c
 }
 
 // --granularity all: the paper's Table 2, one evaluation per granularity.
-int eval_granularities(const EvalFlags& f, const LoadedModel& m, const TokenFile& data, const InferConfig& cfg,
+int eval_granularities(const EvalFlags& f, const LoadedModel& m, const TokenFile& data, const BeyondConfig& cfg,
                        EvalRows& rows) {
   const bool cmt = m.model->config().context_miss;
   print_granularity_header(cmt);
   std::string intervals;
   for (Granularity g : {Granularity::TokenHead, Granularity::Head, Granularity::Token}) {
-    InferConfig c = cfg;
+    BeyondConfig c = cfg;
     c.granularity = g;
     PerplexityResult r = evaluate_windows(m, data, c, f);
     print_granularity_row(g, f.length, cfg.k, r, cmt);
@@ -114,7 +114,7 @@ int eval_granularities(const EvalFlags& f, const LoadedModel& m, const TokenFile
 
 int run_eval(EvalFlags& f) {
   LoadedModel m = load_trained_model(f.ckpt, f.infer.dev());
-  InferConfig cfg = f.infer.get(m);
+  BeyondConfig cfg = f.infer.get(m);
   cfg.standard_local = f.local;
   f.check(cfg);
   // Read the other evaluation first: a bad file is refused before the evaluation, not after it.

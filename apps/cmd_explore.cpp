@@ -1,6 +1,6 @@
 // cmd_explore.cpp: `landmark explore`: a text read with cached chunked inference, written as one
 // self-contained HTML page that shows what retrieval did for every token, layer and head: a thin
-// wrapper over infer/explorer.h. docs/infer.md sections 3 and 9.5.
+// wrapper over beyond/explorer.h. docs/infer.md sections 3 and 9.5.
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -11,9 +11,9 @@
 
 #include "apps/commands.h"
 #include "apps/infer_flags.h"
-#include "infer/explorer.h"
+#include "beyond/explorer.h"
+#include "evals/passkey_eval.h"
 #include "infer/model_io.h"
-#include "infer/passkey_eval.h"
 #include "tensor/check.h"
 #include "train/file_io.h"
 
@@ -73,7 +73,7 @@ Command explore_command(CLI::App& app) {
     }
     const int64_t n = static_cast<int64_t>(ids.size());
     LM_CHECK(*select < n, "explore: --select " << *select << " is past the text's " << n << " tokens");
-    const InferConfig cfg = flags->get(m);
+    const BeyondConfig cfg = flags->get(m);
     LM_CHECK(mc.landmark() || cfg.scorer != BlockScorer::Landmark,
              "explore: retrieval is what it shows; " << *ckpt
                                                      << " was trained with standard attention: read it in blocks with "

@@ -8,9 +8,9 @@
 #include "apps/commands.h"
 #include "apps/infer_flags.h"
 #include "apps/progress.h"
+#include "beyond/session.h"
 #include "infer/generate.h"
 #include "infer/model_io.h"
-#include "infer/session.h"
 #include "plot/plot.h"
 #include "tensor/check.h"
 
@@ -49,10 +49,10 @@ Command generate_command(CLI::App& app) {
     }
     LM_CHECK(!text.empty(), "generate: give --prompt or --prompt-file");
     std::vector<int32_t> ids = m.tokenizer->encode(text), out;
-    const InferConfig cfg = flags->get(m);  // checks the flags against the model
+    const BeyondConfig cfg = flags->get(m);  // checks the flags against the model
     // A landmark model, or (beyond the paper) a standard one with --scorer, reads the prompt in blocks.
     if (m.model->config().landmark() || cfg.scorer != BlockScorer::Landmark) {
-      InferenceSession s(*m.model, cfg, m.landmark_id(), m.cmt_id());
+      BeyondSession s(*m.model, cfg, m.landmark_id(), m.cmt_id());
       ProgressLine line("prompt:");  // a long prompt's prefill shows its pace on stderr
       Tensor logits = s.read(ids, [&](int64_t done, int64_t total) { line.update(done, total); });
       line.finish();
@@ -106,7 +106,7 @@ Command attn_map_command(CLI::App& app) {
                    static_cast<long long>(*max_tokens), ids.size());
       ids.resize(static_cast<size_t>(*max_tokens));
     }
-    InferenceSession s(*m.model, flags->get(m), m.landmark_id(), m.cmt_id());
+    BeyondSession s(*m.model, flags->get(m), m.landmark_id(), m.cmt_id());
     AttentionCapture cap;
     cap.layer = *layer;
     cap.head = *head;

@@ -81,7 +81,7 @@ void EvalFlags::add(CLI::App* sub) {
   sub->add_option("--windows", windows, "Evaluate at most this many windows (0: all)")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 40))
       ->capture_default_str();
-  sub->add_option("--hist", hist, "Write the histogram of unique retrieved blocks (Appendix F) to this PNG");
+  sub->add_option("--hist", hist, "Write the histogram of unique retrieved blocks (Appendix C) to this PNG");
   sub->add_option("--local", local,
                   "A standard model: read each window in independent pieces of this many tokens, no memory between "
                   "them (Table 1's baseline at l_local 360; 0: the whole window)")
@@ -107,7 +107,7 @@ void EvalFlags::add(CLI::App* sub) {
   infer.add_certify(sub);
 }
 
-void EvalFlags::check(const InferConfig& cfg) const {
+void EvalFlags::check(const BeyondConfig& cfg) const {
   check_output_dirs("eval", {{"--tsv", &tsv}, {"--windows-tsv", &windows_tsv}, {"--hist", &hist}});
   LM_CHECK(!infer.all() || hist.empty(), "eval: --hist draws one granularity; choose one instead of 'all'");
   LM_CHECK(!infer.all() || (!cfg.certify && cfg.left_out < 0),

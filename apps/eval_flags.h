@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "apps/infer_flags.h"
-#include "infer/config.h"
-#include "infer/passkey_eval.h"
+#include "beyond/config.h"
+#include "evals/passkey_eval.h"
 
 namespace lm {
 namespace app {
@@ -46,7 +46,7 @@ struct EvalFlags {
   InferFlags infer;
   void add(CLI::App* sub);  // binds the flags to these fields: the object must not move afterwards
   // The output paths, then what one evaluation of --granularity all cannot give (cfg: infer.get()'s).
-  void check(const InferConfig& cfg) const;
+  void check(const BeyondConfig& cfg) const;
 };
 
 }  // namespace app

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "infer/block_scorers.h"
+#include "beyond/block_scorers.h"
 #include "train/file_io.h"
 
 namespace lm {
@@ -66,7 +66,7 @@ void print_recall(const PasskeyResult& r, int64_t n_layer, int64_t n_head, const
 }  // namespace
 
 // --search approx: how many (query, layer, head) rows could not prove their top k (eval, passkey).
-void print_approx_search(const InferConfig& cfg, int64_t budget_cut, int64_t rows) {
+void print_approx_search(const BeyondConfig& cfg, int64_t budget_cut, int64_t rows) {
   std::printf(
       "approx search (%lld tiles): %lld of %lld (query, layer, head) rows ran out of tiles before their top k "
       "was proven (%.2f%%); the rest chose exactly the scan's blocks\n",
@@ -89,7 +89,7 @@ void print_certificate(const CertificateStats& c, const char* where) {
 }
 
 // Beyond the paper: what dropping gated-off CMT rows' blocks and adaptive k saved (eval, passkey).
-void print_trims(const InferConfig& cfg, bool cmt, int64_t unique, int64_t attended, int64_t rows, int64_t blocks,
+void print_trims(const BeyondConfig& cfg, bool cmt, int64_t unique, int64_t attended, int64_t rows, int64_t blocks,
                  int64_t capped) {
   if (cmt && cfg.cmt_cutoff > 0)
     std::printf("CMT skip %s: %lld distinct blocks attended of %lld chosen (summed over (chunk, layer) pairs)\n",
@@ -106,7 +106,7 @@ void print_trims(const InferConfig& cfg, bool cmt, int64_t unique, int64_t atten
 
 // Beyond the paper (block_scorers.h): what scoring the cached blocks cost, and, with --mass-recall,
 // how the chosen blocks agree with the oracle's (eval, passkey).
-void print_scoring(const InferConfig& cfg, int64_t keys_scored, int64_t rows, int64_t summary_bytes,
+void print_scoring(const BeyondConfig& cfg, int64_t keys_scored, int64_t rows, int64_t summary_bytes,
                    const OracleAgreement& oracle) {
   const bool own = cfg.scorer != BlockScorer::Landmark;
   std::printf(
@@ -133,7 +133,7 @@ void print_peak_memory() {
 
 // ---- passkey ----
 
-void print_passkey_header(const PasskeyOptions& o, const InferConfig& cfg, const GPTConfig& mc, bool standard,
+void print_passkey_header(const PasskeyOptions& o, const BeyondConfig& cfg, const GPTConfig& mc, bool standard,
                           bool baseline) {
   char cutoff_note[128] = "";
   if (mc.context_miss) std::snprintf(cutoff_note, sizeof cutoff_note, ", CMT cutoff %g", cfg.cmt_cutoff);
@@ -179,7 +179,7 @@ std::function<void(const PasskeyProgress&)> passkey_progress(ProgressLine& line,
   };
 }
 
-PasskeyReport::PasskeyReport(const GPTConfig& mc_, const InferConfig& cfg_, bool standard_, int64_t baseline_window_)
+PasskeyReport::PasskeyReport(const GPTConfig& mc_, const BeyondConfig& cfg_, bool standard_, int64_t baseline_window_)
     : mc(mc_), cfg(cfg_), standard(standard_), std_model(!mc_.landmark()), baseline_window(baseline_window_) {
   const std::string scored_by =
       cfg.scorer == BlockScorer::Landmark ? "" : std::string(", ") + block_scorer_name(cfg.scorer);
@@ -306,7 +306,7 @@ EvalRows::EvalRows(const std::string& label, const GPTConfig& mc_, int64_t lengt
            "eval: --label must be at most 64 characters with no tab or newline, got '" << model_name << "'");
 }
 
-void EvalRows::add(const InferConfig& c, const PerplexityResult& r, const PerplexityInterval& ci) {
+void EvalRows::add(const BeyondConfig& c, const PerplexityResult& r, const PerplexityInterval& ci) {
   const int64_t l_local = landmark               ? c.chunk_len
                           : xl                   ? mc.block_size
                           : c.standard_local > 0 ? std::min(c.standard_local, length)
@@ -375,7 +375,7 @@ void print_granularity_note(int64_t chunk_len) {
       (long long)chunk_len);
 }
 
-void print_eval_table(const GPTConfig& mc, const InferConfig& cfg, const PerplexityResult& r, int64_t length,
+void print_eval_table(const GPTConfig& mc, const BeyondConfig& cfg, const PerplexityResult& r, int64_t length,
                       bool landmark, int64_t B) {
   const bool xl = mc.xl_cache > 0;
   std::printf("%-12s %-8s %-9s %-7s %-3s %-15s %s\n", "Eval. Length", "l_local", "XL cache", "Blocks", "k",
@@ -420,7 +420,7 @@ void print_paired(const std::string& paired, int64_t other_length, const PairedR
               p.ratio, p.low, p.high, p.ppl_a, p.ppl_b, (long long)p.spans, (long long)p.span_length);
 }
 
-void print_retrieval_summary(const GPTConfig& mc, const InferConfig& cfg, const PerplexityResult& r, bool landmark) {
+void print_retrieval_summary(const GPTConfig& mc, const BeyondConfig& cfg, const PerplexityResult& r, bool landmark) {
   if (landmark)
     std::printf(
         "retrieval (%s granularity): %lld blocks retrieved in all, %.1f per chunk and layer (Table 2's count), "
@@ -439,7 +439,7 @@ void print_retrieval_summary(const GPTConfig& mc, const InferConfig& cfg, const 
         r.perplexity(), r.drop_rate(), cfg.cmt_cutoff, (long long)r.cmt_rows);
 }
 
-void print_unique_blocks(const PerplexityResult& r, const InferConfig& cfg, const std::string& hist) {
+void print_unique_blocks(const PerplexityResult& r, const BeyondConfig& cfg, const std::string& hist) {
   if (!r.unique_blocks.empty()) {
     double mean = 0;
     for (int64_t u : r.unique_blocks) mean += static_cast<double>(u);

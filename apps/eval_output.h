@@ -1,7 +1,7 @@
 // eval_output.h: what `landmark passkey` and `landmark eval` print and write (apps/cmd_eval.cpp):
 // their tables and summary lines on stdout, the rows of their --tsv and --answers files, their
 // plots. Every format of the two commands is here, so a byte of their output changes in one place.
-// Not their flags (apps/eval_flags.h), nor the evaluations (infer/passkey_eval.h, infer/eval.h).
+// Not their flags (apps/eval_flags.h), nor the evaluations (evals/passkey_eval.h, evals/eval.h).
 #pragma once
 
 #include <cstdint>
@@ -10,9 +10,9 @@
 
 #include "apps/eval_flags.h"
 #include "apps/progress.h"
-#include "infer/config.h"
-#include "infer/eval.h"
-#include "infer/passkey_eval.h"
+#include "beyond/config.h"
+#include "evals/eval.h"
+#include "evals/passkey_eval.h"
 #include "nn/gpt.h"
 #include "plot/plot.h"
 
@@ -22,16 +22,16 @@ namespace app {
 // ---- both commands: the lines beyond the paper's tables ----
 
 // --search approx: how many (query, layer, head) rows could not prove their top k (eval, passkey).
-void print_approx_search(const InferConfig& cfg, int64_t budget_cut, int64_t rows);
+void print_approx_search(const BeyondConfig& cfg, int64_t budget_cut, int64_t rows);
 // --certify (beyond the paper): per layer, the weight rows would give the cached blocks they left
 // out, and the largest certified bound on an attention output's error (eval, passkey).
 void print_certificate(const CertificateStats& c, const char* where);
 // Beyond the paper: what dropping gated-off CMT rows' blocks and adaptive k saved (eval, passkey).
-void print_trims(const InferConfig& cfg, bool cmt, int64_t unique, int64_t attended, int64_t rows, int64_t blocks,
+void print_trims(const BeyondConfig& cfg, bool cmt, int64_t unique, int64_t attended, int64_t rows, int64_t blocks,
                  int64_t capped);
 // Beyond the paper (block_scorers.h): what scoring the cached blocks cost, and, with --mass-recall,
 // how the chosen blocks agree with the oracle's (eval, passkey).
-void print_scoring(const InferConfig& cfg, int64_t keys_scored, int64_t rows, int64_t summary_bytes,
+void print_scoring(const BeyondConfig& cfg, int64_t keys_scored, int64_t rows, int64_t summary_bytes,
                    const OracleAgreement& oracle);
 // The most resident memory this process held at any point.
 void print_peak_memory();
@@ -40,7 +40,7 @@ void print_peak_memory();
 
 // The opening lines: the settings, the key's depth, the scoring, and the table's column heads.
 // `standard`: a standard model read by its last window (no --scorer).
-void print_passkey_header(const PasskeyOptions& o, const InferConfig& cfg, const GPTConfig& mc, bool standard,
+void print_passkey_header(const PasskeyOptions& o, const BeyondConfig& cfg, const GPTConfig& mc, bool standard,
                           bool baseline);
 
 // Progress on stderr while a length runs: the trial, the correct count so far, and how far the
@@ -51,14 +51,14 @@ std::function<void(const PasskeyProgress&)> passkey_progress(ProgressLine& line,
 // the --plot series and the pooled recall; written out by write() after the last length.
 struct PasskeyReport {
   const GPTConfig& mc;
-  const InferConfig& cfg;
+  const BeyondConfig& cfg;
   bool standard, std_model;  // read by its last window; a standard model (by its window, or in blocks)
   int64_t baseline_window;   // the --baseline model's block size (0: no baseline)
   plot::Series s_lm, s_base;
   PasskeyResult pooled;
   std::string table, answer_table;
 
-  PasskeyReport(const GPTConfig& mc, const InferConfig& cfg, bool standard, int64_t baseline_window);
+  PasskeyReport(const GPTConfig& mc, const BeyondConfig& cfg, bool standard, int64_t baseline_window);
   void model_row(int64_t len, const PasskeyResult& r);     // the --checkpoint model's cells and answers
   void baseline_row(int64_t len, const PasskeyResult& b);  // the --baseline model's cell
   // The row's end: its time, the lines beyond the paper, and with `recall` the row's recall table.
@@ -79,7 +79,7 @@ struct EvalRows {
   std::string model_name, rows;
 
   EvalRows(const std::string& label, const GPTConfig& mc, int64_t length, bool landmark, int64_t B);
-  void add(const InferConfig& c, const PerplexityResult& r, const PerplexityInterval& ci);
+  void add(const BeyondConfig& c, const PerplexityResult& r, const PerplexityInterval& ci);
   void write(const std::string& tsv) const;  // to --tsv, when given
 };
 
@@ -95,14 +95,14 @@ void print_granularity_intervals(const std::string& intervals, int64_t resamples
 void print_granularity_note(int64_t chunk_len);
 
 // One evaluation: Table 1's row (landmark, XL or standard) and the line on what was scored.
-void print_eval_table(const GPTConfig& mc, const InferConfig& cfg, const PerplexityResult& r, int64_t length,
+void print_eval_table(const GPTConfig& mc, const BeyondConfig& cfg, const PerplexityResult& r, int64_t length,
                       bool landmark, int64_t B);
 // --paired-with: the ratio against the other evaluation, in words and as one key=value line.
 void print_paired(const std::string& paired, int64_t other_length, const PairedRatio& p, int64_t resamples);
 // What retrieval did (blocks, and the lines beyond the paper), and the CMT drop rate.
-void print_retrieval_summary(const GPTConfig& mc, const InferConfig& cfg, const PerplexityResult& r, bool landmark);
-// Appendix F: unique blocks retrieved in the penultimate chunk, by layer, and --hist's histogram.
-void print_unique_blocks(const PerplexityResult& r, const InferConfig& cfg, const std::string& hist);
+void print_retrieval_summary(const GPTConfig& mc, const BeyondConfig& cfg, const PerplexityResult& r, bool landmark);
+// Appendix C: unique blocks retrieved in the penultimate chunk, by layer, and --hist's histogram.
+void print_unique_blocks(const PerplexityResult& r, const BeyondConfig& cfg, const std::string& hist);
 
 }  // namespace app
 }  // namespace lm

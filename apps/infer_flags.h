@@ -6,7 +6,7 @@
 #include <string>
 
 #include "apps/commands.h"
-#include "infer/config.h"
+#include "beyond/config.h"
 #include "infer/model_io.h"
 #include "tensor/check.h"
 
@@ -14,7 +14,7 @@ namespace lm {
 namespace app {
 
 struct InferFlags {
-  InferConfig cfg;
+  BeyondConfig cfg;
   std::string granularity = "token-head", positions = "stingy", device = "cpu", kv_dtype = "f32", search = "scan",
               scorer = "landmark";
   CLI::Option *cutoff_opt = nullptr, *scorer_opt = nullptr, *reps_opt = nullptr;
@@ -101,7 +101,7 @@ struct InferFlags {
             ->check(real_in(0.0, 1.0))
             ->capture_default_str();
   }
-  // Beyond the paper (eval, passkey): the left-out certificate (infer/certificate.h).
+  // Beyond the paper (eval, passkey): the left-out certificate (beyond/certificate.h).
   void add_certify(CLI::App* sub) {
     sub->add_flag("--certify", cfg.certify,
                   "Beyond the paper: per layer, the weight each row would give the cached blocks it did not "
@@ -120,7 +120,7 @@ struct InferFlags {
   }
   bool all() const { return granularity == "all"; }
   // The configuration for `m`; refuses a CMT cutoff for a model without a context-miss token.
-  InferConfig get(const LoadedModel& m) {
+  BeyondConfig get(const LoadedModel& m) {
     LM_CHECK(cutoff_opt == nullptr || cutoff_opt->count() == 0 || m.model->config().context_miss,
              "--cmt-cutoff: this model was trained without a context-miss token (train --cmt); there is no CMT to cut");
     cfg.granularity = parse_granularity(all() ? "token-head" : granularity);

@@ -9,7 +9,7 @@
 // with --block-dir; full: every key and value); the RSS columns are measured, the growth of the
 // process's resident set while the cache is alive (freed heap memory trimmed before each
 // reading). With --device cuda the model, the landmark cache's fast memory and the full KV cache
-// live on the GPU (the full cache then takes its tensor-op step, infer/full_cache.h) while block
+// live on the GPU (the full cache then takes its tensor-op step, beyond/full_cache.h) while block
 // K/V stay in host memory and only retrieved blocks are copied over: the paper's offload (with
 // --blocks-on-device they stay in GPU memory instead; with --prefill-on-device they stay there while
 // the context is read and move to host memory before the timed steps); every timed round ends
@@ -26,8 +26,8 @@
 #include <string>
 
 #include "bench/bench_main.h"
-#include "infer/full_cache.h"
-#include "infer/session.h"
+#include "beyond/full_cache.h"
+#include "beyond/session.h"
 #include "tensor/cpu/cache_info.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/create.h"
@@ -67,7 +67,7 @@ const char* kUsage =
     "  --context N      one context length instead of 2k, 8k, 32k and 128k\n"
     "  --steps N        generated tokens per timed round (default 128)\n"
     "  --landmark-only  skip the full cache (for profiling the landmark step: perf record ...)\n"
-    "  --compare-paths  also time the landmark step with and without decode_step (infer/decode_step.h),\n"
+    "  --compare-paths  also time the landmark step with and without decode_step (beyond/decode_step.h),\n"
     "                   alternated in one session\n"
     "  --device D       cpu (default) or cuda: the model, the landmark cache's fast memory and the full KV\n"
     "                   cache on that device (block K/V stay in host memory: the paper's offload)\n"
@@ -171,7 +171,7 @@ int bench_main(int argc, char** argv) {
   // either cache's resident growth is read; otherwise it counted against whichever cache was
   // measured first, the landmark one (4.8 MB at 32k, 2 threads, 2026-11-29).
   {
-    InferenceSession w(model, ic, landmark_id);
+    BeyondSession w(model, ic, landmark_id);
     w.read(tokens(2 * ic.chunk_len + 100, c.vocab_size, 5));
     for (int32_t i = 0; i < 8; ++i) w.feed_chunk({i});
     FullKVCache fw(model, 64);
@@ -186,7 +186,7 @@ int bench_main(int argc, char** argv) {
     {
       const double r0 = resident_mb();
       const double t0 = now();
-      InferenceSession s(model, ic, landmark_id);
+      BeyondSession s(model, ic, landmark_id);
       s.read(ctx);  // only the last logits: feed would keep n x V of them (67 MB at 32k)
       wait();
       lm_prefill = now() - t0;

@@ -8,7 +8,7 @@
 //   retrieval_record  a chunk's RetrievalRecord: blocks cached, distinct and fetched (Table 2's
 //                     counts), keys scored, CMT rows dropped (Table 3);
 //   fetched_blocks    its fetched count alone (also a standard model read in blocks,
-//                     standard_blocks.cpp).
+//                     beyond/standard_blocks.cpp).
 // None of them changes what the rows compute.
 #pragma once
 

@@ -60,7 +60,7 @@ BlockStore::BlockStore(int64_t block_elems, DType dtype, int64_t capacity, const
       dtype_(dtype) {
   LM_CHECK(device == Device::CPU || (dir.empty() && !half),
            "block store: block K/V kept on " << device_name(device)
-                                             << " are neither in files (--mmap-dir) nor f16 "
+                                             << " are neither in files (--block-dir) nor f16 "
                                                 "(--kv-dtype f16); those are for block K/V in host memory");
   const int64_t elem = static_cast<int64_t>(dtype_size(dtype));
   LM_CHECK(block_elems > 0 && block_elems <= std::numeric_limits<int64_t>::max() / 4 / elem,

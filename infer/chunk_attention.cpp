@@ -19,7 +19,6 @@
 #include "infer/attention_record.h"
 #include "infer/chunk_attention_cpu.h"
 #include "infer/cuda/chunk_attention.h"
-#include "infer/retrieval_trim.h"
 
 namespace lm {
 
@@ -62,8 +61,18 @@ Tensor attend_cuda(const LayerCache& cache, const ChunkContext& ctx, const Retri
 
 }  // namespace
 
+namespace {
+// The hooks of ctx that observe rows (hooks.h), in `out`; null when none does.
+const HookList* row_observers(const ChunkContext& ctx, HookList& out) {
+  if (ctx.hooks)
+    for (RetrievalHooks* h : *ctx.hooks)
+      if (h->observes_rows(ctx)) out.push_back(h);
+  return out.empty() ? nullptr : &out;
+}
+}  // namespace
+
 Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
-                   const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt, RowMass* mass, RowCertificates* cert) {
+                   const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt, RowMass* mass) {
   LM_CHECK(q_rot.dim() == 3 && k_rot.dim() == 3 && v_loc.shape() == k_rot.shape() && q_rot.size(0) == k_rot.size(0) &&
                q_rot.size(2) == k_rot.size(2) && k_rot.size(1) >= q_rot.size(1) && q_rot.size(0) == cache.NH &&
                q_rot.size(2) == cache.HS && q_rot.dtype() == cache.dtype,
@@ -78,9 +87,10 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
   LM_CHECK(
       static_cast<int64_t>(plan.sel.size()) == q_rot.size(0) * q_rot.size(1) && plan.places.size() == plan.sel.size(),
       "chunk attention: a plan for " << plan.sel.size() << " rows, expected " << q_rot.size(0) * q_rot.size(1));
-  LM_CHECK(!cert || (ctx.positions == PositionMode::Exact && q_rot.device() == Device::CPU),
-           "chunk attention: the left-out certificate needs exact positions and the CPU rows (--positions exact, "
-           "--device cpu)");
+  HookList observing;
+  const HookList* observers = row_observers(ctx, observing);
+  if (observers)
+    for (RetrievalHooks* h : *observers) h->begin_rows(cache, ctx, q_rot.size(0) * q_rot.size(1));
   // On disk, the chosen blocks' K/V are read into the store's staging (the blocks held do not
   // change). In RAM every block is readable as it is: nothing to collect (this runs per layer and
   // token while decoding).
@@ -88,7 +98,7 @@ Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const Retri
   Tensor out;
   LM_DISPATCH_FLOAT(q_rot.dtype(), "chunk_attention", {
     const Tensor q = q_rot.contiguous(), k = k_rot.contiguous(), v = v_loc.contiguous();
-    out = q.device() == Device::CPU ? attend_cpu<scalar_t>(cache, ctx, plan, q, k, v, cmt, mass, cert)
+    out = q.device() == Device::CPU ? attend_cpu<scalar_t>(cache, ctx, plan, q, k, v, cmt, mass, observers)
                                     : attend_cuda<scalar_t>(cache, ctx, plan, q, k, v, cmt, mass);
   });
   return out;
@@ -98,42 +108,26 @@ Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const T
                        const Tensor& v_loc, RetrievalRecord* rec) {
   const Tensor q = q_rot.contiguous();
   RetrievalPlan plan = plan_retrieval(cache, ctx, q);
-  // Beyond the paper (retrieval_trim.h): adaptive k cuts the plan; rows the CMT gates off read no
-  // block (not while tracing or capturing, which show what retrieval chose).
-  const bool cpu = q.device() == Device::CPU && plan.nb > 0;
-  const bool skip =
-      cpu && ctx.cmt_skip && cache.cmt_key_rot.defined() && ctx.cmt_cutoff > 0 && !ctx.trace && !ctx.capture;
-  const bool adapt = cpu && ctx.left_out >= 0;
-  LocalGates gates;
-  if (skip || adapt) gates = local_gates(cache, ctx, q, k_rot);
-  AdaptiveCount adaptive;
-  if (adapt) adaptive = trim_to_left_out(cache, ctx, q, gates, ctx.left_out, plan);
-  RetrievalPlan skipped;
-  if (skip) {
-    skipped = plan;
-    drop_gated_off(gates, ctx.cmt_cutoff, skipped);
+  // The attached extensions (hooks.h): the blocks kept, then perhaps fewer blocks read.
+  static const HookList kNone;
+  const HookList& hooks = ctx.hooks ? *ctx.hooks : kNone;
+  for (RetrievalHooks* h : hooks) h->keep(cache, ctx, q, k_rot, plan);
+  RetrievalPlan fewer;
+  const RetrievalPlan* read = &plan;
+  for (RetrievalHooks* h : hooks) {
+    RetrievalPlan next;
+    if (h->read_fewer(cache, ctx, q, k_rot, *read, next)) {
+      fewer = std::move(next);
+      read = &fewer;
+    }
   }
-  const RetrievalPlan& attended = skip ? skipped : plan;
   CmtCount cmt;
   const bool detail = ctx.trace && ctx.trace->detail;
   RowMass mass;
-  RowCertificates cert;
-  const bool certify = ctx.certify && plan.nb > 0;
-  Tensor out =
-      attend_plan(cache, ctx, attended, q, k_rot, v_loc, &cmt, detail ? &mass : nullptr, certify ? &cert : nullptr);
+  Tensor out = attend_plan(cache, ctx, *read, q, k_rot, v_loc, &cmt, detail ? &mass : nullptr);
+  for (RetrievalHooks* h : hooks) h->end_chunk(cache, ctx, plan, *read);
   if (ctx.trace) ctx.trace->steps.push_back(trace_step(ctx, plan, q.size(1), detail ? &mass : nullptr));
-  if (rec) {
-    *rec = retrieval_record(ctx, plan, q.size(1), cmt);
-    rec->attended = skip ? static_cast<int64_t>(plan_blocks(attended).size()) : rec->unique;
-    rec->adaptive_rows = adaptive.rows;
-    rec->adaptive_blocks = adaptive.blocks;
-    rec->adaptive_capped = adaptive.capped;
-    rec->oracle = plan.oracle;
-    if (certify) {
-      rec->left_out = std::move(cert.mass);
-      for (double b : cert.bound) rec->bound_max = std::max(rec->bound_max, b);
-    }
-  }
+  if (rec) *rec = retrieval_record(ctx, plan, q.size(1), cmt);
   return out;
 }
 

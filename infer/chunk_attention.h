@@ -13,7 +13,6 @@
 
 #include <vector>
 
-#include "infer/certificate.h"
 #include "infer/layer_cache.h"
 #include "infer/retrieval_plan.h"
 #include "infer/session.h"
@@ -35,12 +34,10 @@ using RowMass = std::vector<std::vector<double>>;  // (NH * n) rows of kb + 2 va
 // v_loc (NH, L, HS) values of [tail | chunk], L = tail + n, all on the cache's device; `plan` from
 // plan_retrieval (or any plan of ascending cached indices with their places). Returns the
 // attention output (NH, n, HS) on that device; counts the CMT rows into `cmt` when given; fills
-// `mass` when given (CPU rows only: the CUDA rows keep their weights on the device). Beyond the
-// paper: fills `cert` when given, each row's left-out weight and bound (certificate.h; CPU rows,
-// exact positions).
+// `mass` when given (CPU rows only: the CUDA rows keep their weights on the device). The hooks of
+// ctx.hooks that observe rows (hooks.h) see every row (CPU rows only).
 Tensor attend_plan(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
-                   const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt = nullptr, RowMass* mass = nullptr,
-                   RowCertificates* cert = nullptr);
+                   const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt = nullptr, RowMass* mass = nullptr);
 
 // attend_plan's rows share rotated copies of the block keys they chose alike (up to 32 MiB a
 // chunk), in a buffer that the calling thread keeps from one chunk to the next.
@@ -51,7 +48,8 @@ void release_chunk_scratch();
 int64_t chunk_scratch_bytes();
 
 // All three steps; fills `record` with what retrieval did, and records the plan in ctx.trace when
-// set (with each chosen block's score and each row's mass when the trace asks for detail).
+// set (with each chosen block's score and each row's mass when the trace asks for detail). The
+// hooks of ctx.hooks are called between the plan and the fetch, on the rows, and at the end.
 Tensor chunk_attention(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, const Tensor& k_rot,
                        const Tensor& v_loc, RetrievalRecord* record);
 

@@ -9,7 +9,6 @@
 #include <map>
 
 #include "infer/attention_record.h"
-#include "infer/certificate.h"
 #include "infer/cpu_rows.h"
 #include "tensor/cpu/parallel.h"
 #include "tensor/create.h"
@@ -117,7 +116,8 @@ SharedBlockKeys<Scalar> share_block_keys(const LayerCache& cache, const ChunkCon
 // transposed cos/sin tables, either once per chunk (share_block_keys) or while each row scores.
 template <class Scalar>
 Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan, const Tensor& q_rot,
-                  const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt_count, RowMass* mass, RowCertificates* cert) {
+                  const Tensor& k_rot, const Tensor& v_loc, CmtCount* cmt_count, RowMass* mass,
+                  const HookList* observers) {
   const int64_t NH = q_rot.size(0), n = q_rot.size(1), HS = q_rot.size(2), L = k_rot.size(1), tl = L - n;
   const int64_t B1 = ctx.F + 1;
   const bool cmt = cache.cmt_key_rot.defined();
@@ -136,10 +136,6 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
   std::vector<AttentionCapture::Row> captured(ctx.capture ? static_cast<size_t>(n) : 0);
   std::vector<uint8_t> dropped(cmt ? static_cast<size_t>(NH * n) : 0, 0);      // per row: S(CMT) < cutoff
   if (mass) mass->assign(static_cast<size_t>(NH * n), std::vector<double>());  // each thread fills its rows
-  if (cert) {
-    cert->mass.assign(static_cast<size_t>(NH * n), 0.0);
-    cert->bound.assign(static_cast<size_t>(NH * n), 0.0);
-  }
 
   cpu::parallel_for(NH * n, max_row * HS * 2, [&](int64_t r0, int64_t r1) {
     // Per-thread scratch for one virtual row, kept between calls: decoding calls this once per
@@ -160,12 +156,8 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
       in.values = pv + h * L * HS;
       in.nloc = tl + i + 1;
       in.head = h;
-      attend_row(cache, ctx, in, scratch, po + (h * n + i) * HS, cmt ? &dropped[r] : nullptr,
-                 cert ? &cert->mass[static_cast<size_t>(r)] : nullptr);
-      if (cert)
-        cert->bound[static_cast<size_t>(r)] =
-            certified_bound(cert->mass[static_cast<size_t>(r)], cache.value_norm_max[static_cast<size_t>(h)], cmt,
-                            po + (h * n + i) * HS, HS);
+      in.row = r;
+      attend_row(cache, ctx, in, scratch, po + (h * n + i) * HS, cmt ? &dropped[r] : nullptr, observers);
       const Scalar* w = scratch.w.data();
       if (ctx.capture && h == ctx.capture->head) captured[i] = capture_row(ctx, plan, plan.sel[r], i, tl, first, w);
       if (mass) (*mass)[static_cast<size_t>(r)] = row_mass(w, first, kb, B1, tl, in.nloc);
@@ -181,8 +173,8 @@ Tensor attend_cpu(const LayerCache& cache, const ChunkContext& ctx, const Retrie
 }
 
 template Tensor attend_cpu<float>(const LayerCache&, const ChunkContext&, const RetrievalPlan&, const Tensor&,
-                                  const Tensor&, const Tensor&, CmtCount*, RowMass*, RowCertificates*);
+                                  const Tensor&, const Tensor&, CmtCount*, RowMass*, const HookList*);
 template Tensor attend_cpu<double>(const LayerCache&, const ChunkContext&, const RetrievalPlan&, const Tensor&,
-                                   const Tensor&, const Tensor&, CmtCount*, RowMass*, RowCertificates*);
+                                   const Tensor&, const Tensor&, CmtCount*, RowMass*, const HookList*);
 
 }  // namespace lm

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <string>
 
-#include "infer/block_scorers.h"
 #include "landmark/retrieval.h"
 
 namespace lm {
@@ -47,24 +46,6 @@ struct InferConfig {
   int64_t standard_local = 0;          // eval of a standard model: each window read in independent pieces of
                                        // this many tokens, no memory between them (Table 1's baseline row
                                        // at l_local 360); 0: the whole window at once
-  bool cmt_skip = true;                // beyond the paper: rows whose CMT is below the cutoff read no block
-                                       // (the same logits; retrieval_trim.h); false: the paper's way, retrieve
-  double left_out = -1;                // beyond the paper, adaptive k: per row the fewest best blocks (at most k)
-                                       // whose left-out weight is at most this; < 0: off. Exact positions, scan,
-                                       // token-head granularity, CPU; implies certify
-  bool certify = false;                // beyond the paper: each row's left-out weight and certified bound in the
-                                       // RetrievalRecords (certificate.h); exact positions, CPU, no decode step
-  // Beyond the paper (block_scorers.h): how a cached block is scored for retrieval. Landmark (the
-  // paper's way) for landmark models; a standard model is read in blocks of its config's
-  // landmark_every tokens with one of the training-free scorers (standard_blocks.h). Other than
-  // Landmark: the scan, the CPU, no decode step.
-  BlockScorer scorer = BlockScorer::Landmark;
-  int64_t reps = 4;          // BlockScorer::Reps: representative keys per block
-  bool mass_recall = false;  // beyond the paper: each row's chosen blocks against the oracle's
-                             // (RetrievalRecord::oracle); keeps every key in fast memory
-  bool decode_step = true;   // a one-token chunk through decode_step (infer/decode_step.h) where it
-                             // fits: the same bits as the chunk path, faster; false: the chunk path
-                             // always (tests and benchmarks compare the two)
   void validate() const;
 };
 

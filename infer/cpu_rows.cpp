@@ -2,13 +2,12 @@
 // order of the three steps: scoring and choosing one head's blocks (select_head), placing one
 // row's blocks (block_places), and one row's grouped softmax and values (attend_row). The chunk
 // path calls them from its parallel loops (retrieval_plan.cpp, chunk_attention_cpu.cpp), the
-// decode step from its one parallel region (decode_step.cpp).
+// decode step from its one parallel region (beyond/decode_step.cpp).
 #include "infer/cpu_rows.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "infer/certificate.h"
 #include "infer/virtual_row.h"
 #include "landmark/grouped_softmax.h"
 #include "landmark/retrieval.h"
@@ -126,7 +125,7 @@ void RowScratch<Scalar>::fit(int64_t max_row) {
 
 template <class Scalar>
 int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowInput<Scalar>& in,
-                   RowScratch<Scalar>& scratch, Scalar* out, uint8_t* dropped, double* left_out) {
+                   RowScratch<Scalar>& scratch, Scalar* out, uint8_t* dropped, const HookList* observers) {
   const int64_t HS = cache.HS, F = ctx.F, B1 = F + 1, h = in.head, nloc = in.nloc;
   const bool cmt = cache.cmt_key_rot.defined();
   const int64_t first = cmt ? 1 : 0;  // the CMT's entry at the front of every row
@@ -170,12 +169,14 @@ int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowIn
   for (int64_t j = 0; j < nloc; ++j) vrows[first + kb * B1 + j] = in.values + j * HS;
   const RowLayout layout = virtual_row_layout(cmt, ctx.cmt_cutoff, kb, F, in.local_kinds, nloc, scratch.kind.data(),
                                               scratch.block_of.data(), scratch.block_start.data());
-  const double m = left_out ? left_out_share(cache, in, layout, s, len) : 0.0;  // beyond the paper: certificate.h
-  gsm::row_forward<Scalar>(layout, static_cast<int>(len - 1), s, s, w);         // scores -> P' in place (allowed)
-  const bool cut = cmt && gsm::cmt_dropped(s[0], ctx.cmt_cutoff);               // s[0] = P'(CMT), before the cutoff
+  if (observers)
+    for (RetrievalHooks* o : *observers) o->row_scores(cache, in, layout, s, len, in.row);
+  gsm::row_forward<Scalar>(layout, static_cast<int>(len - 1), s, s, w);  // scores -> P' in place (allowed)
+  const bool cut = cmt && gsm::cmt_dropped(s[0], ctx.cmt_cutoff);        // s[0] = P'(CMT), before the cutoff
   if (cmt && dropped) *dropped = cut;
-  if (left_out) *left_out = !cmt ? m : cut ? 0.0 : static_cast<double>(s[0]) * m;
   cpu::weighted_row_sum(w, vrows, len, HS, out);
+  if (observers)
+    for (RetrievalHooks* o : *observers) o->row_done(cache, in.row, h, cmt ? static_cast<double>(s[0]) : 1.0, cut, out);
   return len;
 }
 
@@ -201,9 +202,9 @@ bool share_rotated_keys(int64_t distinct, int64_t pairs, int64_t copy_bytes) {
 template struct RowScratch<float>;
 template struct RowScratch<double>;
 template int64_t attend_row<float>(const LayerCache&, const ChunkContext&, const RowInput<float>&, RowScratch<float>&,
-                                   float*, uint8_t*, double*);
+                                   float*, uint8_t*, const HookList*);
 template int64_t attend_row<double>(const LayerCache&, const ChunkContext&, const RowInput<double>&,
-                                    RowScratch<double>&, double*, uint8_t*, double*);
+                                    RowScratch<double>&, double*, uint8_t*, const HookList*);
 template void rotate_block_keys<float>(const LayerCache&, const ChunkContext&, int64_t, int32_t, int64_t,
                                        const RotaryColumns<float>&, float*);
 template void rotate_block_keys<double>(const LayerCache&, const ChunkContext&, int64_t, int32_t, int64_t,

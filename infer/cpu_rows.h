@@ -1,6 +1,6 @@
 // cpu_rows.h: the per-row pieces of a layer's cached attention on the CPU (defined in
 // cpu_rows.cpp), shared by the chunk path (retrieval_plan.cpp, chunk_attention_cpu.cpp: a chunk
-// of n queries, a parallel loop per step) and the one-token decode step (decode_step.cpp: one
+// of n queries, a parallel loop per step) and the one-token decode step (beyond/decode_step.cpp: one
 // query, all steps of all layers in one parallel region). Each piece is the only copy of its
 // arithmetic, so both paths give the same bits (tests/test_decode_step.cpp holds them equal).
 //   select_head   step 1 for one head: score the head's queries against every cached landmark
@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "infer/hooks.h"
 #include "infer/layer_cache.h"
 #include "infer/retrieval_plan.h"
 #include "infer/rotary_cache.h"
@@ -86,6 +87,7 @@ struct RowInput {
   RotaryColumns<Scalar> rot;             // the rotary tables transposed, covering every place in `places`
                                          // and the gates' turns (retrieval_positions)
   int64_t head = 0;
+  int64_t row = 0;  // its index in the chunk, r = head * n + query (what the row observers are told)
   // Optional: the chosen blocks' keys already rotated at their places, (HS, F+1) each, the gate
   // last, one pointer per chosen block (rotate_block_keys; the chunk path shares them among the
   // rows that chose the same block at the same place). Null: each block is rotated while it is
@@ -109,11 +111,10 @@ void rotate_block_keys(const LayerCache& cache, const ChunkContext& ctx, int64_t
 
 // Step 3 for one row: writes the HS outputs to out and returns the row's length; scratch.w holds
 // its weights [CMT | blocks | local keys] afterwards. With a CMT (cache.cmt_key_rot defined),
-// *dropped is set when S(CMT) fell below ctx.cmt_cutoff. Beyond the paper: with left_out (exact
-// positions only), *left_out receives the weight M the row would give the cached blocks it did not
-// retrieve, had it read every one (certificate.h; every left-out gate is scored for it).
+// *dropped is set when S(CMT) fell below ctx.cmt_cutoff. `observers` (hooks.h), when given, see
+// the row's scores before its grouped softmax and its output after (row_scores, row_done).
 template <class Scalar>
 int64_t attend_row(const LayerCache& cache, const ChunkContext& ctx, const RowInput<Scalar>& in,
-                   RowScratch<Scalar>& scratch, Scalar* out, uint8_t* dropped, double* left_out = nullptr);
+                   RowScratch<Scalar>& scratch, Scalar* out, uint8_t* dropped, const HookList* observers = nullptr);
 
 }  // namespace lm

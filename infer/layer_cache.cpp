@@ -75,22 +75,6 @@ void index_append(std::vector<LandmarkKeyIndex<Scalar>>& index, const Tensor& ro
   const int64_t HS = r.size(2);
   for (size_t h = 0; h < index.size(); ++h) index[h].append(r.data<Scalar>() + h * HS);
 }
-// value_norm_max (layer_cache.h): each head's largest value norm among the regular tokens of
-// v (NH, L, HS, host) up to `end`.
-template <class Scalar>
-void note_value_norms(const Tensor& v, const std::vector<int32_t>& kinds, int64_t end, std::vector<double>& vmax) {
-  const Tensor c = v.contiguous();
-  const int64_t NH = c.size(0), L = c.size(1), HS = c.size(2);
-  vmax.resize(static_cast<size_t>(NH), 0.0);
-  for (int64_t h = 0; h < NH; ++h)
-    for (int64_t j = 0; j < end; ++j) {
-      if (kinds[static_cast<size_t>(j)] != kRegular) continue;
-      const Scalar* x = c.data<Scalar>() + (h * L + j) * HS;
-      double sq = 0;
-      for (int64_t d = 0; d < HS; ++d) sq += static_cast<double>(x[d]) * static_cast<double>(x[d]);
-      vmax[static_cast<size_t>(h)] = std::max(vmax[static_cast<size_t>(h)], std::sqrt(sq));
-    }
-}
 template <class Scalar>
 void index_keep_newest(std::vector<LandmarkKeyIndex<Scalar>>& index, int64_t held) {
   for (auto& ix : index) ix.drop_oldest(ix.size() - held);
@@ -111,8 +95,6 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
   // CPU, or into a store on the same device, these are views, no copy).
   const Device sd = store->device();
   const Tensor k_host = k_loc.narrow(1, 0, end).to(sd), v_host = v_loc.narrow(1, 0, end).to(sd);
-  if (sd == Device::CPU && end > 0)
-    LM_DISPATCH_FLOAT(dtype, "LayerCache::absorb", { note_value_norms<scalar_t>(v_host, kinds, end, value_norm_max); });
   // Room for the new keys first (at most one per landmark in the chunk): when the buffer is full,
   // a new one a quarter larger than what it must hold takes the keys held, moved to the front.
   // Growing by a fixed factor keeps adding a key O(1) on average (each key is copied at most
@@ -140,10 +122,9 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
     Tensor kb = k_host.narrow(1, begin, F).transpose(1, 2).contiguous(), vb = v_host.narrow(1, begin, F).contiguous();
     store->append(kb, vb);
     const int64_t gid = first_gid + completed;
-    // Beyond the paper: the block's summary for a training-free scorer, its keys rotated where its
-    // landmark key is scored (slot 0 with stingy positions, its true place with exact ones).
-    if (summaries)
-      summarise_block(*summaries, k_loc, q_loc, begin, positions == PositionMode::Exact ? gid * (F + 1) : 0, rope);
+    // Another scoring's summary of the block (hooks.h), its keys seen where its landmark key is
+    // scored (slot 0 with stingy positions, its true place with exact ones).
+    if (scoring) scoring->add_block(k_loc, q_loc, begin, positions == PositionMode::Exact ? gid * (F + 1) : 0, rope);
     const int32_t p = static_cast<int32_t>(positions == PositionMode::Exact ? gid * (F + 1) + F : F);
     const Tensor key = k_loc.narrow(1, j, 1), key_rot = rotary(key.unsqueeze(0), rope.at(p)).squeeze(0);  // (NH, 1, HS)
     if (indexed) {
@@ -170,7 +151,7 @@ int64_t LayerCache::absorb(const Tensor& k_loc, const Tensor& v_loc, const std::
     key_begin += key_count - held;
     key_count = held;
   }
-  if (summaries) summaries->drop_oldest(summaries->blocks() - held);
+  if (scoring) scoring->keep_newest(held);
   tail_len = L - begin;
   tail_k = k_loc.narrow(1, begin, tail_len).contiguous();
   tail_v = v_loc.narrow(1, begin, tail_len).contiguous();

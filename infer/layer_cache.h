@@ -10,9 +10,9 @@
 #include <string>
 #include <vector>
 
-#include "infer/block_scorers.h"
 #include "infer/block_store.h"
 #include "infer/config.h"
+#include "infer/hooks.h"
 #include "infer/rotary_cache.h"
 #include "landmark/key_index.h"
 #include "nn/nn_math.h"
@@ -70,14 +70,10 @@ struct LayerCache {
   // CMT), (NH, HS) on `device`; undefined for a model without a CMT. The CMT attends to nothing,
   // so its key does not depend on the input: the session computes it once (Appendix D).
   Tensor cmt_key_rot;
-  // Beyond the paper (certificate.h): per head, the largest L2 norm of a regular token's value
-  // among every block absorbed so far (evicted ones included: still an upper bound for those held).
-  // Kept for a host store; empty otherwise.
-  std::vector<double> value_norm_max;
-  // Beyond the paper (block_scorers.h): each cached block's summary for a training-free scorer (or
-  // its keys, for the oracle and mass recall), on the host beside the landmark keys; null with the
-  // landmark scorer alone. Its representatives need the tail's queries too (tail_q, un-rotated).
-  std::unique_ptr<BlockSummaries> summaries;
+  // Null: retrieval scores the landmark keys (the paper). Otherwise another way to score the cached
+  // blocks (hooks.h), kept in step with the store by absorb; tail_q (un-rotated) holds the tail's
+  // queries when it needs them.
+  std::unique_ptr<BlockScoring> scoring;
   Tensor tail_q;
   int64_t NH, F, HS;
   DType dtype;
@@ -87,7 +83,7 @@ struct LayerCache {
   // the store, its landmark key rotated into fast memory), the rest becomes the new tail.
   // Returns the number of completed blocks.
   // `first_gid`: global index the first completed block will get (for exact positions).
-  // q_loc: the un-rotated queries of [tail | chunk], needed only by summaries with representatives.
+  // q_loc: the un-rotated queries of [tail | chunk], needed only when scoring->needs_queries().
   int64_t absorb(const Tensor& k_loc, const Tensor& v_loc, const std::vector<int32_t>& local_kinds, RotaryCache& rope,
                  PositionMode positions, int64_t first_gid, const Tensor* q_loc = nullptr);
 };

@@ -1,6 +1,6 @@
 // reference.h: cached inference with top-k landmark retrieval written from the paper's
 // definitions, in f64 plain loops (reference.cpp): the oracle that InferenceSession (session.h)
-// and the decode step (decode_step.h) are tested against. Slow on purpose; for tests.
+// and the decode step (beyond/decode_step.h) are tested against. Slow on purpose; for tests.
 #pragma once
 
 #include <cstdint>

@@ -78,6 +78,14 @@ std::vector<std::vector<int32_t>> score_and_select(const LayerCache& cache, cons
   return sel;
 }
 
+// Whether an attached hook reads every cached block's score (hooks.h).
+bool hooks_need_scores(const ChunkContext& ctx) {
+  if (ctx.hooks)
+    for (const RetrievalHooks* h : *ctx.hooks)
+      if (h->needs_scores(ctx)) return true;
+  return false;
+}
+
 void check_scoring(const LayerCache& cache, const ChunkContext& ctx, const Tensor& q_rot, const char* who) {
   LM_CHECK(q_rot.dim() == 3 && q_rot.size(0) == cache.NH && q_rot.size(2) == cache.HS &&
                q_rot.device() == cache.device && q_rot.dtype() == cache.dtype,
@@ -187,30 +195,21 @@ std::vector<std::vector<int32_t>> select_indexed(const LayerCache& cache, const 
   return sel;
 }
 
-// Beyond the paper (block_scorers.h): every cached block scored by a summary scorer s, (NH, n, nb)
-// into `out`; returns the summary rows scored in all.
+// Every cached block scored by the layer's other scoring (hooks.h), (NH, n, nb) into `out`; returns
+// the summary rows scored in all.
 template <class Scalar>
-int64_t summary_scores(const LayerCache& cache, BlockScorer s, const Tensor& q_rot, std::vector<Scalar>& out) {
-  LM_CHECK(cache.summaries && q_rot.device() == Device::CPU,
-           "plan_retrieval: --scorer " << block_scorer_name(s) << " needs block summaries on the CPU");
-  LM_CHECK(cache.summaries->blocks() == cache.blocks(),
-           "plan_retrieval: " << cache.summaries->blocks() << " block summaries for " << cache.blocks() << " blocks");
-  const Tensor q = q_rot.contiguous();
-  return score_all_heads<Scalar>(*cache.summaries, s, q.data<Scalar>(), q.size(0), q.size(1),
-                                 score_scale(cache.dtype, cache.HS), out);
+int64_t other_scores(const LayerCache& cache, const Tensor& q_rot, std::vector<Scalar>& out) {
+  LM_CHECK(q_rot.device() == Device::CPU,
+           "plan_retrieval: a block scoring other than the landmark keys runs on the CPU");
+  LM_CHECK(cache.scoring->blocks() == cache.blocks(),
+           "plan_retrieval: " << cache.scoring->blocks() << " block summaries for " << cache.blocks() << " blocks");
+  return cache.scoring->score(q_rot.contiguous(), score_scale(cache.dtype, cache.HS), out);
 }
 
 // Step 2 of a plan: each chosen block's place (its first position, stingy or exact).
-// With ctx.mass_recall, the rows' choices are held against the oracle's first.
 template <class Scalar>
-RetrievalPlan finish_plan(RetrievalPlan& plan, const ChunkContext& ctx, const LayerCache& cache, const Tensor& q_rot) {
+RetrievalPlan finish_plan(RetrievalPlan& plan, const ChunkContext& ctx) {
   const int64_t nb = plan.nb;
-  if (ctx.mass_recall && nb > 0 && ctx.k > 0) {
-    LM_CHECK(cache.summaries && cache.summaries->keep_keys, "plan_retrieval: mass recall needs the blocks' keys");
-    const Tensor q = q_rot.contiguous();
-    plan.oracle = oracle_agreement<Scalar>(*cache.summaries, q.data<Scalar>(), q.size(0), q.size(1),
-                                           score_scale(cache.dtype, cache.HS), plan.sel);
-  }
   plan.places.resize(plan.sel.size());
   for (size_t r = 0; r < plan.sel.size(); ++r) plan.places[r] = block_places(plan.sel[r], ctx, nb, plan.first_gid);
   return std::move(plan);
@@ -233,9 +232,12 @@ RetrievalPlan plan_for(const LayerCache& cache, const ChunkContext& ctx, const T
 
   // --- 1. retrieval: every query takes the top k of its scores against every cached landmark key ---
   plan.sel.resize(static_cast<size_t>(NH * n));
-  const bool keep_scores = ctx.trace && ctx.trace->detail;
-  // The score of each chosen block, from the very scores the selection ranked (NH, n, nb).
+  const bool keep_scores = ctx.trace && ctx.trace->detail, keep_all = hooks_need_scores(ctx);
+  // The score of each chosen block (a detailed trace), and of every block (a hook that asks),
+  // from the very scores the selection ranked (NH, n, nb).
   auto keep_chosen_scores = [&](const Scalar* scores) {
+    if (keep_all) plan.all_scores.assign(scores, scores + NH * n * nb);
+    if (!keep_scores) return;
     plan.score.resize(plan.sel.size());
     for (size_t r = 0; r < plan.sel.size(); ++r)
       for (int32_t b : plan.sel[r]) plan.score[r].push_back(static_cast<double>(scores[r * nb + b]));
@@ -243,13 +245,13 @@ RetrievalPlan plan_for(const LayerCache& cache, const ChunkContext& ctx, const T
   LM_CHECK(!(keep_scores && cache.indexed),
            "plan_retrieval: a detailed retrieval trace needs the scan (--search scan); "
            "the bounded search does not score every block it could choose");
-  if (nb > 0 && ctx.k > 0 && ctx.scorer != BlockScorer::Landmark) {
-    // Beyond the paper: a training-free scorer (block_scorers.h), then the same selection.
-    LM_CHECK(!cache.indexed, "plan_retrieval: --scorer " << block_scorer_name(ctx.scorer) << " scans (--search scan)");
+  if (nb > 0 && ctx.k > 0 && cache.scoring) {
+    // Another way to score the blocks (hooks.h), then the same selection.
+    LM_CHECK(!cache.indexed, "plan_retrieval: a block scoring other than the landmark keys scans (--search scan)");
     static thread_local std::vector<Scalar> scores;
-    plan.keys_scored = summary_scores<Scalar>(cache, ctx.scorer, q_rot, scores);
+    plan.keys_scored = other_scores<Scalar>(cache, q_rot, scores);
     plan.sel = select_blocks<Scalar>(scores.data(), NH, n, nb, ctx.k, ctx.granularity);
-    if (keep_scores) keep_chosen_scores(scores.data());
+    keep_chosen_scores(scores.data());
   } else if (nb > 0 && ctx.k > 0 && cache.indexed) {
     LM_CHECK(ctx.granularity == Granularity::TokenHead,
              "plan_retrieval: the landmark key index serves token-head granularity, not "
@@ -260,35 +262,35 @@ RetrievalPlan plan_for(const LayerCache& cache, const ChunkContext& ctx, const T
     // scores are tens of MB, and a fresh allocation each time paid for its pages every time.
     check_scoring(cache, ctx, q_rot, "plan_retrieval");
     plan.keys_scored = NH * n * nb;
-    if (ctx.granularity == Granularity::TokenHead && !keep_scores) {
+    if (ctx.granularity == Granularity::TokenHead && !keep_scores && !keep_all) {
       const Tensor q = q_rot.contiguous();
       plan.sel = score_and_select<Scalar>(cache, ctx, q.data<Scalar>(), n);
-      return finish_plan<Scalar>(plan, ctx, cache, q_rot);
+      return finish_plan<Scalar>(plan, ctx);
     }
     static thread_local std::vector<Scalar> scores;
     if (scores.size() < static_cast<size_t>(NH * n * nb)) scores.resize(static_cast<size_t>(NH * n * nb));
     const Tensor q = q_rot.contiguous();
     cpu_scores<Scalar>(cache, ctx, q.data<Scalar>(), n, scores.data());
     plan.sel = select_blocks<Scalar>(scores.data(), NH, n, nb, ctx.k, ctx.granularity);
-    if (keep_scores) keep_chosen_scores(scores.data());
+    keep_chosen_scores(scores.data());
   } else if (nb > 0 && ctx.k > 0) {
     plan.keys_scored = NH * n * nb;
 #ifdef LANDMARK_WITH_CUDA
     // Token-head on the device: the top k are taken there and only they cross to the host.
     const int64_t kk = std::min(ctx.k, nb);
-    if (ctx.granularity == Granularity::TokenHead && !keep_scores && kk <= cuda::kMaxDeviceTopK) {
+    if (ctx.granularity == Granularity::TokenHead && !keep_scores && !keep_all && kk <= cuda::kMaxDeviceTopK) {
       const Tensor scores = retrieval_scores(cache, ctx, q_rot).contiguous();  // (NH, n, nb) on the device
       const std::vector<int32_t> top = cuda::top_k_rows(scores.view({NH * n, nb}), kk).to_vector<int32_t>();
       for (int64_t r = 0; r < NH * n; ++r) plan.sel[r].assign(top.begin() + r * kk, top.begin() + (r + 1) * kk);
-      return finish_plan<Scalar>(plan, ctx, cache, q_rot);
+      return finish_plan<Scalar>(plan, ctx);
     }
 #endif
     const Tensor scores = retrieval_scores(cache, ctx, q_rot).to(Device::CPU);  // (NH, n, nb)
     plan.sel = select_blocks<Scalar>(scores.data<Scalar>(), NH, n, nb, ctx.k, ctx.granularity);
-    if (keep_scores) keep_chosen_scores(scores.data<Scalar>());
+    keep_chosen_scores(scores.data<Scalar>());
   }
   if (keep_scores && plan.score.empty()) plan.score.resize(plan.sel.size());  // nothing cached: no scores
-  return finish_plan<Scalar>(plan, ctx, cache, q_rot);
+  return finish_plan<Scalar>(plan, ctx);
 }
 
 }  // namespace

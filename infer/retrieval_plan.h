@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "infer/config.h"
+#include "infer/hooks.h"
 #include "infer/layer_cache.h"
 #include "tensor/tensor.h"
 
@@ -37,17 +38,8 @@ struct ChunkContext {
   // the same place (attend_cpu, when share_rotated_keys allows); false: every row rotates while it
   // scores, as the decode step does. The same bits either way (tests compare the two).
   bool share_rotated = true;
-  // Beyond the paper: each row's left-out weight and its bound (certificate.h) go into the
-  // chunk's RetrievalRecord (InferConfig::certify).
-  bool certify = false;
-  // Beyond the paper (retrieval_trim.h): rows the CMT gates off read no block (InferConfig::cmt_skip);
-  // adaptive k with left-out weight at most left_out (< 0: off).
-  bool cmt_skip = true;
-  double left_out = -1;
-  // Beyond the paper (block_scorers.h): how cached blocks are scored (Landmark: the paper's way;
-  // the others read cache.summaries), and whether each row's choice is held against the oracle's.
-  BlockScorer scorer = BlockScorer::Landmark;
-  bool mass_recall = false;
+  // The extensions attached to the session (hooks.h); null or empty: the paper's path alone.
+  const HookList* hooks = nullptr;
 };
 
 // What retrieval chose for one chunk of one layer. Row r = h * n + i is (head h, query i).
@@ -61,8 +53,9 @@ struct RetrievalPlan {
   // Only when ctx.trace asks for detail (RetrievalTrace::detail): (NH * n) the score each chosen
   // block was ranked by, as sel. Empty otherwise: the scores are not kept for nothing.
   std::vector<std::vector<double>> score;
-  // Beyond the paper, with ctx.mass_recall: the rows' chosen blocks against the oracle's.
-  OracleAgreement oracle;
+  // Only when an attached hook asks (RetrievalHooks::needs_scores): every cached block's score,
+  // (NH, n, nb) row-major, as the selection ranked them. Empty otherwise.
+  std::vector<double> all_scores;
 };
 
 // The distinct blocks a plan uses, ascending: what the store must fetch before attending.

@@ -9,8 +9,6 @@
 #include "autograd/functions.h"
 #include "infer/block_store.h"
 #include "infer/chunk_attention.h"
-#include "infer/decode_step.h"
-#include "infer/standard_blocks.h"
 #include "landmark/attention.h"
 #include "landmark/tokens.h"
 #include "nn/functional.h"
@@ -29,11 +27,13 @@ struct InferenceSession::Impl {
                   // host unless cfg.blocks_on_device
   LandmarkInserter inserter;
   RotaryCache rope;  // cos/sin rows of the positions used so far
-  int64_t raw_fed = 0, aug_fed = 0, blocks_done = 0, chunks = 0, decode_steps = 0;
+  int64_t raw_fed = 0, aug_fed = 0, blocks_done = 0, chunks = 0;
   std::vector<LayerCache> layers;
   std::vector<RetrievalRecord> log;
   AttentionCapture* capture = nullptr;
   RetrievalTrace* trace = nullptr;
+  HookList hooks;                     // the extensions attached (hooks.h)
+  OneTokenPath* one_token = nullptr;  // a faster path for one-token chunks (hooks.h), or none
 
   Impl(const GPT& m, const InferConfig& c, int32_t landmark_id, int32_t cmt_id)
       : model(m),
@@ -64,24 +64,14 @@ struct InferenceSession::Impl {
                                         << " attention; cached retrieval needs a landmark model");
     LM_CHECK(landmark_id >= 0 && landmark_id < m.config().vocab_size,
              "inference: landmark id " << landmark_id << " is outside the vocabulary of " << m.config().vocab_size);
-    LM_CHECK(!(cfg.certify || cfg.left_out >= 0) || device == Device::CPU,
-             "inference: --certify and --left-out run on the CPU rows only (the CUDA rows keep their weights on the "
-             "device)");
     LM_CHECK(m.config().context_miss || cfg.cmt_cutoff == 0,
              "inference: a CMT cutoff (" << cfg.cmt_cutoff << ") needs a model trained with a context-miss token "
                                          << "(train --cmt); this one has none");
-    const bool summaries = cfg.scorer != BlockScorer::Landmark || cfg.mass_recall;
-    LM_CHECK(!summaries || device == Device::CPU,
-             "inference: --scorer " << block_scorer_name(cfg.scorer)
-                                    << " and --mass-recall run on the CPU (the block summaries are on the host)");
     for (int64_t l = 0; l < m.config().n_layer; ++l) {
       layers.emplace_back(
           NH, F, HS, dtype, cfg.capacity, cfg.block_dir, device, cfg.kv_f16,
           cfg.search != KeySearch::Scan && device == Device::CPU && cfg.granularity == Granularity::TokenHead,
           cfg.blocks_on_device);
-      if (summaries)
-        layers.back().summaries =
-            std::make_unique<BlockSummaries>(cfg.scorer, NH, F, HS, cfg.reps, cfg.mass_recall, dtype);
     }
     if (m.config().context_miss) {
       LM_CHECK(cmt_id >= 0 && cmt_id < m.config().vocab_size,
@@ -110,6 +100,13 @@ struct InferenceSession::Impl {
     }
   }
 
+  // Whether an attached hook must see every token through the chunk path (hooks.h).
+  bool hooks_need_chunk_path() const {
+    for (const RetrievalHooks* h : hooks)
+      if (h->needs_chunk_path()) return true;
+    return false;
+  }
+
   // Positions of the local sequence [tail | chunk] (tl + n entries) under the position mode.
   std::vector<int32_t> local_positions(int64_t tl, int64_t n) const {
     std::vector<int32_t> p(static_cast<size_t>(tl + n));
@@ -129,18 +126,14 @@ struct InferenceSession::Impl {
     ctx.blocks_done = blocks_done;
     ctx.rotary_base = model.config().rotary_base;
     ctx.cmt_cutoff = cfg.cmt_cutoff;
-    ctx.certify = cfg.certify || cfg.left_out >= 0;
-    ctx.cmt_skip = cfg.cmt_skip;
-    ctx.left_out = cfg.left_out;
-    ctx.scorer = cfg.scorer;
-    ctx.mass_recall = cfg.mass_recall;
+    ctx.hooks = hooks.empty() ? nullptr : &hooks;
     ctx.search_tiles = cfg.search == KeySearch::Approx ? cfg.search_tiles : 0;
     ctx.local_kinds = &local_kinds;
     ctx.rope = &rope;
     ctx.chunk = chunks;
     ctx.aug_start = aug_fed;
     ctx.trace = trace && aug_fed + n > trace->from_query ? trace : nullptr;
-    ctx.capture = capture;  // per layer in layer_forward; any capture keeps a token off decode_step
+    ctx.capture = capture;  // per layer in layer_forward; any capture keeps a token off the one-token path
     return ctx;
   }
 
@@ -159,7 +152,7 @@ struct InferenceSession::Impl {
     LayerCache& cache = layers[l];
     *k_loc = tl > 0 ? concat({cache.tail_k, k}, 1) : k;
     *v_loc = tl > 0 ? concat({cache.tail_v, v}, 1) : v;
-    if (cfg.scorer == BlockScorer::Reps) *q_loc = tl > 0 ? concat({cache.tail_q, q}, 1) : q;  // for the representatives
+    if (cache.scoring && cache.scoring->needs_queries()) *q_loc = tl > 0 ? concat({cache.tail_q, q}, 1) : q;
     Tensor k_rot = rotary(k_loc->unsqueeze(0), rot_local).squeeze(0), q_rot = rotary(q.unsqueeze(0), rot_q).squeeze(0);
     ctx.layer = static_cast<int64_t>(l);
     ctx.capture = capture && capture->layer == static_cast<int64_t>(l) ? capture : nullptr;
@@ -199,11 +192,10 @@ struct InferenceSession::Impl {
     RotaryTables rot_q{rot_local.cos.narrow(1, tl, n), rot_local.sin.narrow(1, tl, n)};
     ChunkContext ctx = chunk_context(local_kinds, n);
 
-    // A generated token (a chunk of one regular token): every layer in one parallel region.
-    if (n == 1 && cfg.decode_step && !cfg.certify && cfg.left_out < 0 && cfg.scorer == BlockScorer::Landmark &&
-        !cfg.mass_recall && decode_step_fits(model, layers, ctx)) {
-      Tensor logits = decode_step(model, layers, ctx, toks[0], pos, log);
-      ++decode_steps;
+    // A generated token (a chunk of one regular token) through the one-token path, when one is set
+    // and takes it.
+    if (n == 1 && one_token && !hooks_need_chunk_path() && one_token->fits(model, layers, ctx)) {
+      Tensor logits = one_token->step(model, layers, ctx, toks[0], pos, log);
       raw_fed += 1;
       aug_fed += 1;
       ++chunks;
@@ -218,9 +210,12 @@ struct InferenceSession::Impl {
 
     // The chunk's completed blocks join the caches; what follows the last landmark is the tail.
     int64_t completed = 0;
-    for (size_t l = 0; l < layers.size(); ++l)
+    for (size_t l = 0; l < layers.size(); ++l) {
       completed = layers[l].absorb(new_k[l], new_v[l], local_kinds, rope, cfg.positions, blocks_done,
                                    new_q[l].defined() ? &new_q[l] : nullptr);
+      ctx.layer = static_cast<int64_t>(l);
+      for (RetrievalHooks* h : hooks) h->absorbed(layers[l], ctx, new_k[l], new_v[l], local_kinds);
+    }
     blocks_done += completed;
     raw_fed += static_cast<int64_t>(raw.size());
     aug_fed += n;
@@ -230,11 +225,10 @@ struct InferenceSession::Impl {
 };
 
 InferenceSession::InferenceSession(const GPT& model, const InferConfig& cfg, int32_t landmark_id, int32_t cmt_id)
-    : cfg_(cfg) {
-  if (!model.config().landmark() && cfg.scorer != BlockScorer::Landmark)
-    standard_ = std::make_unique<StandardBlockSession>(model, cfg);
-  else
-    impl_ = std::make_unique<Impl>(model, cfg, landmark_id, cmt_id);
+    : impl_(std::make_unique<Impl>(model, cfg, landmark_id, cmt_id)), cfg_(cfg) {}
+InferenceSession::InferenceSession(std::unique_ptr<ChunkReader> reader, const InferConfig& cfg)
+    : other_(std::move(reader)), cfg_(cfg) {
+  LM_CHECK(other_ != nullptr, "InferenceSession: no reader given");
 }
 InferenceSession::~InferenceSession() = default;
 InferenceSession::InferenceSession(InferenceSession&&) noexcept = default;
@@ -247,17 +241,24 @@ void InferenceSession::release_scratch() {
   host_release_cached();
 }
 
-// The oracle's length limit, checked before a reading starts (not at the chunk that passes it).
+// The length limit (set_token_limit), checked before a reading starts (not at the chunk that passes it).
 void InferenceSession::check_length(size_t more) const {
   const int64_t total = tokens_fed() + static_cast<int64_t>(more);
-  LM_CHECK(cfg_.scorer != BlockScorer::Oracle || total <= kOracleMaxTokens,
-           "--scorer oracle: the oracle scores every cached key (dense), for texts up to "
-               << kOracleMaxTokens << " tokens; this one reaches " << total);
+  LM_CHECK(token_limit_ == 0 || total <= token_limit_,
+           token_limit_why_ << " up to " << token_limit_ << " tokens; this one reaches " << total);
+}
+void InferenceSession::set_token_limit(int64_t tokens, const std::string& why) {
+  token_limit_ = tokens;
+  token_limit_why_ = why;
+}
+void InferenceSession::set_block_scoring(const std::function<std::unique_ptr<BlockScoring>(int64_t layer)>& make) {
+  LM_CHECK(impl_ && tokens_fed() == 0, "inference: a block scoring is set on a landmark model's fresh session");
+  for (size_t l = 0; l < impl_->layers.size(); ++l) impl_->layers[l].scoring = make(static_cast<int64_t>(l));
 }
 
 Tensor InferenceSession::chunk(const std::vector<int32_t>& raw) {
   check_length(raw.size());
-  return standard_ ? standard_->feed_chunk(raw) : impl_->feed_chunk(raw);
+  return other_ ? other_->feed_chunk(raw) : impl_->feed_chunk(raw);
 }
 
 Tensor InferenceSession::feed(const std::vector<int32_t>& raw, const std::function<void(int64_t, int64_t)>& progress) {
@@ -292,30 +293,32 @@ Tensor InferenceSession::read(const std::vector<int32_t>& raw, const std::functi
 
 Tensor InferenceSession::feed_chunk(const std::vector<int32_t>& raw) { return chunk(raw); }
 int64_t InferenceSession::cached_blocks() const {
-  return standard_ ? standard_->cached_blocks() : impl_->layers[0].store->size();
+  return other_ ? other_->cached_blocks() : impl_->layers[0].store->size();
 }
-int64_t InferenceSession::tokens_fed() const { return standard_ ? standard_->tokens_fed() : impl_->raw_fed; }
-int64_t InferenceSession::augmented_fed() const { return standard_ ? standard_->tokens_fed() : impl_->aug_fed; }
+int64_t InferenceSession::tokens_fed() const { return other_ ? other_->tokens_fed() : impl_->raw_fed; }
+int64_t InferenceSession::augmented_fed() const { return other_ ? other_->tokens_fed() : impl_->aug_fed; }
 const std::vector<RetrievalRecord>& InferenceSession::retrieval_log() const {
-  return standard_ ? standard_->retrieval_log() : impl_->log;
+  return other_ ? other_->retrieval_log() : impl_->log;
+}
+void InferenceSession::attach(RetrievalHooks* h) {
+  LM_CHECK(impl_ && h, "inference: extensions attach to a landmark model's session (not a standard model's)");
+  impl_->hooks.push_back(h);
 }
 void InferenceSession::set_capture(AttentionCapture* c) {
-  LM_CHECK(!standard_ || c == nullptr, "attention capture (attn-map, explore) needs a landmark model");
+  LM_CHECK(!other_ || c == nullptr, "attention capture (attn-map, explore) needs a landmark model");
   if (impl_) impl_->capture = c;
 }
 void InferenceSession::set_trace(RetrievalTrace* t) {
-  if (standard_)
-    standard_->set_trace(t);
+  if (other_)
+    other_->set_trace(t);
   else
     impl_->trace = t;
 }
-const InferConfig& InferenceSession::config() const { return standard_ ? cfg_ : impl_->cfg; }
-void InferenceSession::set_decode_step(bool on) {
-  cfg_.decode_step = on;
-  if (impl_) impl_->cfg.decode_step = on;
+const InferConfig& InferenceSession::config() const { return other_ ? cfg_ : impl_->cfg; }
+void InferenceSession::set_one_token_path(OneTokenPath* path) {
+  if (impl_) impl_->one_token = path;
 }
-int64_t InferenceSession::decode_steps() const { return standard_ ? 0 : impl_->decode_steps; }
-int64_t InferenceSession::rotary_rows() const { return standard_ ? 0 : impl_->rope.rows_held(); }
+int64_t InferenceSession::rotary_rows() const { return other_ ? 0 : impl_->rope.rows_held(); }
 int64_t InferenceSession::blocks_read() const {
   int64_t n = 0;
   if (impl_)
@@ -323,12 +326,11 @@ int64_t InferenceSession::blocks_read() const {
   return n;
 }
 int64_t InferenceSession::summary_bytes_per_block() const {
-  if (standard_) return standard_->summary_bytes_per_block();
+  if (other_) return other_->summary_bytes_per_block();
   int64_t n = 0;
   for (const LayerCache& layer : impl_->layers)
-    n += impl_->cfg.scorer != BlockScorer::Landmark
-             ? layer.summaries->bytes_per_block()
-             : layer.NH * layer.HS * static_cast<int64_t>(dtype_size(layer.dtype));
+    n += layer.scoring ? layer.scoring->bytes_per_block()
+                       : layer.NH * layer.HS * static_cast<int64_t>(dtype_size(layer.dtype));
   return n;
 }
 void InferenceSession::move_blocks_to_host() {

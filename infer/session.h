@@ -10,14 +10,16 @@
 
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "infer/config.h"
+#include "infer/hooks.h"
 #include "nn/gpt.h"
 
 namespace lm {
 
-// What retrieval did, per chunk and layer (the paper's Table 2 and Appendix F statistics, the
+// What retrieval did, per chunk and layer (the paper's Table 2 and Appendix C statistics, the
 // CMT's drop rate of Table 3).
 struct RetrievalRecord {
   int64_t chunk = 0, layer = 0;
@@ -30,20 +32,6 @@ struct RetrievalRecord {
   int64_t keys_scored = 0;  // landmark keys scored exactly (a scan: rows x cached; bounded: fewer)
   int64_t budget_cut = 0;   // --search approx: (head, query) rows whose search ran out of tiles
                             // before it could prove its top k (their blocks may not be the best)
-  // Beyond the paper, with InferConfig::certify (certificate.h): per (head, query) row h * n + i,
-  // the weight M the row would give the cached blocks it left out; the largest certified bound.
-  std::vector<double> left_out;
-  double bound_max = 0;
-  // Beyond the paper (retrieval_trim.h): distinct blocks the rows attended, i.e. what a store on
-  // disk read (fewer than `unique` when rows the CMT gated off dropped theirs: InferConfig::cmt_skip);
-  // with InferConfig::left_out, the rows adaptive k ran over, the blocks they kept, and those it
-  // capped at k with their left-out weight still above E.
-  int64_t attended = 0;
-  int64_t adaptive_rows = 0, adaptive_blocks = 0, adaptive_capped = 0;
-  // Beyond the paper, with InferConfig::mass_recall (block_scorers.h): summed over the rows that
-  // had blocks to choose from, the share of the oracle's block mass their chosen blocks hold and
-  // their overlap with the oracle's top k.
-  OracleAgreement oracle;
 };
 
 // Optional: the attention of one (layer, head), captured query by query for attention maps.
@@ -59,7 +47,7 @@ struct AttentionCapture {
 };
 
 // Optional: every retrieval decision from a given query on, per chunk and layer (to check what
-// retrieval found, e.g. the pass-key block: infer/passkey_eval.h; to show it: infer/explorer.h).
+// retrieval found, e.g. the pass-key block: evals/passkey_eval.h; to show it: beyond/explorer.h).
 struct RetrievalTrace {
   int64_t from_query = 0;  // record queries at this augmented position and later
   // Also record each chosen block's landmark score and where each row's attention went (the
@@ -82,19 +70,31 @@ struct RetrievalTrace {
   std::vector<Step> steps;
 };
 
-class StandardBlockSession;
+// Another reader behind a session's interface (hooks.h): the session hands each chunk to it and
+// reports what it reports. Beyond the paper, a standard model read in blocks by a training-free
+// scorer is one (beyond/standard_blocks.h).
+class ChunkReader {
+ public:
+  virtual ~ChunkReader() = default;
+  virtual Tensor feed_chunk(const std::vector<int32_t>& raw) = 0;  // (n, V) logits of at most chunk_len tokens
+  virtual int64_t cached_blocks() const = 0;
+  virtual int64_t tokens_fed() const = 0;
+  virtual const std::vector<RetrievalRecord>& retrieval_log() const = 0;
+  virtual void set_trace(RetrievalTrace* trace) = 0;
+  virtual int64_t summary_bytes_per_block() const = 0;
+};
 
 class InferenceSession {
  public:
-  // A standard model with cfg.scorer other than Landmark is read in blocks by a training-free
-  // scorer (beyond the paper: standard_blocks.h); ids are then unused, and the attention capture,
-  // detailed traces, the decode step and the block files are not available.
-  // Otherwise the model must be a landmark model (config().landmark()); landmark_id is the
+  // The model must be a landmark model (config().landmark()); landmark_id is the
   // tokenizer's "<|landmark|>" id. A model trained with a context-miss token
   // (config().context_miss) keeps it at inference and needs cmt_id, the "<|cmt|>" id: the CMT sits
   // at position -1 as in training, every landmark of a cached block is CMT-controlled and the
   // landmarks still inside the window are free (Appendix D); cfg.cmt_cutoff applies the cutoff.
   InferenceSession(const GPT& model, const InferConfig& cfg, int32_t landmark_id, int32_t cmt_id = -1);
+  // A session whose chunks another reader reads (ChunkReader): feed, read and the counts below go
+  // to it; the attention capture, the hooks, the one-token path and the block files do not apply.
+  InferenceSession(std::unique_ptr<ChunkReader> reader, const InferConfig& cfg);
   ~InferenceSession();
   InferenceSession(InferenceSession&&) noexcept;
 
@@ -115,18 +115,27 @@ class InferenceSession {
   int64_t tokens_fed() const;     // raw tokens so far
   int64_t augmented_fed() const;  // raw tokens + inserted landmarks so far
   const std::vector<RetrievalRecord>& retrieval_log() const;
+  // Attaches an extension (hooks.h) for the tokens fed from now on; the session does not own it, and
+  // it must outlive the session. A landmark model only.
+  void attach(RetrievalHooks* hooks);
   void set_capture(AttentionCapture* capture);  // nullptr stops capturing
   void set_trace(RetrievalTrace* trace);        // nullptr stops tracing
   const InferConfig& config() const;
-  // Switches InferConfig::decode_step for the tokens fed from now on (tests and benchmarks hold
-  // the two paths against each other in one session).
-  void set_decode_step(bool on);
-  int64_t decode_steps() const;  // tokens that went through decode_step so far
-  int64_t rotary_rows() const;   // positions whose rotary rows are held now (RotaryCache::rows_held)
-  int64_t blocks_read() const;   // blocks the layers' stores read from disk (or f16) so far (BlockStore::blocks_read)
+  // A faster path for each chunk of one regular token from now on (hooks.h; beyond the paper: the
+  // decode step, beyond/decode_step.h), not owned; nullptr: the chunk path for every token.
+  void set_one_token_path(OneTokenPath* path);
+  // Scores each layer's cached blocks by make(layer) instead of by their landmark keys (hooks.h;
+  // beyond the paper: the training-free block scorers). A landmark model's session, before it reads.
+  void set_block_scoring(const std::function<std::unique_ptr<BlockScoring>(int64_t layer)>& make);
+  // Refuses, before it starts, any reading that would take the session past `tokens` raw tokens,
+  // with the message "<why> up to <tokens> tokens; this one reaches <n>". 0: no limit.
+  void set_token_limit(int64_t tokens, const std::string& why);
+  const ChunkReader* reader() const { return other_.get(); }  // the other reader, or null
+  int64_t rotary_rows() const;  // positions whose rotary rows are held now (RotaryCache::rows_held)
+  int64_t blocks_read() const;  // blocks the layers' stores read from disk (or f16) so far (BlockStore::blocks_read)
   // Beyond the paper: the bytes every layer keeps in fast memory to score one block: the landmark
-  // keys (NH HS values a layer), or the chosen scorer's summary (block_scorers.h); the keys
-  // InferConfig::mass_recall keeps beside them are not counted.
+  // keys (NH HS values a layer), or another scoring's summary (set_block_scoring); keys an
+  // extension keeps for itself are not counted.
   int64_t summary_bytes_per_block() const;
   // A session with InferConfig::blocks_on_device: moves every layer's block K/V from GPU memory to
   // host memory, so the tokens fed from now on retrieve blocks the offloaded way (only the
@@ -138,12 +147,13 @@ class InferenceSession {
  private:
   void release_scratch();                         // the end of feed and read
   Tensor chunk(const std::vector<int32_t>& raw);  // feed_chunk of whichever reader this is
-  void check_length(size_t more) const;           // --scorer oracle's limit (kOracleMaxTokens)
+  void check_length(size_t more) const;           // the limit of set_token_limit
   struct Impl;
   std::unique_ptr<Impl> impl_;
-  // Beyond the paper: a standard model with a training-free scorer (standard_blocks.h) instead.
-  std::unique_ptr<StandardBlockSession> standard_;
+  std::unique_ptr<ChunkReader> other_;  // another reader instead (ChunkReader)
   InferConfig cfg_;
+  int64_t token_limit_ = 0;  // 0: none
+  std::string token_limit_why_;
 };
 
 // The context-miss token in a one-shot forward (models trained with --cmt).

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # scorers.sh: `make scorers`, beyond the paper: is landmark training needed? Learned landmarks
-# against training-free block scorers (infer/block_scorers.h) on the same cache, prompts and text.
+# against training-free block scorers (beyond/block_scorers.h) on the same cache, prompts and text.
 # Two model pairs, each a landmark model and a standard model trained alike:
 #   demo    `make demo`'s pair (pass-key documents): pass-key accuracy by prompt length
 #   paper   `make paper-tables`' standard and landmark models (Austen + KJV): perplexity on the

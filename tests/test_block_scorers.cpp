@@ -1,5 +1,5 @@
-// Beyond the paper: the training-free block scorers (infer/block_scorers.h) and a standard model
-// read in blocks (infer/standard_blocks.h), each against an answer computed here another way:
+// Beyond the paper: the training-free block scorers (beyond/block_scorers.h) and a standard model
+// read in blocks (beyond/standard_blocks.h), each against an answer computed here another way:
 // direct f64 loops over the cached keys, a full softmax's block masses, the model's own full
 // forward, and layer 0's queries and keys recomputed from the embeddings.
 #include <catch2/catch.hpp>
@@ -10,11 +10,11 @@
 #include <random>
 
 #include "autograd/functions.h"
-#include "infer/block_scorers.h"
+#include "beyond/block_scorers.h"
 #include "infer/cpu_rows.h"
-#include "infer/explorer.h"
-#include "infer/session.h"
-#include "infer/standard_blocks.h"
+#include "beyond/explorer.h"
+#include "beyond/session.h"
+#include "beyond/standard_blocks.h"
 #include "helpers.h"
 #include "infer_fixtures.h"
 #include "landmark/retrieval.h"
@@ -234,14 +234,14 @@ TEST_CASE("a standard model read in blocks with k at least the cached blocks equ
   const Tensor full = model->forward(from_vector(raw, {1, 47})).value().squeeze(0);  // positions 0..46
   for (BlockScorer s : {BlockScorer::Mean, BlockScorer::Quest, BlockScorer::Reps, BlockScorer::Oracle})
     for (Granularity g : {Granularity::TokenHead, Granularity::Token, Granularity::Head}) {
-      InferConfig cfg;
+      BeyondConfig cfg;
       cfg.scorer = s;
       cfg.reps = 2;
       cfg.granularity = g;
       cfg.positions = PositionMode::Exact;
       cfg.chunk_len = 9;  // not a multiple of F: blocks straddle chunks, the tail carries over
       cfg.k = 100;
-      InferenceSession sess(*model, cfg, -1);
+      BeyondSession sess(*model, cfg, -1);
       const Tensor got = sess.feed(raw);
       INFO(block_scorer_name(s) << ", " << granularity_name(g));
       CHECK(sess.cached_blocks() == 47 / 5);
@@ -250,7 +250,7 @@ TEST_CASE("a standard model read in blocks with k at least the cached blocks equ
       // One block per row instead: the rows miss most of the text, so the logits move (the
       // comparison above can fail).
       cfg.k = 1;
-      InferenceSession one(*model, cfg, -1);
+      BeyondSession one(*model, cfg, -1);
       CHECK(max_abs_diff(one.feed(raw), full) > 1e-3);
     }
 }
@@ -339,7 +339,7 @@ TEST_CASE("retrieval by a training-free scorer chooses what a direct computation
   NoGradGuard ng;
   for (BlockScorer s : {BlockScorer::Mean, BlockScorer::Reps, BlockScorer::Oracle}) {
     INFO(block_scorer_name(s));
-    InferConfig cfg;
+    BeyondConfig cfg;
     cfg.scorer = s;
     cfg.reps = 2;
     cfg.positions = PositionMode::Exact;
@@ -350,7 +350,7 @@ TEST_CASE("retrieval by a training-free scorer chooses what a direct computation
     const std::vector<int32_t> raw = raw_tokens(50, 9);
     RetrievalTrace tr;
     tr.detail = true;
-    InferenceSession a(*std_model, cfg, -1);
+    BeyondSession a(*std_model, cfg, -1);
     a.set_trace(&tr);
     a.feed(raw);
     check_layer0_choice(*std_model, raw, tr, s, 5, 5, cfg.k);
@@ -361,7 +361,7 @@ TEST_CASE("retrieval by a training-free scorer chooses what a direct computation
     ins.push(raw, aug);
     RetrievalTrace tl;
     tl.detail = true;
-    InferenceSession b(*lm_model, cfg, infer_test::kLandmarkId);
+    BeyondSession b(*lm_model, cfg, infer_test::kLandmarkId);
     b.set_trace(&tl);
     b.feed(raw);
     check_layer0_choice(*lm_model, aug, tl, s, 5, 6, cfg.k);
@@ -371,39 +371,39 @@ TEST_CASE("retrieval by a training-free scorer chooses what a direct computation
 TEST_CASE("a landmark model retrieving every block reads the same whatever its scorer", "[scorers]") {
   auto model = infer_test::make_model(DType::F32);
   const std::vector<int32_t> raw = raw_tokens(60, 4);
-  InferConfig cfg;
+  BeyondConfig cfg;
   cfg.k = 100;
   cfg.chunk_len = 11;
-  const Tensor base = InferenceSession(*model, cfg, infer_test::kLandmarkId).feed(raw);
+  const Tensor base = BeyondSession(*model, cfg, infer_test::kLandmarkId).feed(raw);
   for (BlockScorer s : {BlockScorer::Mean, BlockScorer::Quest, BlockScorer::Reps, BlockScorer::Oracle}) {
     cfg.scorer = s;
     // Every cached block is chosen, in the same order and places: the very same rows, bit for bit.
-    CHECK(max_abs_diff(InferenceSession(*model, cfg, infer_test::kLandmarkId).feed(raw), base) == 0.0);
+    CHECK(max_abs_diff(BeyondSession(*model, cfg, infer_test::kLandmarkId).feed(raw), base) == 0.0);
   }
 }
 
 TEST_CASE("block scorers refuse what they cannot do, naming the flag", "[scorers]") {
   auto model = standard_model(DType::F32);
-  InferConfig cfg;
+  BeyondConfig cfg;
   cfg.k = 2;
   cfg.chunk_len = 10;
   // No landmark keys in a standard model.
   CHECK_THROWS_WITH(StandardBlockSession(*model, cfg), Catch::Contains("--scorer landmark"));
   // The oracle is dense: past its limit before anything is read.
   cfg.scorer = BlockScorer::Oracle;
-  InferenceSession s(*model, cfg, -1);
+  BeyondSession s(*model, cfg, -1);
   CHECK_THROWS_WITH(s.feed(std::vector<int32_t>(kOracleMaxTokens + 1, 3)), Catch::Contains("--scorer oracle"));
   CHECK(s.tokens_fed() == 0);
   // Stingy slots past the model's context (k F + F - 1 + chunk: 64 fits, 69 does not), and exact
   // positions past it.
   cfg.scorer = BlockScorer::Mean;
   cfg.k = 10;
-  CHECK_NOTHROW(InferenceSession(*model, cfg, -1));
+  CHECK_NOTHROW(BeyondSession(*model, cfg, -1));
   cfg.k = 11;
-  CHECK_THROWS_WITH(InferenceSession(*model, cfg, -1), Catch::Contains("--k or --chunk"));
+  CHECK_THROWS_WITH(BeyondSession(*model, cfg, -1), Catch::Contains("--k or --chunk"));
   cfg.k = 2;
   cfg.positions = PositionMode::Exact;
-  InferenceSession e(*model, cfg, -1);
+  BeyondSession e(*model, cfg, -1);
   CHECK_THROWS_WITH(e.feed(raw_tokens(65, 1)), Catch::Contains("--positions"));
   // The indexed searches serve landmark keys only.
   cfg.search = KeySearch::Bounded;
@@ -413,11 +413,11 @@ TEST_CASE("block scorers refuse what they cannot do, naming the flag", "[scorers
 TEST_CASE("a standard model's detailed trace gives each row's scores and masses for the explorer", "[scorers]") {
   auto model = standard_model(DType::F64);
   const std::vector<int32_t> raw = raw_tokens(44, 8);
-  InferConfig cfg;
+  BeyondConfig cfg;
   cfg.scorer = BlockScorer::Quest;
   cfg.chunk_len = 9;
   cfg.k = 2;
-  InferenceSession s(*model, cfg, -1);
+  BeyondSession s(*model, cfg, -1);
   RetrievalTrace tr;
   tr.detail = true;
   s.set_trace(&tr);

@@ -1,4 +1,4 @@
-// test_decode_step.cpp: the one-token decode step (infer/decode_step.h) against the chunk path
+// test_decode_step.cpp: the one-token decode step (beyond/decode_step.h) against the chunk path
 // it replaces for a generated token. Both sessions read the same prompt through the chunk path,
 // then decode the same tokens one at a time, one with decode_step and one without: the logits must
 // be equal bit for bit and the retrieval records field for field, at every step. The oracle is the
@@ -13,7 +13,7 @@
 #include <omp.h>
 #endif
 
-#include "infer/session.h"
+#include "beyond/session.h"
 #include "tensor/cpu/parallel.h"
 #include "tests/infer_fixtures.h"
 
@@ -35,7 +35,7 @@ void check_same(const Tensor& fast, const Tensor& slow) {
   CHECK(differ == 0);
 }
 
-void check_same_records(const InferenceSession& fast, const InferenceSession& slow) {
+void check_same_records(const BeyondSession& fast, const BeyondSession& slow) {
   const auto& a = fast.retrieval_log();
   const auto& b = slow.retrieval_log();
   REQUIRE(a.size() == b.size());
@@ -56,11 +56,11 @@ void check_same_records(const InferenceSession& fast, const InferenceSession& sl
 
 // Reads a 60-token prompt in chunks of 13 (blocks split across chunks), then decodes 40 tokens one
 // by one in both sessions; returns how many went through decode_step.
-int64_t run_pair(const GPT& model, InferConfig cfg, int32_t cmt_id = -1) {
+int64_t run_pair(const GPT& model, BeyondConfig cfg, int32_t cmt_id = -1) {
   cfg.decode_step = true;
-  InferenceSession fast(model, cfg, kLandmarkId, cmt_id);
+  BeyondSession fast(model, cfg, kLandmarkId, cmt_id);
   cfg.decode_step = false;
-  InferenceSession slow(model, cfg, kLandmarkId, cmt_id);
+  BeyondSession slow(model, cfg, kLandmarkId, cmt_id);
   const std::vector<int32_t> prompt = random_raw(60, 11), next = random_raw(40, 12);
   check_same(fast.feed(prompt), slow.feed(prompt));
   for (size_t i = 0; i < next.size(); ++i) {
@@ -90,8 +90,8 @@ template <class Fn> void with_threads(int T, Fn&& body) {
   cpu::set_parallel_grain(grain);
 }
 
-InferConfig config(int64_t chunk, int64_t k, PositionMode positions) {
-  InferConfig c;
+BeyondConfig config(int64_t chunk, int64_t k, PositionMode positions) {
+  BeyondConfig c;
   c.chunk_len = chunk;
   c.k = k;
   c.positions = positions;
@@ -111,7 +111,7 @@ TEST_CASE("decode_step: bit-equal to the chunk path (stingy and exact, k, capaci
           with_threads(T, [&] { CHECK(run_pair(*model, config(13, k, pm)) == 32); });
         }
       }
-      InferConfig ring = config(13, 2, PositionMode::Stingy);
+      BeyondConfig ring = config(13, 2, PositionMode::Stingy);
       ring.capacity = 3;  // a ring of 3 blocks: the oldest evicted while decoding
       INFO(dtype_name(dt) << ", " << T << " thread(s), capacity 3");
       with_threads(T, [&] { CHECK(run_pair(*model, ring) == 32); });
@@ -122,7 +122,7 @@ TEST_CASE("decode_step: bit-equal to the chunk path (stingy and exact, k, capaci
 TEST_CASE("decode_step: a context-miss token and its cutoff, as the chunk path", "[decode_step]") {
   auto model = infer_test::make_cmt_model(DType::F32);
   for (double cutoff : {0.0, 0.3, 0.9}) {
-    InferConfig c = config(13, 2, PositionMode::Stingy);
+    BeyondConfig c = config(13, 2, PositionMode::Stingy);
     c.cmt_cutoff = cutoff;
     INFO("cutoff " << cutoff);
     with_threads(2, [&] { CHECK(run_pair(*model, c, kCmtId) == 32); });
@@ -134,9 +134,9 @@ TEST_CASE("decode_step: block K/V that must be fetched (f16 store, files on disk
   const std::string dir =
       (std::filesystem::temp_directory_path() / ("lm_decode_step_" + std::to_string(getpid()))).string();
   std::filesystem::create_directories(dir);
-  InferConfig half = config(13, 2, PositionMode::Stingy);
+  BeyondConfig half = config(13, 2, PositionMode::Stingy);
   half.kv_f16 = true;
-  InferConfig disk = config(13, 2, PositionMode::Exact);
+  BeyondConfig disk = config(13, 2, PositionMode::Exact);
   disk.block_dir = dir;
   with_threads(2, [&] {
     CHECK(run_pair(*model, half) == 32);
@@ -147,21 +147,21 @@ TEST_CASE("decode_step: block K/V that must be fetched (f16 store, files on disk
 
 TEST_CASE("decode_step: what it does not serve goes through the chunk path", "[decode_step]") {
   auto model = infer_test::make_model(DType::F32);
-  InferConfig c = config(13, 2, PositionMode::Stingy);
+  BeyondConfig c = config(13, 2, PositionMode::Stingy);
   c.granularity = Granularity::Token;  // one selection shared by the heads: the chunk path's
-  InferenceSession s(*model, c, kLandmarkId);
+  BeyondSession s(*model, c, kLandmarkId);
   s.feed(random_raw(30, 3));
   s.feed_chunk({7});
   CHECK(s.decode_steps() == 0);
 
-  InferConfig bounded = config(13, 2, PositionMode::Stingy);
+  BeyondConfig bounded = config(13, 2, PositionMode::Stingy);
   bounded.search = KeySearch::Bounded;  // the landmark key index
-  InferenceSession b(*model, bounded, kLandmarkId);
+  BeyondSession b(*model, bounded, kLandmarkId);
   b.feed(random_raw(30, 3));
   b.feed_chunk({7});
   CHECK(b.decode_steps() == 0);
 
-  InferenceSession captured(*model, config(13, 2, PositionMode::Stingy), kLandmarkId);
+  BeyondSession captured(*model, config(13, 2, PositionMode::Stingy), kLandmarkId);
   AttentionCapture cap;
   captured.set_capture(&cap);
   captured.feed(random_raw(30, 3));

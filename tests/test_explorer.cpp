@@ -1,4 +1,4 @@
-// test_explorer.cpp: the explorer's data and page (infer/explorer.h). What it collects must be what
+// test_explorer.cpp: the explorer's data and page (beyond/explorer.h). What it collects must be what
 // inference did: the blocks equal those the attention capture (attn-map's machinery) and a plain
 // retrieval trace (passkey --recall's) report; with exact positions the scores and attention
 // masses equal those of the one-shot forward, and with fewer blocks than cached, layer 0 takes
@@ -12,7 +12,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "infer/explorer.h"
+#include "beyond/explorer.h"
 #include "infer/session.h"
 #include "landmark/attention.h"
 #include "landmark/tokens.h"

@@ -6,7 +6,7 @@
 
 #include <cmath>
 
-#include "infer/eval.h"
+#include "evals/eval.h"
 #include "infer/generate.h"
 #include "infer/session.h"
 #include "tests/infer_fixtures.h"

@@ -12,10 +12,10 @@
 
 #include <unistd.h>
 
-#include "infer/eval.h"
-#include "infer/full_cache.h"
+#include "evals/eval.h"
+#include "beyond/full_cache.h"
 #include "infer/generate.h"
-#include "infer/passkey_eval.h"
+#include "evals/passkey_eval.h"
 #include "infer/session.h"
 #include "landmark/attention.h"
 #include "landmark/tokens.h"

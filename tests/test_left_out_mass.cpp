@@ -17,7 +17,7 @@
 //
 // Part 1 compares att_weight's rows with M computed here from the raw scores, by the group sums
 // written out above (an independent route to the same number), in f64. Part 2 holds the fast rows'
-// certificate (attend_plan with RowCertificates, infer/certificate.h) against an every-block run
+// certificate (attend_plan with a Certifier attached, beyond/certificate.h) against an every-block run
 // of the same rows: M against the mass that run puts on the blocks left out, the identity entry by
 // entry of the two runs' RowMass, and the bound against the two outputs.
 #include <algorithm>
@@ -25,6 +25,8 @@
 #include <random>
 #include <vector>
 
+#include "beyond/certificate.h"
+#include "beyond/config.h"
 #include "infer/chunk_attention.h"
 #include "infer/reference.h"
 #include "landmark/tokens.h"
@@ -210,13 +212,14 @@ struct FastCase {
   std::vector<int32_t> local{kRegular, kRegular, kRegular, kLandmark, kRegular, kRegular, kRegular, kRegular};
   Tensor q, k, v;
   ChunkContext ctx;
+  Certifier cert;  // sees the blocks absorbed (their value norms: Vmax of the bound)
   explicit FastCase(bool cmt, double cutoff) {
     std::vector<int32_t> kinds(static_cast<size_t>(nb * B1), kRegular);
     for (int64_t j = F; j < nb * B1; j += B1) kinds[static_cast<size_t>(j)] = kLandmark;
     // Landmark keys scaled up so that their scores spread and some left-out blocks matter.
-    Tensor keys = randn({NH, nb * B1, HS}, DType::F64);
-    REQUIRE(cache.absorb(mul(keys, 2.0), randn({NH, nb * B1, HS}, DType::F64), kinds, rope, PositionMode::Exact, 0) ==
-            nb);
+    Tensor keys = randn({NH, nb * B1, HS}, DType::F64), vals = randn({NH, nb * B1, HS}, DType::F64);
+    REQUIRE(cache.absorb(mul(keys, 2.0), vals, kinds, rope, PositionMode::Exact, 0) == nb);
+    cert.absorbed(cache, ctx, keys, vals, kinds);  // ctx.layer 0
     if (cmt) cache.cmt_key_rot = randn({NH, HS}, DType::F64);
     q = mul(randn({NH, n, HS}, DType::F64), 1.5);
     k = mul(randn({NH, L, HS}, DType::F64), 1.5);
@@ -262,8 +265,11 @@ void check_fast_rows(bool cmt, double cutoff, bool top_k, std::mt19937_64& gen, 
   }
   const RetrievalPlan plan_S = exact_plan(S, nb, B1), plan_all = exact_plan(all, nb, B1);
   RowMass mass_S, mass_all;
-  RowCertificates cert;
-  const std::vector<double> y_S = values(attend_plan(fx.cache, fx.ctx, plan_S, fx.q, fx.k, fx.v, nullptr, &mass_S, &cert));
+  const HookList hooks{&fx.cert};
+  ChunkContext certified = fx.ctx;
+  certified.hooks = &hooks;
+  const std::vector<double> y_S = values(attend_plan(fx.cache, certified, plan_S, fx.q, fx.k, fx.v, nullptr, &mass_S));
+  const RowCertificates cert = fx.cert.last;
   const std::vector<double> y_all = values(attend_plan(fx.cache, fx.ctx, plan_all, fx.q, fx.k, fx.v, nullptr, &mass_all));
   REQUIRE(cert.mass.size() == static_cast<size_t>(NH * n));
   // 1e-12: f64 sums of a few dozen terms of size about 1 (the same tolerance as the twin tests).
@@ -320,14 +326,14 @@ TEST_CASE("the left-out gate mass certifies the attention error", "[reference][c
   }
   SECTION("refused where it would not be what it says") {
     FastCase fx(false, 0);
-    RowCertificates cert;
+    const HookList hooks{&fx.cert};
     const RetrievalPlan plan = exact_plan(std::vector<std::vector<int32_t>>(FastCase::NH * FastCase::n), FastCase::nb,
                                           FastCase::B1);
     ChunkContext stingy = fx.ctx;
     stingy.positions = PositionMode::Stingy;
-    CHECK_THROWS_WITH(attend_plan(fx.cache, stingy, plan, fx.q, fx.k, fx.v, nullptr, nullptr, &cert),
-                      Catch::Contains("needs exact positions"));
-    InferConfig cfg;
+    stingy.hooks = &hooks;
+    CHECK_THROWS_WITH(attend_plan(fx.cache, stingy, plan, fx.q, fx.k, fx.v), Catch::Contains("needs exact positions"));
+    BeyondConfig cfg;
     cfg.certify = true;
     CHECK_THROWS_WITH(cfg.validate(), Catch::Contains("--certify needs --positions exact"));
     cfg.positions = PositionMode::Exact;

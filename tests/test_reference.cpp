@@ -1,5 +1,5 @@
 // test_reference.cpp: cached inference, InferenceSession (infer/session.h) and its one-token decode
-// step (infer/decode_step.h), against the end-to-end reference written from the paper's
+// step (beyond/decode_step.h), against the end-to-end reference written from the paper's
 // definitions (infer/reference.cpp), which shares nothing with them but the model's weights. On
 // the small random models of tests/infer_fixtures.h: every granularity, both position modes,
 // with and without a context-miss token and with its cutoff, k below the cached blocks, chunks
@@ -9,6 +9,7 @@
 #include <set>
 
 #include "infer/reference.h"
+#include "beyond/session.h"
 #include "infer/session.h"
 #include "tests/infer_fixtures.h"
 
@@ -91,7 +92,7 @@ TEST_CASE("cached inference equals the end-to-end reference", "[infer][reference
 
   for (DType dt : {DType::F64, DType::F32}) {
     INFO(dtype_name(dt));
-    InferenceSession s(dt == DType::F64 ? *m64 : *m32, cfg, kLandmarkId, cmt_id);
+    BeyondSession s(dt == DType::F64 ? *m64 : *m32, cfg, kLandmarkId, cmt_id);
     // f64: the same sums in other orders, and rotations composed where the reference rotates once
     // (measured: at most 3e-15). f32: every product and sum rounded to 6e-8 relative, through two
     // layers whose matrices are scaled by 8 and whose scores go through exponentials; measured at
@@ -162,7 +163,7 @@ TEST_CASE("a k far above the cached blocks: the reference's logits, rotary rows 
 
   for (DType dt : {DType::F64, DType::F32}) {
     INFO(dtype_name(dt));
-    InferenceSession s(dt == DType::F64 ? *m64 : *m32, cfg, kLandmarkId);
+    BeyondSession s(dt == DType::F64 ? *m64 : *m32, cfg, kLandmarkId);
     // The tolerances and their reasons: the test above (measured here: 1.7e-14 in f64, 8.5e-7 in
     // f32 on logits of size up to 2.6).
     const double tol = dt == DType::F64 ? 1e-10 : 1e-5 * std::max(1.0, largest(want));

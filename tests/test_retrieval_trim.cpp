@@ -1,15 +1,17 @@
 // test_retrieval_trim.cpp: beyond the paper. Retrieving fewer blocks than the plan chose
-// (infer/retrieval_trim.h): rows the context-miss token gates off read no block (the logits stay
+// (beyond/cmt_skip.h, beyond/adaptive_k.h): rows the context-miss token gates off read no block (the logits stay
 // the same bits; the blocks read are counted by hand on a case with every score 0), and adaptive
 // k keeps per row the fewest best-scored blocks whose left-out weight is at most E (checked with
-// the certificate's own arithmetic, infer/certificate.h, on the kept row and on the row with one
+// the certificate's own arithmetic, beyond/certificate.h, on the kept row and on the row with one
 // block fewer).
 #include <algorithm>
 #include <filesystem>
 
+#include "beyond/adaptive_k.h"
+#include "beyond/certificate.h"
+#include "beyond/cmt_skip.h"
+#include "beyond/session.h"
 #include "infer/chunk_attention.h"
-#include "infer/retrieval_trim.h"
-#include "infer/session.h"
 #include "landmark/tokens.h"
 #include "tensor/ops.h"
 #include "tensor/rng.h"
@@ -30,15 +32,13 @@ struct Reading {
   int64_t unique = 0, attended = 0, read = 0;
 };
 
-Reading read_with(const GPT& model, InferConfig c, const std::vector<int32_t>& raw, bool skip) {
+Reading read_with(const GPT& model, BeyondConfig c, const std::vector<int32_t>& raw, bool skip) {
   c.cmt_skip = skip;
-  InferenceSession s(model, c, kLandmarkId, kCmtId);
+  BeyondSession s(model, c, kLandmarkId, kCmtId);
   Reading r;
   r.logits = s.feed(raw);
-  for (const RetrievalRecord& rec : s.retrieval_log()) {
-    r.unique += rec.unique;
-    r.attended += rec.attended;
-  }
+  for (const RetrievalRecord& rec : s.retrieval_log()) r.unique += rec.unique;
+  r.attended = s.cmt_skip()->attended;
   r.read = s.blocks_read();
   return r;
 }
@@ -87,7 +87,7 @@ TEST_CASE("a gated-off CMT row skips the fetch", "[infer][cmt][trim]") {
           INFO(dtype_name(dt) << ", " << position_mode_name(pos) << ", cutoff " << cutoff);
           auto model = make_cmt_model(dt);
           const std::vector<int32_t> raw = random_raw(150, 21);
-          InferConfig c;
+          BeyondConfig c;
           c.chunk_len = 12;
           c.k = 3;
           c.positions = pos;
@@ -132,11 +132,14 @@ struct TrimCase {
     ctx.local_kinds = &local;
     ctx.rope = &rope;
   }
-  // The certificate's M for each row of `plan` (attend_plan's own arithmetic, certificate.cpp).
+  // The certificate's M for each row of `plan` (the Certifier's own arithmetic, certificate.cpp).
   std::vector<double> masses(const RetrievalPlan& plan) const {
-    RowCertificates cert;
-    attend_plan(cache, ctx, plan, q, k, v, nullptr, nullptr, &cert);
-    return cert.mass;
+    Certifier cert;
+    const HookList hooks{&cert};
+    ChunkContext c = ctx;
+    c.hooks = &hooks;
+    attend_plan(cache, c, plan, q, k, v);
+    return cert.last.mass;
   }
 };
 
@@ -155,8 +158,8 @@ TEST_CASE("adaptive k keeps the fewest best-scored blocks whose left-out weight 
         const RetrievalPlan full = plan_retrieval(tc.cache, tc.ctx, tc.q);
         RetrievalPlan cut = full;
         const LocalGates g = local_gates(tc.cache, tc.ctx, tc.q, tc.k);
-        const AdaptiveCount count = trim_to_left_out(tc.cache, tc.ctx, tc.q, g, E, cut);
         const std::vector<double> scores = values(retrieval_scores(tc.cache, tc.ctx, tc.q));  // (NH, n, nb)
+        const AdaptiveCount count = trim_to_left_out(tc.ctx, scores, g, E, cut);
         // One block fewer in each row that kept any: its lowest-scored kept block out.
         RetrievalPlan fewer = cut;
         for (size_t r = 0; r < fewer.sel.size(); ++r) {
@@ -197,7 +200,7 @@ TEST_CASE("adaptive k keeps the fewest best-scored blocks whose left-out weight 
       }
   CHECK(rows_cut > 0);  // the checks are not all about rows that kept everything
   CHECK(rows_capped > 0);
-  InferConfig c;
+  BeyondConfig c;
   c.left_out = 0.1;
   CHECK_THROWS_WITH(c.validate(), Catch::Contains("--left-out needs --positions exact"));
   c.positions = PositionMode::Exact;

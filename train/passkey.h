@@ -2,7 +2,7 @@
 // a task line, filler sentences repeated, "The pass key is K. Remember it. K is the pass key.",
 // more filler, and the question "What is the pass key? The pass key is". Used two ways: as
 // training text (documents with the answer appended, mixed with plain filler) and as evaluation
-// prompts of a given length (infer/passkey_eval.h). Keys are uniform in 1..50000.
+// prompts of a given length (evals/passkey_eval.h). Keys are uniform in 1..50000.
 #pragma once
 
 #include <cstdint>

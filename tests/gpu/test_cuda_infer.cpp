@@ -15,8 +15,8 @@
 
 #include "gpu_compare.h"
 #include "infer/cuda/chunk_attention.h"
-#include "infer/eval.h"
-#include "infer/full_cache.h"
+#include "evals/eval.h"
+#include "beyond/full_cache.h"
 #include "infer/session.h"
 #include "tests/infer_fixtures.h"
 #include "nn/gpt.h"
@@ -338,7 +338,7 @@ std::unique_ptr<GPT> standard_model(DType dt, Device d) {
   return m;
 }
 
-// `landmark eval --device cuda` (infer/eval.cpp): the same windows scored on both devices. Every
+// `landmark eval --device cuda` (evals/eval.cpp): the same windows scored on both devices. Every
 // per-token loss is a log-softmax entry, which moves by at most twice the largest change of a
 // logit; the logits agree within logit_atol (above: 1e-5 in f32, 1e-12 in f64, times the largest
 // logit, about 2.4 for this model). So each token's nats may differ by 2 * 1e-5 * 2.4 < 5e-5 in
@@ -372,7 +372,7 @@ TEST_CASE("cuda evaluation: perplexity equals the CPU's, landmark reading and a 
   }
 }
 
-// The full KV cache's generic step (infer/full_cache.cpp), which a CUDA model takes: logits token
+// The full KV cache's generic step (beyond/full_cache.cpp), which a CUDA model takes: logits token
 // by token equal the CPU's (its own generic step and its hand-written step) within the logit
 // tolerance above, and after fill_random both devices hold the same numbers.
 TEST_CASE("cuda full KV cache: token-by-token logits equal the CPU's", "[cuda][infer]") {

@@ -15,7 +15,7 @@
 // In the code: StepState is what the threads share, Worker one thread's part, layer_step steps A
 // to E (attend_heads step B), run_thread one thread's whole step, finish_step the new tails and
 // the records.
-#include "infer/decode_step.h"
+#include "beyond/decode_step.h"
 
 #include <algorithm>
 #include <exception>
@@ -41,7 +41,7 @@ bool decode_step_fits(const GPT& model, const std::vector<LayerCache>& layers, c
   if (model.is_training() && model.config().dropout > 0) return false;
   if (ctx.granularity != Granularity::TokenHead || ctx.capture || ctx.trace) return false;
   for (const LayerCache& c : layers)
-    if (c.indexed || c.device != Device::CPU || c.dtype != dt) return false;
+    if (c.indexed || c.scoring || c.device != Device::CPU || c.dtype != dt) return false;
   return !layers.empty();
 }
 

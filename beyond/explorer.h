@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-#include "infer/config.h"
+#include "beyond/config.h"
 #include "nn/gpt.h"
 
 namespace lm {
@@ -43,7 +43,7 @@ struct ExploreData {
 // Reads `ids` (at least one token) through an InferenceSession (model on the CPU: the attention
 // mass comes from the CPU rows; the scan search: scores of the chosen blocks) and collects the
 // data above, keeping the `top` most probable next tokens of every position.
-ExploreData explore_tokens(const GPT& model, const InferConfig& cfg, const std::vector<int32_t>& ids,
+ExploreData explore_tokens(const GPT& model, const BeyondConfig& cfg, const std::vector<int32_t>& ids,
                            int32_t landmark_id, int32_t cmt_id = -1, int64_t top = 5);
 
 // The pass key of a pass-key prompt: `key` when >= 0, else the number after "The pass key is "

@@ -9,7 +9,7 @@
 #include <set>
 #include <string>
 
-#include "infer/explorer.h"
+#include "beyond/explorer.h"
 #include "tensor/check.h"
 #include "train/tokenizer.h"
 

@@ -9,7 +9,7 @@
 //   topIds   u32 (n, top)       most probable next tokens; topProbs u16 (n, top) probability x 65535
 //   nextProb u16 (n)            probability x 65535 of the text's next token; ids u32 (n) the tokens
 // The script draws the panel for the selected token (a click, the arrow keys, or #pos=N).
-#include "infer/explorer.h"
+#include "beyond/explorer.h"
 
 namespace lm {
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "infer/hooks.h"
 #include "infer/layer_cache.h"
 #include "infer/retrieval_plan.h"
 #include "infer/session.h"
@@ -25,8 +26,9 @@
 namespace lm {
 
 // Whether decode_step can take a one-token chunk in this situation: a CPU model in f32 or f64 that
-// is not training with dropout, token-head granularity, the landmark keys scanned (no index), block
-// K/V readable in place (in RAM, in the model's dtype), nothing captured or traced.
+// is not training with dropout, token-head granularity, the landmark keys scanned (no index and no
+// other block scoring), block K/V readable in place (in RAM, in the model's dtype), nothing captured
+// or traced.
 bool decode_step_fits(const GPT& model, const std::vector<LayerCache>& layers, const ChunkContext& ctx);
 
 // Feeds one regular token (`token`) whose local positions are `positions` (the tail's, then its
@@ -36,5 +38,20 @@ bool decode_step_fits(const GPT& model, const std::vector<LayerCache>& layers, c
 // and appends one RetrievalRecord per layer to `log`. Call only when decode_step_fits.
 Tensor decode_step(const GPT& model, std::vector<LayerCache>& layers, const ChunkContext& ctx, int32_t token,
                    const std::vector<int32_t>& positions, std::vector<RetrievalRecord>& log);
+
+// The decode step as the session's one-token path (infer/hooks.h; BeyondSession sets it unless
+// BeyondConfig::decode_step is off), counting the tokens it took.
+class DecodeStep : public OneTokenPath {
+ public:
+  bool fits(const GPT& model, const std::vector<LayerCache>& layers, const ChunkContext& ctx) const override {
+    return decode_step_fits(model, layers, ctx);
+  }
+  Tensor step(const GPT& model, std::vector<LayerCache>& layers, const ChunkContext& ctx, int32_t token,
+              const std::vector<int32_t>& positions, std::vector<RetrievalRecord>& log) override {
+    ++steps;
+    return decode_step(model, layers, ctx, token, positions, log);
+  }
+  int64_t steps = 0;  // tokens that went through it so far
+};
 
 }  // namespace lm

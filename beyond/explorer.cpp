@@ -1,7 +1,7 @@
 // Beyond the paper: the explorer (explorer.h).
 // explorer.cpp: explore_tokens, find_passkey and retrieval_tsv (explorer.h). The page itself is
 // explorer_page.cpp.
-#include "infer/explorer.h"
+#include "beyond/explorer.h"
 
 #include <algorithm>
 #include <cctype>
@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <sstream>
 
-#include "infer/session.h"
+#include "beyond/session.h"
 #include "landmark/tokens.h"
 #include "tensor/ops.h"
 
@@ -37,7 +37,7 @@ void next_tokens(const double* logits, int64_t V, int64_t top, int32_t next, int
 
 }  // namespace
 
-ExploreData explore_tokens(const GPT& model, const InferConfig& cfg, const std::vector<int32_t>& ids,
+ExploreData explore_tokens(const GPT& model, const BeyondConfig& cfg, const std::vector<int32_t>& ids,
                            int32_t landmark_id, int32_t cmt_id, int64_t top) {
   LM_CHECK(!ids.empty(), "explore: the text has no tokens");
   LM_CHECK(model.device() == Device::CPU,
@@ -62,7 +62,7 @@ ExploreData explore_tokens(const GPT& model, const InferConfig& cfg, const std::
 
   // --- the reading: chunk by chunk, as InferenceSession::feed does, keeping each chunk's logits
   // only as long as its next-token lists take ---
-  InferenceSession s(model, cfg, landmark_id, cmt_id);
+  BeyondSession s(model, cfg, landmark_id, cmt_id);
   RetrievalTrace trace;
   trace.detail = true;
   s.set_trace(&trace);

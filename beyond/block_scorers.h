@@ -1,6 +1,6 @@
 // block_scorers.h: beyond the paper. How a cached block is summarised for retrieval, and how a
 // query scores the summary. The paper scores a block by its landmark key, which training taught
-// to stand for the block (InferConfig::scorer = Landmark; retrieval_plan.h). The training-free
+// to stand for the block (BeyondConfig::scorer = Landmark; retrieval_plan.h). The training-free
 // scorers here summarise the block's own keys instead, so they also serve a standard model read
 // in blocks (standard_blocks.h):
 //   Mean    q . mean of the block's F keys                        (MoBA's block score)
@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "infer/hooks.h"
 #include "tensor/dtype.h"
 
 namespace lm {
@@ -29,12 +30,12 @@ BlockScorer parse_block_scorer(const std::string& s);  // "landmark" | "mean" | 
 const char* block_scorer_name(BlockScorer s);
 
 // The oracle keeps every key of every block in fast memory and scores all of them: dense, so it
-// is refused past this many tokens (InferConfig::scorer).
+// is refused past this many tokens (BeyondConfig::scorer).
 constexpr int64_t kOracleMaxTokens = 32768;
 
 // Per head, the summary rows of every cached block, oldest block first, each row HS values:
 //   Mean 1 row, Quest 2 (the per-feature max, then min), Reps r, Oracle F (the keys themselves).
-// With keep_keys (mass recall against the oracle, InferConfig::mass_recall) the F keys are kept
+// With keep_keys (mass recall against the oracle, BeyondConfig::mass_recall) the F keys are kept
 // too, beside another scorer's rows. Values in the cache's dtype (F32 or F64), on the host.
 class BlockSummaries {
  public:
@@ -125,5 +126,25 @@ void agree_with_oracle(const Scalar* lse, int64_t nb, const std::vector<int32_t>
 template <class Scalar>
 OracleAgreement oracle_agreement(const BlockSummaries& sum, const Scalar* q, int64_t NH, int64_t n, double scale,
                                  const std::vector<std::vector<int32_t>>& sel);
+
+// A training-free scorer as a layer's block scoring (infer/hooks.h): the summaries of its blocks,
+// scored by score_all_heads. BeyondSession sets one per layer for BeyondConfig::scorer.
+class SummaryScoring : public BlockScoring {
+ public:
+  SummaryScoring(BlockScorer s, int64_t NH, int64_t F, int64_t HS, int64_t reps, DType dtype)
+      : sum_(s, NH, F, HS, reps, false, dtype) {}
+  bool needs_queries() const override { return sum_.scorer == BlockScorer::Reps; }
+  void add_block(const Tensor& k_loc, const Tensor* q_loc, int64_t begin, int64_t pos0, RotaryCache& rope) override {
+    summarise_block(sum_, k_loc, q_loc, begin, pos0, rope);
+  }
+  void keep_newest(int64_t held) override { sum_.drop_oldest(sum_.blocks() - held); }
+  int64_t blocks() const override { return sum_.blocks(); }
+  int64_t score(const Tensor& q_rot, double scale, std::vector<float>& out) const override;
+  int64_t score(const Tensor& q_rot, double scale, std::vector<double>& out) const override;
+  int64_t bytes_per_block() const override { return sum_.bytes_per_block(); }
+
+ private:
+  BlockSummaries sum_;
+};
 
 }  // namespace lm

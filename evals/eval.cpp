@@ -1,5 +1,5 @@
 // eval.cpp: evaluate_perplexity and its Transformer-XL reading, evaluate_perplexity_xl (eval.h).
-#include "infer/eval.h"
+#include "evals/eval.h"
 
 #include <algorithm>
 #include <chrono>
@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "autograd/functions.h"
-#include "infer/session.h"
+#include "beyond/session.h"
 #include "tensor/create.h"
 #include "tensor/files.h"
 #include "tensor/ops.h"
@@ -56,7 +56,7 @@ int64_t count_windows(int64_t N, int64_t eval_length, int64_t max_windows) {
 }
 }  // namespace
 
-PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t>& tokens, const InferConfig& cfg,
+PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t>& tokens, const BeyondConfig& cfg,
                                      int32_t landmark_id, int32_t cmt_id, int64_t eval_length, int64_t max_windows,
                                      const std::function<void(int64_t, int64_t)>& progress) {
   if (model.config().xl_cache > 0) return evaluate_perplexity_xl(model, tokens, eval_length, max_windows, progress);
@@ -82,7 +82,7 @@ PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t
     std::vector<int32_t> win(begin, begin + eval_length), next(begin + 1, begin + eval_length + 1);
     Tensor logits;
     if (landmark) {
-      InferenceSession s(model, cfg, landmark_id, cmt_id);
+      BeyondSession s(model, cfg, landmark_id, cmt_id);
       logits = s.feed(win);
       r.summary_bytes = s.summary_bytes_per_block();
       const int64_t chunks = (eval_length + cfg.chunk_len - 1) / cfg.chunk_len;
@@ -96,22 +96,17 @@ PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t
           ++r.retrieval_steps;
           r.fetched += rec.fetched;
           r.unique += rec.unique;
-          r.attended += rec.attended;
-          r.adaptive_rows += rec.adaptive_rows;
-          r.adaptive_blocks += rec.adaptive_blocks;
-          r.adaptive_capped += rec.adaptive_capped;
           r.queries += rec.queries;
           r.keys_scored += rec.keys_scored;
           r.scored_rows += rec.queries * model.config().n_head;
-          r.oracle.add(rec.oracle);
         }
         r.cmt_rows += rec.cmt_rows;
         r.cmt_dropped += rec.cmt_dropped;
         if (rec.cached > 0 && cfg.k > 0) r.search_rows += rec.queries * model.config().n_head;
         r.budget_cut += rec.budget_cut;
-        if ((cfg.certify || cfg.left_out >= 0) && rec.cached > 0)
-          r.certificate.add(rec.layer, rec.left_out, rec.bound_max);
       }
+      add_extension_records(s, &r.attended, &r.adaptive_rows, &r.adaptive_blocks, &r.adaptive_capped, &r.certificate,
+                            &r.oracle);
     } else {
       // The whole window at once, or (standard_local > 0) in independent pieces without memory.
       const int64_t piece = cfg.standard_local > 0 ? std::min(cfg.standard_local, eval_length) : eval_length;

@@ -2,7 +2,7 @@
 // full_cache.cpp: FullKVCache (full_cache.h). f32 only: it exists for speed comparisons. Two
 // steps: the hand-written CPU one (FullKVCache::step) and a device-generic one of tensor ops
 // (step_tensor_ops), which CUDA models take.
-#include "infer/full_cache.h"
+#include "beyond/full_cache.h"
 
 #include <cmath>
 #include <cstring>

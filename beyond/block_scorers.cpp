@@ -1,6 +1,6 @@
 // block_scorers.cpp: beyond the paper. Block summaries and the training-free scorers
 // (block_scorers.h).
-#include "infer/block_scorers.h"
+#include "beyond/block_scorers.h"
 
 #include <algorithm>
 #include <cmath>
@@ -315,5 +315,14 @@ OracleAgreement oracle_agreement(const BlockSummaries& sum, const Scalar* q, int
 LM_SCORERS_INSTANTIATE(float)
 LM_SCORERS_INSTANTIATE(double)
 #undef LM_SCORERS_INSTANTIATE
+
+int64_t SummaryScoring::score(const Tensor& q_rot, double scale, std::vector<float>& out) const {
+  const Tensor q = q_rot.contiguous();
+  return score_all_heads<float>(sum_, sum_.scorer, q.data<float>(), q.size(0), q.size(1), scale, out);
+}
+int64_t SummaryScoring::score(const Tensor& q_rot, double scale, std::vector<double>& out) const {
+  const Tensor q = q_rot.contiguous();
+  return score_all_heads<double>(sum_, sum_.scorer, q.data<double>(), q.size(0), q.size(1), scale, out);
+}
 
 }  // namespace lm

@@ -18,13 +18,15 @@
 //
 // Only with exact positions (stingy positions score a gate at one slot and attend it at another,
 // so no row the model reads has the scored weights), on the CPU rows. The blocks left out are
-// those cached: with a capacity, blocks evicted earlier are in neither row.
+// those cached: with a capacity, blocks evicted earlier are in neither row. It attaches as an
+// observer of the rows and of the cache (infer/hooks.h): Certifier.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
 #include "infer/cpu_rows.h"
+#include "infer/hooks.h"
 #include "landmark/grouped_softmax.h"
 
 namespace lm {
@@ -41,7 +43,7 @@ double left_out_share(const LayerCache& cache, const RowInput<Scalar>& in, const
 template <class Scalar>
 double certified_bound(double M, double vmax, bool cmt, const Scalar* y, int64_t HS);
 
-// Per (head, query) row of a chunk: M and its bound (attend_plan fills them under ctx.certify).
+// Per (head, query) row of a chunk: M and its bound (the Certifier's record of the last chunk).
 struct RowCertificates {
   std::vector<double> mass, bound;
 };
@@ -52,11 +54,41 @@ struct CertificateStats {
   std::vector<std::vector<float>> mass;  // per layer
   std::vector<double> bound_max;         // per layer
   void add(int64_t layer, const std::vector<double>& row_mass, double row_bound_max);
+  void add(const CertificateStats& other);  // other's rows after these, layer by layer
   struct Layer {
     int64_t rows = 0;
     double mean = 0, p99 = 0, max = 0, bound_max = 0;
   };
   std::vector<Layer> summary() const;  // one entry per layer seen
+};
+
+// The hook (--certify, and --left-out, which implies it): every row's M and bound, the rows of
+// chunks with a cache gathered per layer. Exact positions, the CPU rows, a host store.
+class Certifier : public RetrievalHooks {
+ public:
+  bool observes_rows(const ChunkContext&) const override { return true; }
+  void begin_rows(const LayerCache& cache, const ChunkContext& ctx, int64_t rows) override;
+  void row_scores(const LayerCache& cache, const RowInput<float>& in, const RowLayout& layout, const float* s,
+                  int64_t len, int64_t r) override;
+  void row_scores(const LayerCache& cache, const RowInput<double>& in, const RowLayout& layout, const double* s,
+                  int64_t len, int64_t r) override;
+  void row_done(const LayerCache& cache, int64_t r, int64_t h, double p_cmt, bool cut, const float* y) override;
+  void row_done(const LayerCache& cache, int64_t r, int64_t h, double p_cmt, bool cut, const double* y) override;
+  void end_chunk(const LayerCache& cache, const ChunkContext& ctx, const RetrievalPlan& plan,
+                 const RetrievalPlan& read) override;
+  void absorbed(const LayerCache& cache, const ChunkContext& ctx, const Tensor& k_loc, const Tensor& v_loc,
+                const std::vector<int32_t>& kinds) override;
+
+  RowCertificates last;    // the rows of the last chunk and layer
+  CertificateStats stats;  // every chunk with a cache, per layer
+
+ private:
+  template <class Scalar>
+  void done(const LayerCache& cache, int64_t r, int64_t h, double p_cmt, bool cut, const Scalar* y);
+  // Per layer and head, the largest L2 norm of a regular token's value among every block absorbed
+  // so far (evicted ones included: still an upper bound for those held): Vmax of the bound.
+  std::vector<std::vector<double>> value_norm_max_;
+  int64_t layer_ = 0;
 };
 
 }  // namespace lm

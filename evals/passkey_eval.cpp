@@ -1,12 +1,12 @@
 // passkey_eval.cpp: passkey_accuracy and retrieval recall (passkey_eval.h).
-#include "infer/passkey_eval.h"
+#include "evals/passkey_eval.h"
 
 #include <algorithm>
 #include <cctype>
 #include <chrono>
 
+#include "beyond/session.h"
 #include "infer/generate.h"
-#include "infer/session.h"
 #include "landmark/tokens.h"
 #include "train/passkey.h"
 #include "train/tokenizer.h"
@@ -66,7 +66,7 @@ void count_recall(const RetrievalTrace& trace, const std::vector<int64_t>& key_b
 }
 }  // namespace
 
-PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const InferConfig& cfg, int64_t length,
+PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const BeyondConfig& cfg, int64_t length,
                                const PasskeyOptions& o, const std::function<void(const PasskeyProgress&)>& progress) {
   LM_CHECK(o.trials > 0, "passkey: need at least one trial, got " << o.trials);
   LM_CHECK(!o.recall || o.window <= 0, "passkey: retrieval recall needs the landmark path (no window)");
@@ -98,7 +98,7 @@ PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const Inf
     if (o.window > 0) {
       out = generate_windowed(model, ids, o.window, max_new, greedy, stop, landmark, cmt);
     } else {
-      InferenceSession s(model, cfg, landmark, cmt);
+      BeyondSession s(model, cfg, landmark, cmt);
       RetrievalTrace trace;
       if (o.recall) {  // from the prompt's last token (the first answer token's query) on
         const int64_t last = static_cast<int64_t>(ids.size()) - 1;  // a standard model's stream is the raw one
@@ -119,19 +119,14 @@ PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const Inf
       for (const RetrievalRecord& rec : s.retrieval_log()) {  // as evaluate_perplexity counts them
         if (rec.cached > 0 && cfg.k > 0) r.search_rows += rec.queries * NH;
         r.budget_cut += rec.budget_cut;
-        if ((cfg.certify || cfg.left_out >= 0) && rec.cached > 0)
-          r.certificate.add(rec.layer, rec.left_out, rec.bound_max);
         if (rec.cached > 0) {
           r.unique += rec.unique;
-          r.attended += rec.attended;
-          r.adaptive_rows += rec.adaptive_rows;
-          r.adaptive_blocks += rec.adaptive_blocks;
-          r.adaptive_capped += rec.adaptive_capped;
           r.keys_scored += rec.keys_scored;
           r.scored_rows += rec.queries * NH;
-          r.oracle.add(rec.oracle);
         }
       }
+      add_extension_records(s, &r.attended, &r.adaptive_rows, &r.adaptive_blocks, &r.adaptive_capped, &r.certificate,
+                            &r.oracle);
     }
     const std::string answer = tok.decode(out);
     const bool hit = (paper ? passkey_first_integer(answer) : passkey_answer_digits(answer)) == std::to_string(p.key);

@@ -1,19 +1,19 @@
 // eval.h: perplexity over long texts with cached chunked inference (the paper's Tables 1-3): the
 // text is cut into non-overlapping windows of eval_length raw tokens, each window is read by a
-// fresh InferenceSession in chunks, and all eval_length positions are scored, the last one
-// against the first token after the window (so N tokens give (N - 1) / eval_length windows).
-// (A Transformer-XL model reads each window in pieces with its cache instead: evaluate_perplexity_xl.)
-// Also collects what retrieval did: the blocks retrieved (Table 2's count), the unique blocks
-// per token, Appendix F's statistic (unique blocks in the penultimate chunk of each window, per
-// layer) and, for a model with a context-miss token, the drop rate at the CMT cutoff (Table 3).
+// fresh BeyondSession (the paper's InferenceSession with the extensions asked for) in chunks, and all eval_length
+// positions are scored, the last one against the first token after the window (so N tokens give (N - 1) / eval_length
+// windows). (A Transformer-XL model reads each window in pieces with its cache instead: evaluate_perplexity_xl.) Also
+// collects what retrieval did: the blocks retrieved (Table 2's count), the unique blocks per token, Appendix C's
+// statistic (unique blocks in the penultimate chunk of each window, per layer) and, for a model with a context-miss
+// token, the drop rate at the CMT cutoff (Table 3).
 #pragma once
 
 #include <functional>
 #include <string>
 #include <vector>
 
-#include "infer/certificate.h"
-#include "infer/config.h"
+#include "beyond/certificate.h"
+#include "beyond/config.h"
 #include "nn/gpt.h"
 
 namespace lm {
@@ -27,7 +27,7 @@ struct PerplexityResult {
   std::vector<int64_t> unique_blocks;        // per window and layer: penultimate chunk's unique blocks
   std::vector<int64_t> unique_blocks_layer;  // the layer of each entry of unique_blocks
   // The mean of unique_blocks per layer (entry l: layer l; 0 for a layer with no entry): which
-  // layers retrieve few distinct blocks (Appendix F's low mode).
+  // layers retrieve few distinct blocks (Appendix C's low mode).
   std::vector<double> unique_by_layer() const;
   int64_t cached_at_penultimate = 0;  // blocks in the cache then (the histogram's upper end)
   // Over every (chunk, layer) that had at least one cached block:
@@ -42,15 +42,15 @@ struct PerplexityResult {
   // --search approx: (query, layer, head) rows that searched, and those whose search ran out of
   // tiles before it could prove its top k (RetrievalRecord::budget_cut).
   int64_t search_rows = 0, budget_cut = 0;
-  // Beyond the paper, with InferConfig::certify: per layer, the left-out weights and bounds.
+  // Beyond the paper, with BeyondConfig::certify: per layer, the left-out weights and bounds.
   CertificateStats certificate;
-  // Beyond the paper (retrieval_trim.h), over the same (chunk, layer) pairs as `unique`: distinct
+  // Beyond the paper (cmt_skip.h, adaptive_k.h), over the same (chunk, layer) pairs as `unique`: distinct
   // blocks the rows attended (fewer when gated-off CMT rows read none); adaptive k's rows, the
   // blocks they kept and the rows capped at k.
   int64_t attended = 0, adaptive_rows = 0, adaptive_blocks = 0, adaptive_capped = 0;
   // Beyond the paper (block_scorers.h), over the same pairs: keys (or summary rows) scored and the
   // (query, head) rows that scored them; the bytes one block's scoring summary takes in fast memory
-  // (all layers); with InferConfig::mass_recall, the rows' agreement with the oracle.
+  // (all layers); with BeyondConfig::mass_recall, the rows' agreement with the oracle.
   int64_t keys_scored = 0, scored_rows = 0, summary_bytes = 0;
   OracleAgreement oracle;
   double seconds = 0;
@@ -61,7 +61,7 @@ struct PerplexityResult {
 // and needs eval_length <= block_size; a Transformer-XL model (xl_cache > 0) goes to
 // evaluate_perplexity_xl, any length, `cfg` unused. cmt_id: the "<|cmt|>" id, needed by a model trained with a
 // context-miss token. progress(window_done, windows_total).
-PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t>& tokens, const InferConfig& cfg,
+PerplexityResult evaluate_perplexity(const GPT& model, const std::vector<int32_t>& tokens, const BeyondConfig& cfg,
                                      int32_t landmark_id, int32_t cmt_id, int64_t eval_length, int64_t max_windows = 0,
                                      const std::function<void(int64_t, int64_t)>& progress = nullptr);
 

@@ -1,5 +1,5 @@
 // passkey_eval.h: pass-key retrieval accuracy at a given prompt length (the paper's Section 4.2
-// experiment). A landmark model reads the whole prompt through an InferenceSession (cached
+// experiment). A landmark model reads the whole prompt through a BeyondSession (cached
 // chunks + top-k block retrieval); a baseline sees only its training window (the last
 // block_size tokens). Both answer greedily. Two ways to score a trial:
 //   strict: the answer, after leading spaces, starts with exactly the key's digits (we stop at the
@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "infer/certificate.h"
-#include "infer/config.h"
+#include "beyond/certificate.h"
+#include "beyond/config.h"
 #include "nn/gpt.h"
 
 namespace lm {
@@ -55,10 +55,10 @@ struct PasskeyResult {
   // tiles before their top k was proven (RetrievalRecord::budget_cut), over every prompt's
   // prefill and answer; the others chose exactly the scan's blocks.
   int64_t search_rows = 0, budget_cut = 0;
-  // Beyond the paper, with InferConfig::certify: per layer, the left-out weights and bounds over
+  // Beyond the paper, with BeyondConfig::certify: per layer, the left-out weights and bounds over
   // every prompt's prefill and answer.
   CertificateStats certificate;
-  // Beyond the paper (retrieval_trim.h), as PerplexityResult counts them: distinct blocks chosen
+  // Beyond the paper (cmt_skip.h, adaptive_k.h), as PerplexityResult counts them: distinct blocks chosen
   // and attended per (chunk, layer) with a cache, summed; adaptive k's rows, blocks kept, rows capped.
   int64_t unique = 0, attended = 0, adaptive_rows = 0, adaptive_blocks = 0, adaptive_capped = 0;
   // Beyond the paper (block_scorers.h), as PerplexityResult counts them; and the time spent
@@ -76,7 +76,7 @@ struct PasskeyProgress {
   int64_t read = 0, prompt = 0;                      // tokens of the current prompt read so far, of how many
 };
 
-PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const InferConfig& cfg, int64_t length,
+PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const BeyondConfig& cfg, int64_t length,
                                const PasskeyOptions& o,
                                const std::function<void(const PasskeyProgress&)>& progress = nullptr);
 

@@ -1,12 +1,13 @@
 // certificate.cpp: beyond the paper. The left-out share of a row's gates and the bound it
 // certifies (certificate.h); the per-layer statistics eval and passkey print under --certify.
-#include "infer/certificate.h"
+#include "beyond/certificate.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "landmark/tokens.h"
+#include "tensor/tensor.h"
 
 namespace lm {
 
@@ -98,6 +99,85 @@ std::vector<CertificateStats::Layer> CertificateStats::summary() const {
     out.push_back(s);
   }
   return out;
+}
+
+void CertificateStats::add(const CertificateStats& other) {
+  for (size_t l = 0; l < other.mass.size(); ++l) {
+    std::vector<double> m(other.mass[l].begin(), other.mass[l].end());
+    add(static_cast<int64_t>(l), m, other.bound_max[l]);
+  }
+}
+
+void Certifier::begin_rows(const LayerCache& cache, const ChunkContext& ctx, int64_t rows) {
+  LM_CHECK(ctx.positions == PositionMode::Exact && cache.device == Device::CPU,
+           "chunk attention: the left-out certificate needs exact positions and the CPU rows (--positions exact, "
+           "--device cpu)");
+  layer_ = ctx.layer;
+  last.mass.assign(static_cast<size_t>(rows), 0.0);
+  last.bound.assign(static_cast<size_t>(rows), 0.0);
+  if (static_cast<int64_t>(value_norm_max_.size()) <= layer_) value_norm_max_.resize(static_cast<size_t>(layer_ + 1));
+  value_norm_max_[static_cast<size_t>(layer_)].resize(static_cast<size_t>(cache.NH), 0.0);
+}
+
+void Certifier::row_scores(const LayerCache& cache, const RowInput<float>& in, const RowLayout& layout, const float* s,
+                           int64_t len, int64_t r) {
+  last.mass[static_cast<size_t>(r)] = left_out_share(cache, in, layout, s, len);  // m; M once P'(CMT) is known
+}
+void Certifier::row_scores(const LayerCache& cache, const RowInput<double>& in, const RowLayout& layout,
+                           const double* s, int64_t len, int64_t r) {
+  last.mass[static_cast<size_t>(r)] = left_out_share(cache, in, layout, s, len);
+}
+
+template <class Scalar>
+void Certifier::done(const LayerCache& cache, int64_t r, int64_t h, double p_cmt, bool cut, const Scalar* y) {
+  const bool cmt = cache.cmt_key_rot.defined();
+  double& M = last.mass[static_cast<size_t>(r)];
+  M = !cmt ? M : cut ? 0.0 : p_cmt * M;
+  last.bound[static_cast<size_t>(r)] =
+      certified_bound(M, value_norm_max_[static_cast<size_t>(layer_)][static_cast<size_t>(h)], cmt, y, cache.HS);
+}
+void Certifier::row_done(const LayerCache& cache, int64_t r, int64_t h, double p_cmt, bool cut, const float* y) {
+  done(cache, r, h, p_cmt, cut, y);
+}
+void Certifier::row_done(const LayerCache& cache, int64_t r, int64_t h, double p_cmt, bool cut, const double* y) {
+  done(cache, r, h, p_cmt, cut, y);
+}
+
+void Certifier::end_chunk(const LayerCache&, const ChunkContext& ctx, const RetrievalPlan& plan, const RetrievalPlan&) {
+  if (plan.nb == 0) return;  // nothing could be left out
+  double bound_max = 0;
+  for (double b : last.bound) bound_max = std::max(bound_max, b);
+  stats.add(ctx.layer, last.mass, bound_max);
+}
+
+namespace {
+// Each head's largest value norm among the regular tokens of v (NH, L, HS, host) up to `end`.
+template <class Scalar>
+void note_value_norms(const Tensor& v, const std::vector<int32_t>& kinds, int64_t end, std::vector<double>& vmax) {
+  const Tensor c = v.contiguous();
+  const int64_t NH = c.size(0), L = c.size(1), HS = c.size(2);
+  vmax.resize(static_cast<size_t>(NH), 0.0);
+  for (int64_t h = 0; h < NH; ++h)
+    for (int64_t j = 0; j < end; ++j) {
+      if (kinds[static_cast<size_t>(j)] != kRegular) continue;
+      const Scalar* x = c.data<Scalar>() + (h * L + j) * HS;
+      double sq = 0;
+      for (int64_t d = 0; d < HS; ++d) sq += static_cast<double>(x[d]) * static_cast<double>(x[d]);
+      vmax[static_cast<size_t>(h)] = std::max(vmax[static_cast<size_t>(h)], std::sqrt(sq));
+    }
+}
+}  // namespace
+
+void Certifier::absorbed(const LayerCache& cache, const ChunkContext& ctx, const Tensor&, const Tensor& v_loc,
+                         const std::vector<int32_t>& kinds) {
+  const int64_t layer = ctx.layer;
+  int64_t end = 0;  // the finished blocks: everything up to the last landmark
+  for (int64_t j = 0; j < static_cast<int64_t>(kinds.size()); ++j)
+    if (kinds[static_cast<size_t>(j)] == kLandmark) end = j + 1;
+  if (end == 0 || cache.store->device() != Device::CPU) return;
+  if (static_cast<int64_t>(value_norm_max_.size()) <= layer) value_norm_max_.resize(static_cast<size_t>(layer + 1));
+  LM_DISPATCH_FLOAT(cache.dtype, "Certifier::absorbed",
+                    { note_value_norms<scalar_t>(v_loc, kinds, end, value_norm_max_[static_cast<size_t>(layer)]); });
 }
 
 template double left_out_share<float>(const LayerCache&, const RowInput<float>&, const RowLayout&, const float*,

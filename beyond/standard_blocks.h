@@ -22,26 +22,29 @@
 #include <memory>
 #include <vector>
 
-#include "infer/config.h"
+#include "beyond/block_scorers.h"
+#include "beyond/config.h"
+#include "infer/session.h"
 #include "nn/gpt.h"
 
 namespace lm {
 
-struct RetrievalRecord;
-struct RetrievalTrace;
-
-class StandardBlockSession {
+// A ChunkReader (infer/session.h): BeyondSession reads a standard model with a scorer through it.
+class StandardBlockSession : public ChunkReader {
  public:
-  StandardBlockSession(const GPT& model, const InferConfig& cfg);
-  ~StandardBlockSession();
+  StandardBlockSession(const GPT& model, const BeyondConfig& cfg);
+  ~StandardBlockSession() override;
   // One chunk of at most chunk_len raw tokens: their logits (n, V), row r predicting the token
   // after raw[r].
-  Tensor feed_chunk(const std::vector<int32_t>& raw);
-  int64_t cached_blocks() const;
-  int64_t tokens_fed() const;
-  const std::vector<RetrievalRecord>& retrieval_log() const;
-  void set_trace(RetrievalTrace* trace);    // with detail: scores and masses too (the explorer)
-  int64_t summary_bytes_per_block() const;  // every layer's summary of one block
+  Tensor feed_chunk(const std::vector<int32_t>& raw) override;
+  int64_t cached_blocks() const override;
+  int64_t tokens_fed() const override;
+  const std::vector<RetrievalRecord>& retrieval_log() const override;
+  void set_trace(RetrievalTrace* trace) override;    // with detail: scores and masses too (the explorer)
+  int64_t summary_bytes_per_block() const override;  // every layer's summary of one block
+  // With BeyondConfig::mass_recall: each record's agreement with the oracle, one per entry of
+  // retrieval_log() (zero where nothing was cached), as mass_recall.h keeps them.
+  const std::vector<OracleAgreement>& agreements() const;
 
  private:
   struct Impl;

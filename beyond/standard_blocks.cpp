@@ -1,14 +1,14 @@
 // standard_blocks.cpp: beyond the paper. A standard model read in blocks with a training-free
 // scorer (standard_blocks.h).
-#include "infer/standard_blocks.h"
+#include "beyond/standard_blocks.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "autograd/functions.h"
+#include "beyond/block_scorers.h"
 #include "infer/attention_record.h"
-#include "infer/block_scorers.h"
 #include "infer/cpu_rows.h"
 #include "infer/rotary_cache.h"
 #include "infer/session.h"
@@ -36,16 +36,17 @@ struct StandardLayer {
 
 struct StandardBlockSession::Impl {
   const GPT& model;
-  InferConfig cfg;
+  BeyondConfig cfg;
   int64_t F, NH, HS, C, T;
   DType dtype;
   RotaryCache rope;
   int64_t raw_fed = 0, blocks_done = 0, chunks = 0, tail_len = 0;
   std::vector<StandardLayer> layers;
   std::vector<RetrievalRecord> log;
+  std::vector<OracleAgreement> agreements;  // with mass recall: per record of `log`, as mass_recall.h keeps them
   RetrievalTrace* trace = nullptr;
 
-  Impl(const GPT& m, const InferConfig& c)
+  Impl(const GPT& m, const BeyondConfig& c)
       : model(m),
         cfg(c),
         F(m.config().landmark_every),
@@ -63,7 +64,7 @@ struct StandardBlockSession::Impl {
              "--scorer on a standard model: the CPU, f32 or f64 (this model is " << dtype_name(dtype) << " on "
                                                                                  << device_name(m.device()) << ")");
     LM_CHECK(cfg.block_dir.empty() && !cfg.kv_f16 && !cfg.blocks_on_device && cfg.cmt_cutoff == 0,
-             "--scorer on a standard model: block K/V stay in RAM as f32/f64 (no --mmap-dir, --kv-dtype f16, "
+             "--scorer on a standard model: block K/V stay in RAM as f32/f64 (no --block-dir, --kv-dtype f16, "
              "--blocks-on-device or --cmt-cutoff)");
     LM_CHECK(m.config().xl_cache == 0, "--scorer: a Transformer-XL model reads its own memory, not blocks");
     LM_CHECK(F >= 1, "standard blocks: the model's landmark_every (the block length) must be positive");
@@ -92,7 +93,7 @@ struct StandardBlockSession::Impl {
   // With `score`, each chosen block's score too, row by row as the choice (a detailed trace).
   template <class Scalar>
   std::vector<std::vector<int32_t>> choose(const StandardLayer& L, const Tensor& q_rot, RetrievalRecord* rec,
-                                           std::vector<std::vector<double>>* score) {
+                                           OracleAgreement* oracle, std::vector<std::vector<double>>* score) {
     const int64_t n = q_rot.size(1), nb = cached();
     std::vector<std::vector<int32_t>> sel(static_cast<size_t>(NH * n));
     if (score) score->assign(sel.size(), std::vector<double>());
@@ -101,7 +102,7 @@ struct StandardBlockSession::Impl {
     static thread_local std::vector<Scalar> scores;
     rec->keys_scored = score_all_heads<Scalar>(*L.sum, cfg.scorer, q_rot.data<Scalar>(), NH, n, scale, scores);
     sel = select_blocks<Scalar>(scores.data(), NH, n, nb, cfg.k, cfg.granularity);
-    if (cfg.mass_recall) rec->oracle = oracle_agreement<Scalar>(*L.sum, q_rot.data<Scalar>(), NH, n, scale, sel);
+    if (cfg.mass_recall) *oracle = oracle_agreement<Scalar>(*L.sum, q_rot.data<Scalar>(), NH, n, scale, sel);
     if (score)
       for (size_t r = 0; r < sel.size(); ++r)
         for (int32_t b : sel[r]) (*score)[r].push_back(static_cast<double>(scores[r * static_cast<size_t>(nb) + b]));
@@ -165,7 +166,7 @@ struct StandardBlockSession::Impl {
     std::vector<int32_t> all;
     for (const std::vector<int32_t>& row : sel) all.insert(all.end(), row.begin(), row.end());
     std::sort(all.begin(), all.end());
-    rec.unique = rec.attended = static_cast<int64_t>(std::unique(all.begin(), all.end()) - all.begin());
+    rec.unique = static_cast<int64_t>(std::unique(all.begin(), all.end()) - all.begin());
     return rec;
   }
 
@@ -187,12 +188,13 @@ struct StandardBlockSession::Impl {
     const Tensor k_rot = rotary(k_loc->unsqueeze(0), rot_local).squeeze(0).contiguous();
     const Tensor q_rot = rotary(q.unsqueeze(0), rot_q).squeeze(0).contiguous();
     RetrievalRecord rec;
+    OracleAgreement oracle;
     Tensor y({NH, n, HS}, dtype, Device::CPU);
     std::vector<std::vector<int32_t>> sel;
     const bool traced = trace && raw_fed + n > trace->from_query, detail = traced && trace->detail;
     RetrievalTrace::Step st;
     LM_DISPATCH_FLOAT(dtype, "standard blocks", {
-      sel = choose<scalar_t>(L, q_rot, &rec, detail ? &st.score : nullptr);
+      sel = choose<scalar_t>(L, q_rot, &rec, &oracle, detail ? &st.score : nullptr);
       attend<scalar_t>(L, sel, q_rot, k_rot, *v_loc, y.data<scalar_t>(), detail ? &st.mass : nullptr);
     });
     if (traced) {
@@ -205,6 +207,7 @@ struct StandardBlockSession::Impl {
       trace->steps.push_back(std::move(st));
     }
     log.push_back(record(static_cast<int64_t>(l), n, sel, rec));
+    agreements.push_back(oracle);
     const Var att(y.transpose(0, 1).contiguous().reshape({1, n, C}));
     x = add(x, blk.attn.proj.forward(att));
     return add(x, blk.mlp.forward(blk.ln2.forward(x)));
@@ -261,13 +264,14 @@ struct StandardBlockSession::Impl {
   }
 };
 
-StandardBlockSession::StandardBlockSession(const GPT& model, const InferConfig& cfg)
+StandardBlockSession::StandardBlockSession(const GPT& model, const BeyondConfig& cfg)
     : impl_(std::make_unique<Impl>(model, cfg)) {}
 StandardBlockSession::~StandardBlockSession() = default;
 Tensor StandardBlockSession::feed_chunk(const std::vector<int32_t>& raw) { return impl_->feed_chunk(raw); }
 int64_t StandardBlockSession::cached_blocks() const { return impl_->cached(); }
 int64_t StandardBlockSession::tokens_fed() const { return impl_->raw_fed; }
 const std::vector<RetrievalRecord>& StandardBlockSession::retrieval_log() const { return impl_->log; }
+const std::vector<OracleAgreement>& StandardBlockSession::agreements() const { return impl_->agreements; }
 void StandardBlockSession::set_trace(RetrievalTrace* trace) { impl_->trace = trace; }
 int64_t StandardBlockSession::summary_bytes_per_block() const {
   return impl_->layers[0].sum->bytes_per_block() * static_cast<int64_t>(impl_->layers.size());
