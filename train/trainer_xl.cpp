@@ -1,7 +1,7 @@
 // trainer_xl.cpp: Transformer-XL training (trainer.h, TrainOptions::segment): each batch row a
 // segment of S tokens read as S / T windows, the cache carried from one to the next, and the
 // checks of --xl-cache and --segment. Not the XL attention itself (nn/xl_attention.h, GPT::loss_xl),
-// nor a standard or landmark batch (trainer_batch.cpp); the XL evaluation is infer/eval.h's.
+// nor a standard or landmark batch (trainer_batch.cpp); the XL evaluation is evals/eval.h's.
 #include <functional>
 #include <string>
 #include <vector>

@@ -27,7 +27,7 @@ void gemm_single(bool trans_a, bool trans_b, int64_t m, int64_t n, int64_t k, do
 // products gemm_blocked computes for a one-row A times a transposed B (its few-row path calls
 // this), with the same sums; compiled with gemm.cpp's FMA contraction, which is why it is not
 // inline. For callers that split such a product's columns among threads of their own (the
-// one-token decode step, infer/decode_step.cpp).
+// one-token decode step, beyond/decode_step.cpp).
 template <class Scalar>
 void gemv_rows(const Scalar* x, const Scalar* W, int64_t ldw, int64_t K, int64_t j0, int64_t j1, Scalar* y);
 

@@ -1,5 +1,5 @@
 // cpu/layernorm_row.h: layer norm of one row, the arithmetic of the CPU layernorm kernel
-// (tensor/cpu/nn.cpp), also called by the one-token decode step (infer/decode_step.cpp), so that
+// (tensor/cpu/nn.cpp), also called by the one-token decode step (beyond/decode_step.cpp), so that
 // both give the same bits.
 #pragma once
 
