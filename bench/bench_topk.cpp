@@ -35,6 +35,7 @@
 #include "tensor/cpu/cache_info.h"
 #include "tensor/cpu/gemm.h"
 #include "tensor/cpu/parallel.h"
+#include "tensor/files.h"
 #include "tensor/create.h"
 #include "tensor/ops.h"
 
@@ -205,15 +206,17 @@ int bench_main(int argc, char** argv) {
       }
     }
   if (!out.empty()) {
-    const std::string tsv = out + ".tsv", tmp = tsv + ".tmp";
-    FILE* f = std::fopen(tmp.c_str(), "w");
-    if (!f) throw std::runtime_error("cannot write " + tmp);
-    std::fprintf(f, "keys\tk\tblocks\tscan_us\tbounded_us\tscored_pct\tapprox_us\tapprox_recall\tfaiss_us\tfaiss_add_us\tfaiss_recall\n");
-    for (const Row& r : rows)
-      std::fprintf(f, "%s\t%lld\t%lld\t%.3f\t%.3f\t%.2f\t%.3f\t%.4f\t%.3f\t%.3f\t%.4f\n", r.keys.c_str(), (long long)r.k,
-                   (long long)r.blocks, r.scan_us, r.bounded_us, r.scored_pct, r.approx_us, r.approx_recall, r.faiss_us,
-                   r.faiss_add_us, r.faiss_recall);
-    if (std::fclose(f) != 0 || std::rename(tmp.c_str(), tsv.c_str()) != 0) throw std::runtime_error("cannot write " + tsv);
+    const std::string tsv = out + ".tsv";
+    std::string text =
+        "keys\tk\tblocks\tscan_us\tbounded_us\tscored_pct\tapprox_us\tapprox_recall\tfaiss_us\tfaiss_add_us\tfaiss_recall\n";
+    for (const Row& r : rows) {
+      char line[512];
+      std::snprintf(line, sizeof line, "%s\t%lld\t%lld\t%.3f\t%.3f\t%.2f\t%.3f\t%.4f\t%.3f\t%.3f\t%.4f\n", r.keys.c_str(),
+                    (long long)r.k, (long long)r.blocks, r.scan_us, r.bounded_us, r.scored_pct, r.approx_us,
+                    r.approx_recall, r.faiss_us, r.faiss_add_us, r.faiss_recall);
+      text += line;
+    }
+    write_file_atomic(tsv, text, "bench_topk");  // the checked writer (tensor/files.h)
     std::vector<plot::Series> series;
     for (const char* kind : {"passkey", "random"})
       for (int64_t k : {4, 5})

@@ -12,7 +12,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <exception>
 #include <string>
+
+#include "tensor/files.h"
 
 namespace lm {
 namespace fuzz {
@@ -23,18 +26,15 @@ inline std::string scratch_path(const char* name) {
   return std::string(dir && *dir ? dir : "/tmp") + "/lm_fuzz_" + std::to_string(getpid()) + "_" + name;
 }
 
-// Replaces the file's contents with [data, data + size). Aborts (a finding about the harness, not
-// the library) when the file cannot be written.
+// Replaces the file's contents with [data, data + size), through the project's checked writer
+// (tensor/files.h). Aborts (a finding about the harness, not the library) when the file cannot be
+// written.
 inline void write_scratch(const std::string& path, const uint8_t* data, size_t size) {
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  if (fd < 0) std::abort();
-  size_t done = 0;
-  while (done < size) {
-    const ssize_t n = ::write(fd, data + done, size - done);
-    if (n <= 0) std::abort();
-    done += static_cast<size_t>(n);
+  try {
+    write_file_atomic(path, std::string(reinterpret_cast<const char*>(data), size), "fuzz scratch");
+  } catch (const std::exception&) {
+    std::abort();
   }
-  ::close(fd);
 }
 
 // Splits an input in two at its first two bytes (a little-endian length of the first part, taken

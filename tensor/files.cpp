@@ -1,8 +1,9 @@
-// files.cpp: require_regular_file, require_replaceable_output, write_file_atomic and the CRC-32
-// helpers (files.h).
+// files.cpp: require_regular_file, require_replaceable_output, write_file_atomic, AppendFile and
+// the CRC-32 helpers (files.h).
 #include "tensor/files.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -126,6 +127,64 @@ std::string crc32_hex(uint32_t crc) {
   char hex[9];
   std::snprintf(hex, sizeof hex, "%08x", crc);
   return hex;
+}
+
+AppendFile::AppendFile(const std::string& path, bool truncate, const std::string& where) : path_(path), where_(where) {
+  require_replaceable_output(path, where);
+  // O_NOFOLLOW: a link put there since the check is refused (ELOOP), not written through;
+  // O_NONBLOCK: a FIFO put there since returns at once (ENXIO without a reader) instead of waiting.
+  const int flags = O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (truncate ? O_TRUNC : 0);
+  fd_ = ::open(path.c_str(), flags, 0666);
+  LM_CHECK(fd_ >= 0, where << ": cannot open " << path << " for writing: " << std::strerror(errno));
+  struct stat st {};
+  if (::fstat(fd_, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd_);
+    fd_ = -1;
+    LM_FAIL(where << ": " << path << " is not a regular file: refusing to write to it");
+  }
+  ::fcntl(fd_, F_SETFL, ::fcntl(fd_, F_GETFL) & ~O_NONBLOCK);  // a regular file: writes as usual
+}
+
+AppendFile::~AppendFile() {
+  if (fd_ < 0) return;
+  try {
+    write_lines(true);
+  } catch (const Error&) {  // a destructor must not throw; the last, unfinished line is lost
+  }
+  ::close(fd_);
+}
+
+void AppendFile::write_lines(bool all) {
+  const size_t end = all ? pending_.size() : pending_.rfind('\n') == std::string::npos ? 0 : pending_.rfind('\n') + 1;
+  for (size_t done = 0; done < end;) {
+    const ssize_t n = ::write(fd_, pending_.data() + done, end - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = n < 0 ? errno : EIO;
+      pending_.clear();  // what is left of the failed lines is dropped, not written again at the close
+      LM_FAIL(where_ << ": writing " << path_ << " failed: " << std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  pending_.erase(0, end);
+}
+
+AppendFile::int_type AppendFile::overflow(int_type c) {
+  if (traits_type::eq_int_type(c, traits_type::eof())) return traits_type::not_eof(c);
+  pending_.push_back(traits_type::to_char_type(c));
+  if (pending_.back() == '\n') write_lines(false);
+  return c;
+}
+
+std::streamsize AppendFile::xsputn(const char* s, std::streamsize n) {
+  pending_.append(s, static_cast<size_t>(n));
+  if (std::char_traits<char>::find(s, static_cast<size_t>(n), '\n')) write_lines(false);
+  return n;
+}
+
+int AppendFile::sync() {
+  write_lines(false);
+  return 0;
 }
 
 }  // namespace lm

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <streambuf>
 #include <string>
 
 namespace lm {
@@ -43,5 +44,29 @@ int open_output_temp(const std::string& path, const std::string& where);
 // lm::Error names the file, led by `where`. Token files, tokenizers, tables, pages and PNGs
 // (plot/canvas.cpp) are written by it.
 void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& where = "write");
+
+// The one checked open for a file that grows a line at a time (train's metrics.jsonl): `path` must
+// pass require_replaceable_output (nothing there, or a regular file: no link, FIFO, device,
+// socket or directory), is opened O_NOFOLLOW | O_NONBLOCK (what appears there in between cannot
+// be written through, and a FIFO cannot block the open) and checked again on the descriptor to be
+// a regular file; `truncate` starts it empty, else it is appended to. Lines are written whole, one
+// write(2) per line or more, each checked; a failed write throws lm::Error naming the file.
+class AppendFile : public std::streambuf {
+ public:
+  AppendFile(const std::string& path, bool truncate, const std::string& where);
+  ~AppendFile() override;  // writes what is left of the last line, closes
+  AppendFile(const AppendFile&) = delete;
+  AppendFile& operator=(const AppendFile&) = delete;
+
+ protected:
+  int_type overflow(int_type c) override;
+  std::streamsize xsputn(const char* s, std::streamsize n) override;
+  int sync() override;
+
+ private:
+  void write_lines(bool all);  // writes pending_ up to its last newline (all: everything)
+  int fd_ = -1;
+  std::string path_, where_, pending_;
+};
 
 }  // namespace lm

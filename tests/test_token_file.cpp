@@ -405,3 +405,59 @@ TEST_CASE("write_file_atomic: an output path that is not a regular file is refus
     WARN("/dev/null not tried: this process may write to /dev but could not make a device of its own to try first");
   }
 }
+
+TEST_CASE("AppendFile: whole lines appended or truncated, and a path that is not a regular file refused", "[io]") {
+  // The one checked open for a log that grows a line at a time (train's metrics.jsonl).
+  const fs::path dir = lm::test::fresh_temp_dir("append_file");
+  const fs::path f = dir / "metrics.jsonl";
+  {
+    lm::AppendFile file(f.string(), true, "train");
+    std::ostream out(&file);
+    out << "{\"step\":" << 1 << "}\n";
+    CHECK(read_bytes(f) == "{\"step\":1}\n");  // a finished line is on disk at once
+    out << "{\"step\":" << 2;
+    CHECK(read_bytes(f) == "{\"step\":1}\n");  // an unfinished one is not
+    out << "}\n";
+  }
+  CHECK(read_bytes(f) == "{\"step\":1}\n{\"step\":2}\n");
+  {
+    lm::AppendFile file(f.string(), false, "train");  // appended to
+    std::ostream out(&file);
+    out << "x";  // no newline: written when the file closes
+  }
+  CHECK(read_bytes(f) == "{\"step\":1}\n{\"step\":2}\nx");
+  { lm::AppendFile file(f.string(), true, "train"); }  // truncated
+  CHECK(read_bytes(f).empty());
+  // A write that fails (a file-size limit here, a full disk elsewhere) is an error naming the file.
+  {
+    lm::AppendFile file(f.string(), true, "train");
+    std::ostream out(&file);
+    out.exceptions(std::ios::badbit);
+    lm::test::FileSizeLimit limit(1000);
+    CHECK_THROWS_WITH(out << std::string(5000, 'z') << "\n",
+                      Catch::Contains("train: writing") && Catch::Contains("metrics.jsonl") &&
+                          Catch::Contains("File too large"));
+  }
+  // Refused, naming what is there, before anything is opened (a FIFO would block the open):
+  const auto refused = [&](const fs::path& p, const std::string& kind) {
+    std::string error;
+    try {
+      lm::AppendFile file(p.string(), false, "train: the metrics log");
+    } catch (const lm::Error& e) {
+      error = e.what();
+    }
+    INFO("opening " << p << " gave: " << (error.empty() ? "no error" : error));
+    CHECK_THAT(error, Catch::Contains("train: the metrics log: " + p.string() + " is " + kind));
+  };
+  REQUIRE(lm::test::make_fifo(dir / "pipe"));
+  refused(dir / "pipe", "a FIFO (named pipe)");
+  lm::test::write_text_file(dir / "theirs.txt", "someone else's");
+  fs::create_symlink(dir / "theirs.txt", dir / "link");
+  refused(dir / "link", "a symbolic link");
+  CHECK(read_bytes(dir / "theirs.txt") == "someone else's");
+  fs::create_directories(dir / "folder");
+  refused(dir / "folder", "a directory");
+  if (lm::test::make_char_device(dir / "null")) refused(dir / "null", "a device");  // only as root
+  refused("/dev/null", "a device");  // refused before it is opened: nothing written to it
+  fs::remove_all(dir);
+}

@@ -113,7 +113,7 @@ TrainResult train(const TrainOptions& opts, std::ostream& log_all) {
   batch_loss.ranks = world.size;
   State st(o, start, *data.tok);
   const std::string ckpt_path = o.out_dir + "/checkpoint.safetensors", metrics_path = o.out_dir + "/metrics.jsonl";
-  std::ofstream metrics_file;
+  std::unique_ptr<AppendFile> metrics_file;
   std::ostream metrics(nullptr);  // rank 0: the file; other ranks: nowhere
   open_metrics(o, metrics_path, st.step, world, metrics_file, metrics);
   if (!o.init_from.empty()) metrics << nlohmann::json{{"parent", start.parent_record}}.dump() << "\n";

@@ -17,6 +17,7 @@
 #include "nn/checkpoint.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
+#include "tensor/files.h"
 #include "tensor/rng.h"
 #include "train/distributed.h"
 #include "train/landmark_batch.h"
@@ -201,7 +202,7 @@ void log_header(std::ostream& log, const TrainOptions& o, const GPTConfig& mc, G
 // resume, lines past the checkpoint's step (written before a kill, and about to be written again)
 // are dropped first, so every step appears once.
 void open_metrics(const TrainOptions& o, const std::string& path, int64_t step, const dist::World& world,
-                  std::ofstream& file, std::ostream& metrics);
+                  std::unique_ptr<AppendFile>& file, std::ostream& metrics);
 
 // One step's line of metrics.jsonl.
 void log_step_metrics(std::ostream& metrics, int64_t step, double loss, double lr, double gnorm, double tps,

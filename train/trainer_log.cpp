@@ -86,17 +86,20 @@ void log_header(std::ostream& log, const TrainOptions& o, const GPTConfig& mc, G
     log << "note: the token files in " << o.data_dir << " have no CRC-32 (written before version 2): read unverified\n";
 }
 
-// Rank 0 points `metrics` at out_dir/metrics.jsonl (other ranks leave it writing nowhere). On
-// resume, lines past the checkpoint's step (written before a kill, and about to be written again)
-// are dropped first, so every step appears once.
+// Rank 0 points `metrics` at out_dir/metrics.jsonl (other ranks leave it writing nowhere), through
+// the checked open of tensor/files.h (no link, FIFO, device or directory there; whole lines; a
+// failed write is an error, not a lost line). On resume, lines past the checkpoint's step
+// (written before a kill, and about to be written again) are dropped first, so every step appears
+// once.
 void open_metrics(const TrainOptions& o, const std::string& path, int64_t step, const dist::World& world,
-                  std::ofstream& file, std::ostream& metrics) {
+                  std::unique_ptr<AppendFile>& file, std::ostream& metrics) {
   if (!world.root()) return;
   std::filesystem::create_directories(o.out_dir);
+  require_replaceable_output(path, "train: the metrics log");  // before reading it for the resume
   if (!o.resume.empty()) drop_metrics_after(path, step);
-  file.open(path, o.resume.empty() ? std::ios::trunc : std::ios::app);
-  LM_CHECK(file.good(), "train: cannot write " << path);
-  metrics.rdbuf(file.rdbuf());
+  file = std::make_unique<AppendFile>(path, o.resume.empty(), "train: the metrics log");
+  metrics.rdbuf(file.get());
+  metrics.exceptions(std::ios::badbit);  // a failed write reaches the caller as the file's error
 }
 
 void log_step_metrics(std::ostream& metrics, int64_t step, double loss, double lr, double gnorm, double tps,

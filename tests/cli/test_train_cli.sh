@@ -21,6 +21,8 @@
 #   - `train --xl-cache --segment` (Transformer-XL) says how it reads its segments and counts its
 #     tokens per step; `eval` of that model prints Table 1's XL row at lengths past the window; the
 #     bad combinations are errors naming the flags.
+#   - metrics.jsonl as a symbolic link, a FIFO or a directory is refused at once, naming it, and
+#     the link's target is left as it was.
 # Usage: test_train_cli.sh path/to/landmark
 source "$(dirname "${BASH_SOURCE[0]}")/lib.sh"  # LANDMARK, WORK, fail, expect, passkey_tokens
 
@@ -159,4 +161,25 @@ losses() { grep -o '"step":[0-9]*,"loss":[-0-9.e]*' "$1/metrics.jsonl"; }
 [ "$(losses "$WORK/cut")" = "$(losses "$WORK/whole")" ] || {
   diff <(losses "$WORK/whole") <(losses "$WORK/cut") >&2; fail "a resumed run differs from the uninterrupted one"; }
 [ "$(losses "$WORK/cut" | wc -l)" -eq 20 ] || fail "expected 20 step lines after the resume"
+# metrics.jsonl is written through the checked open (tensor/files.h AppendFile): a symbolic link
+# there is refused and its target left as it was; a FIFO is refused at once, not waited on (the
+# timeout would kill a train blocked in open); a directory is refused; each names the path.
+for kind in link fifo dir; do
+  rm -rf "$WORK/m_$kind" && mkdir -p "$WORK/m_$kind"
+  case $kind in
+    link) echo "precious" > "$WORK/target.txt"; ln -s "$WORK/target.txt" "$WORK/m_$kind/metrics.jsonl" ;;
+    fifo) mkfifo "$WORK/m_$kind/metrics.jsonl" ;;
+    dir) mkdir "$WORK/m_$kind/metrics.jsonl" ;;
+  esac
+  set +e
+  timeout 60 "$LANDMARK" train "${TINY[@]}" --steps 2 --out "$WORK/m_$kind" > "$WORK/m_$kind.log" 2>&1
+  rc=$?
+  set -e
+  [ "$rc" -eq 1 ] || { cat "$WORK/m_$kind.log" >&2; fail "train with metrics.jsonl a $kind exited $rc, expected 1"; }
+  expect "$WORK/m_$kind.log" "train: the metrics log: $WORK/m_$kind/metrics.jsonl is"
+done
+expect "$WORK/m_link.log" "symbolic link"
+expect "$WORK/m_fifo.log" "FIFO"
+expect "$WORK/m_dir.log" "directory"
+[ "$(cat "$WORK/target.txt")" = "precious" ] || fail "the link's target was written"
 echo "test_train_cli: all checks passed"
