@@ -11,7 +11,7 @@ namespace lm {
 
 struct BeyondConfig : InferConfig {
   BeyondConfig() = default;
-  BeyondConfig(const InferConfig& paper) : InferConfig(paper) {}  // NOLINT: the extensions off, as the paper reads
+  BeyondConfig(const InferConfig& paper) : InferConfig(paper) {}  // NOLINT: implicit; extensions at their defaults
   bool cmt_skip = true;  // rows whose CMT is below the cutoff read no block (the same logits; cmt_skip.h);
                          // false: the paper's way, retrieve
   double left_out = -1;  // adaptive k: per row the fewest best blocks (at most k) whose left-out weight is
