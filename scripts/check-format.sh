@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check-format.sh [--fix]: the library, app and example folders (tensor, autograd, nn, landmark, train,
+# check-format.sh [--fix]: the library, app and example folders (tensor, autograd, nn, landmark, sparse, train,
 # infer, beyond, evals, plot, apps, examples) against .clang-format with clang-format-16
 # (scripts/install-deps.sh lint installs it).
 # Without --fix it changes nothing, lists each file that is not formatted and exits 1; with --fix it
@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CF="${CLANG_FORMAT:-clang-format-16}"
 command -v "$CF" > /dev/null || { echo "check-format: $CF not found (bash scripts/install-deps.sh lint)" >&2; exit 2; }
-mapfile -t files < <(git ls-files 'tensor/*' 'autograd/*' 'nn/*' 'landmark/*' 'train/*' 'infer/*' 'beyond/*' 'evals/*' \
+mapfile -t files < <(git ls-files 'tensor/*' 'autograd/*' 'nn/*' 'landmark/*' 'sparse/*' 'train/*' 'infer/*' 'beyond/*' 'evals/*' \
   'plot/*' 'apps/*' 'examples/*' | grep -E '\.(cpp|h|cu|cuh)$')
 if [ "${1:-}" = --fix ]; then
   "$CF" -i "${files[@]}"

@@ -16,7 +16,7 @@ bash "$ROOT/scripts/check-layers.sh" > "$WORK/tree.txt" || { cat "$WORK/tree.txt
 copy() {
   rm -rf "$WORK/t" && mkdir -p "$WORK/t/scripts"
   cp "$ROOT/scripts/check-layers.sh" "$ROOT/scripts/layers.txt" "$WORK/t/scripts/"
-  for d in tensor autograd nn plot landmark train infer beyond evals apps; do cp -r "$ROOT/$d" "$WORK/t/"; done
+  for d in tensor autograd nn plot landmark sparse train infer beyond evals apps; do cp -r "$ROOT/$d" "$WORK/t/"; done
 }
 # plant FILE INCLUDE: adds #include "INCLUDE" to FILE of the copy; the check must fail naming both.
 plant() {
