@@ -51,6 +51,8 @@ constexpr std::pair<const char*, const char*> kFlagKeys[] = {{"--layers", "n_lay
                                                              {"--cmt-prob", "cmt_prob"},
                                                              {"--jump", "jump_max"},
                                                              {"--segment", "segment"},
+                                                             {"--train-top-k", "train_top_k"},
+                                                             {"--train-top-k-gates", "train_top_k_gates"},
                                                              {"--doc-starts", "doc_starts"},
                                                              {"--lr", "lr"},
                                                              {"--schedule", "schedule"},
@@ -122,6 +124,20 @@ Command train_command(CLI::App& app) {
          "optimizer step per batch of segments")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 30))
       ->capture_default_str();
+  auto* top_k = sub->add_option("--train-top-k", o->train_top_k,
+                                "Training with the cache (beyond the paper): each query attends to the tokens of "
+                                "only its K best-scored earlier blocks, as cached inference does (0: the paper's "
+                                "dense training; landmark models without --cmt)")
+                    ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
+                    ->capture_default_str();
+  sub->add_option("--train-top-k-gates", o->train_top_k_gates,
+                  "With --train-top-k: chosen (only the chosen blocks' landmarks in the top group's softmax, the "
+                  "softmax cached inference computes) or all (every earlier landmark stays in it; the blocks left "
+                  "out lose their mass, logged per layer as left_out_mass)")
+      ->check(CLI::IsMember({"chosen", "all"}))
+      ->needs(top_k)
+      ->capture_default_str();
+  top_k->excludes("--xl-cache");
   sub->add_flag("--doc-starts", o->doc_starts,
                 "Start every window at a document (right after a newline token) "
                 "instead of anywhere: each window then holds a whole document, as a prompt does");
@@ -204,6 +220,8 @@ Command train_command(CLI::App& app) {
     o->model.attention = parse_attention_kind(*attention);
     LM_CHECK(o->model.landmark() || (!o->model.context_miss && o->jump_max == 1),
              "train: --cmt and --jump need --attention landmark");
+    LM_CHECK(o->train_top_k == 0 || sub->count("--attention") == 0 || o->model.landmark(),
+             "train: --train-top-k needs --attention landmark, not --attention standard");
     g_stop_signal = 0;
     for (int sig : kStopSignals) std::signal(sig, on_stop_signal);
     TrainResult r = train(*o, std::cout);

@@ -105,6 +105,7 @@ TrainResult train(const TrainOptions& opts, std::ostream& log_all) {
   const Start start = resolve_start(o, *data.tok, log);
   const GPTConfig& mc = start.model;
   mc.validate();
+  check_sparse_options(o, mc);
   const int64_t row = row_tokens(o, mc);
   check_run_fits(o, data, row, world);
   if (o.doc_starts) find_document_starts(data, mc, row);
@@ -138,14 +139,17 @@ TrainResult train(const TrainOptions& opts, std::ostream& log_all) {
     clock.avg_step = clock.avg_step == 0 ? dt : 0.9 * clock.avg_step + 0.1 * dt;
     res.last_loss = loss_value;
     const double tps = static_cast<double>(tokens_per_step) / dt;
-    log_step_metrics(metrics, step, loss_value, lr, gnorm, tps, elapsed, world.size);
+    std::string left_out_field;
+    const double left_out = take_left_out(*batch_loss.left_out, left_out_field);
+    log_step_metrics(metrics, step, loss_value, lr, gnorm, tps, elapsed, world.size, left_out_field);
     const bool stop = stop_on_any_rank(stop_requested().load(), world);
     const bool last = step == o.steps, reached = o.stop_at > 0 && step >= o.stop_at;
     clock.over_limit = limit_s > 0 && now_s() - t_start > limit_s;
     const bool ending = last || stop || final_by_time || reached;
     if (!o.quiet && (ending || step == 1 || elapsed - last_line >= o.log_every_s)) {
       log << progress_line(o, mc, step, loss_value, lr, tps, elapsed, clock.avg_step)
-          << (world.size > 1 ? " | ranks " + std::to_string(world.size) : "") << "\n"
+          << (world.size > 1 ? " | ranks " + std::to_string(world.size) : "")
+          << (left_out >= 0 ? " | left out " + std::to_string(left_out).substr(0, 6) : "") << "\n"
           << std::flush;
       last_line = elapsed;
     }

@@ -63,6 +63,11 @@ struct TrainOptions {
   double cmt_prob = 0.5;  // P_CMT, chance that a landmark is CMT-controlled in training
   int64_t jump_max = 1;   // p_jump for positional jumps in training (1 = off)
   double cmt_cutoff = 0;  // validation with a CMT: drop controlled blocks when P(CMT) < this
+  // Training with the cache (beyond the paper; sparse/attention.h): K > 0 trains (and validates)
+  // with top-k landmark attention, each query reaching the tokens of its K best-scored earlier
+  // blocks only; 0 is the paper's dense training. The gate variant: "chosen" or "all".
+  int64_t train_top_k = 0;
+  std::string train_top_k_gates = "chosen";
   // Transformer-XL models only (model.xl_cache = M > 0): each batch row is a contiguous segment of
   // this many tokens, a multiple of model.block_size T, read as segment / T consecutive windows with
   // the cache carried from one to the next (empty at the segment's start); one optimizer step per

@@ -8,6 +8,7 @@
 
 #include "autograd/functions.h"
 #include "landmark/attention.h"
+#include "sparse/attention.h"
 #include "tensor/ops.h"
 #include "train/batch.h"
 #include "train/trainer_internal.h"
@@ -35,8 +36,21 @@ Var BatchLoss::operator()(GPT& model, const TokenFile& data, const std::vector<i
     layout.cmt_cutoff = o.cmt_cutoff;
     layout.cmt_stats = cmt_stats;
   }
-  Var loss = model.loss(b.x, b.y, b.positions.to(model.device()), kIgnoreIndex, landmark_attention_core(layout));
+  Var loss = model.loss(b.x, b.y, b.positions.to(model.device()), kIgnoreIndex, attention_core(layout, training));
   return weight == 1.0 ? loss : mul(loss, weight);
+}
+
+// The paper's dense landmark attention, or with --train-top-k the top-k op (training and
+// validation alike: the validation loss is the objective being trained). Under the "all" gates a
+// training batch's left-out shares are added into left_out, one entry per layer.
+AttentionFn BatchLoss::attention_core(const LandmarkLayout& layout, bool training) const {
+  if (o.train_top_k == 0) return landmark_attention_core(layout);
+  SparseOptions so;
+  so.top_k = o.train_top_k;
+  so.gates = parse_sparse_gates(o.train_top_k_gates);
+  const bool record = training && so.gates == SparseGates::All;
+  if (record) left_out->calls = 0;  // a new forward: its l-th call is layer l again
+  return sparse_attention_core(layout, so, record ? left_out : nullptr);
 }
 
 void check_loss(double lv, int64_t step) {

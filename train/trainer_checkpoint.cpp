@@ -56,6 +56,8 @@ void for_each_setting(Options& o, Visit&& f) {
   f("jump_max", o.jump_max, false);
   f("doc_starts", o.doc_starts, false);
   f("segment", o.segment, false);
+  f("train_top_k", o.train_top_k, false);
+  f("train_top_k_gates", o.train_top_k_gates, false);
 }
 
 nlohmann::json settings_to_json(const TrainOptions& o) {

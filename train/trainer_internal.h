@@ -17,6 +17,7 @@
 #include "nn/checkpoint.h"
 #include "nn/gpt.h"
 #include "nn/optim.h"
+#include "sparse/attention.h"
 #include "tensor/files.h"
 #include "tensor/rng.h"
 #include "train/distributed.h"
@@ -62,6 +63,11 @@ struct BatchLoss {
   const GPTConfig& mc;
   LandmarkDataOptions lmo;
   std::shared_ptr<CmtStats> cmt_stats = std::make_shared<CmtStats>();  // validation drop rate
+  // --train-top-k-gates all: the left-out share per layer, summed over the step's micro-batches
+  // (logged and reset after each step)
+  std::shared_ptr<LeftOutStats> left_out = std::make_shared<LeftOutStats>();
+  // The attention core of a landmark batch: dense, or top-k with --train-top-k (trainer_batch.cpp).
+  AttentionFn attention_core(const LandmarkLayout& layout, bool training) const;
   // Data parallel (distributed.h): every rank draws the whole batch (cheap: token ids) and keeps
   // its rows, rank r of R the r-th of R equal slices, so R ranks read exactly the batch one would.
   int rank = 0, ranks = 1;
@@ -104,6 +110,10 @@ double evaluate(GPT& model, const TokenFile& val, const std::vector<int64_t>* st
                 const BatchLoss& batch_loss);
 
 // ---- Transformer-XL segments (trainer_xl.cpp) ----
+
+// --train-top-k against the run's model (the parent's with --init-from, the checkpoint's with
+// --resume): a landmark model without a CMT (trainer_setup.cpp).
+void check_sparse_options(const TrainOptions& o, const GPTConfig& mc);
 
 // The checks of --xl-cache and --segment, which come together (part of validate).
 void check_xl_options(const TrainOptions& o);
@@ -205,8 +215,13 @@ void open_metrics(const TrainOptions& o, const std::string& path, int64_t step, 
                   std::unique_ptr<AppendFile>& file, std::ostream& metrics);
 
 // One step's line of metrics.jsonl.
+// --train-top-k-gates all: the step's left-out share per layer as a metrics field
+// (,"left_out_mass":[layer 0, layer 1, ...]) in `field`, the stats reset; returns the mean over
+// layers for the progress line, or -1 (and an empty field) when none were recorded.
+double take_left_out(LeftOutStats& st, std::string& field);
+// One step's metrics line; `extra` (a JSON field list starting with a comma, or "") goes at its end.
 void log_step_metrics(std::ostream& metrics, int64_t step, double loss, double lr, double gnorm, double tps,
-                      double elapsed, int ranks);
+                      double elapsed, int ranks, const std::string& extra = "");
 
 // The progress line: the attention kind ("xl" for a Transformer-XL model), step, loss, learning
 // rate, speed, elapsed and the time left (by steps, or by the time limit when that comes first).

@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iomanip>
 #include <ostream>
+#include <sstream>
 #include <string>
 
 #include "tensor/cpu/parallel.h"
@@ -61,8 +62,11 @@ void log_header(std::ostream& log, const TrainOptions& o, const GPTConfig& mc, G
       << mc.n_head << " heads, T " << mc.block_size << ", vocab " << mc.vocab_size << ", "
       << attention_kind_name(mc.attention) << " attention"
       << (mc.landmark() ? " every " + std::to_string(mc.landmark_every) + (mc.context_miss ? " + CMT" : "") : "")
-      << (mc.xl_cache > 0 ? " with an XL cache of " + std::to_string(mc.xl_cache) : "") << ") on "
-      << device_name(o.device) << ", " << threads_note()
+      << (mc.xl_cache > 0 ? " with an XL cache of " + std::to_string(mc.xl_cache) : "")
+      << (o.train_top_k > 0
+              ? ", trained top-" + std::to_string(o.train_top_k) + " with " + o.train_top_k_gates + " gates"
+              : "")
+      << ") on " << device_name(o.device) << ", " << threads_note()
       << (dist::world().size > 1 ? ", " + std::to_string(dist::world().size) + " ranks (" + dist::backend_name() + ")"
                                  : "")
       << "\n"
@@ -103,10 +107,27 @@ void open_metrics(const TrainOptions& o, const std::string& path, int64_t step, 
 }
 
 void log_step_metrics(std::ostream& metrics, int64_t step, double loss, double lr, double gnorm, double tps,
-                      double elapsed, int ranks) {
+                      double elapsed, int ranks, const std::string& extra) {
   metrics << "{\"step\":" << step << ",\"loss\":" << std::setprecision(8) << loss << ",\"lr\":" << lr
           << ",\"grad_norm\":" << gnorm << ",\"tokens_per_s\":" << std::setprecision(6) << tps
-          << ",\"elapsed_s\":" << elapsed << ",\"ranks\":" << ranks << "}\n";
+          << ",\"elapsed_s\":" << elapsed << ",\"ranks\":" << ranks << extra << "}\n";
+}
+
+double take_left_out(LeftOutStats& st, std::string& field) {
+  field.clear();
+  if (st.rows.empty()) return -1;
+  std::ostringstream os;
+  os << ",\"left_out_mass\":[" << std::setprecision(6);
+  double total = 0;
+  for (size_t l = 0; l < st.rows.size(); ++l) {
+    os << (l ? "," : "") << st.mean(l);
+    total += st.mean(l);
+  }
+  os << "]";
+  field = os.str();
+  const double mean = total / static_cast<double>(st.rows.size());
+  st = LeftOutStats{};
+  return mean;
 }
 
 // The progress line: the attention kind ("xl" for a Transformer-XL model), step, loss, learning

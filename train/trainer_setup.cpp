@@ -40,8 +40,22 @@ void validate(const TrainOptions& o) {
            "train: --time-limit must be >= 0 minutes, got " << o.time_limit_min);
   LM_CHECK(std::isfinite(o.log_every_s) && o.log_every_s >= 0,
            "train: --log-every must be >= 0 seconds, got " << o.log_every_s);
+  LM_CHECK(o.train_top_k >= 0, "train: --train-top-k must be >= 0 (0: dense training), got " << o.train_top_k);
+  LM_CHECK(o.train_top_k_gates == "chosen" || o.train_top_k_gates == "all",
+           "train: --train-top-k-gates must be chosen or all, got '" << o.train_top_k_gates << "'");
   LM_CHECK(!o.data_dir.empty(), "train: --data is required (a directory made by `landmark prepare`)");
   LM_CHECK(!o.out_dir.empty(), "train: --out must not be empty");
+}
+
+void check_sparse_options(const TrainOptions& o, const GPTConfig& mc) {
+  if (o.train_top_k == 0) return;
+  LM_CHECK(mc.landmark(), "train: --train-top-k " << o.train_top_k
+                                                  << " needs a landmark model (--attention landmark); this run's model "
+                                                     "has standard attention"
+                                                  << (mc.xl_cache > 0 ? " with an XL cache (--xl-cache)" : ""));
+  LM_CHECK(!mc.context_miss,
+           "train: --train-top-k does not support --cmt: the context-miss token's controlled blocks "
+           "would need a choice of their own (train densely, or without --cmt)");
 }
 
 TrainData::TrainData(const std::string& dir)
