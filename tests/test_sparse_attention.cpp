@@ -282,3 +282,34 @@ TEST_CASE("sparse attention: bad options and a CMT are refused with a message", 
   CHECK_THROWS_WITH(parse_sparse_gates("some"), Catch::Contains("chosen or all"));
   CHECK(parse_sparse_gates("all") == SparseGates::All);
 }
+
+TEST_CASE("sparse attention: Appendix A's example with K 1 and equal scores, worked by hand", "[sparse]") {
+  // Landmarks at 2, 5, 8; query 10 (block 3: tokens 9, 10); q = 0, so every score is 0 and the
+  // three landmarks tie: K 1 takes the oldest, block 0 (tokens 0, 1). With v the identity, the
+  // output row is the weight row (docs/train.md section 9 works the same numbers).
+  //   chosen: top group {9, 10, lm 2}: 1/3 each; block 0's tokens 1/3 * 1/2 = 1/6 each.
+  //   all:    top group {9, 10, lm 2, lm 5, lm 8}: 1/5 each; block 0's tokens 1/10 each;
+  //           left out M = 2/5 (landmarks 5 and 8), the row sums to 3/5.
+  const int64_t T = 11;
+  std::vector<int32_t> row(T, kRegular);
+  for (int p : {2, 5, 8}) row[p] = kLandmark;
+  LandmarkLayout L = make_layout(kinds_of({row}));
+  std::vector<double> eye(T * T, 0.0);
+  for (int64_t t = 0; t < T; ++t) eye[t * T + t] = 1.0;
+  Tensor q = zeros({1, 1, T, T}, DType::F64), k = randn({1, 1, T, T}, DType::F64), v = from_vector(eye, {1, 1, T, T});
+  struct Case {
+    SparseGates gates;
+    std::vector<double> w;
+    double m;
+  };
+  const double a = 1.0 / 3, b = 1.0 / 6, c = 0.2, d = 0.1;
+  for (const Case& cs : {Case{SparseGates::Chosen, {b, b, 0, 0, 0, 0, 0, 0, 0, a, a}, 0.0},
+                         Case{SparseGates::All, {d, d, 0, 0, 0, 0, 0, 0, 0, c, c}, 0.4}}) {
+    INFO("gates " << sparse_gates_name(cs.gates));
+    NoGradGuard ng;
+    Tensor m;
+    Var y = sparse_landmark_attention(Var(q), Var(k), Var(v), L, opts(1, cs.gates), &m);
+    CHECK(max_abs_diff(y.value().narrow(2, 10, 1).contiguous().view({T}), cs.w) < 1e-15);
+    CHECK(std::abs(m.to_double_vector()[10] - cs.m) < 1e-15);
+  }
+}
