@@ -12,7 +12,7 @@ set -euo pipefail
 
 cd "$(dirname "$0")/.."
 folders=("$@")
-[ ${#folders[@]} -gt 0 ] || folders=(tensor autograd nn landmark train infer beyond evals plot)
+[ ${#folders[@]} -gt 0 ] || folders=(tensor autograd nn landmark sparse train infer beyond evals plot)
 
 if ! ctags --version 2>/dev/null | grep -q "Universal Ctags"; then
   echo "function-lengths: needs universal-ctags (apt-get install universal-ctags)" >&2
