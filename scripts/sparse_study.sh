@@ -420,7 +420,7 @@ write_md() {  # sparse.md from sparse.tsv
   echo "per lane, the two lanes $([ "$PARALLEL" = 1 ] && echo "side by side" || echo "one after the other"). K $K, F $F; rows r3 and r4 use gates $GATES."
   echo "Every run of rows 1-4 reads the same training tokens ($W1 x $B1 = $((W1 * B1)) a step; budget \"tokens\");"
   echo "row 5 gets the wall time row 1 took (budget \"time of r1\": fewer tokens). Every row: [sparse.tsv](sparse.tsv)."
-  echo "The text lane trains a ${TEXT_MODEL[*]} model from scratch on data/tokens ($TEXT_STEPS steps); the pass-key"
+  echo "The text lane trains a ${TEXT_MODEL[*]} model from scratch on $TEXT_DATA ($TEXT_STEPS steps); the pass-key"
   echo "lane continues \`make demo\`'s pretrained model on its long documents ($PK_STEPS steps), as the demo does."
   echo
   echo "## Training"
@@ -452,7 +452,7 @@ write_md() {  # sparse.md from sparse.tsv
                     for (j = 1; j <= m; ++j) printf " ---: |"; printf "\n"
                     for (i = 1; i <= n; ++i) { printf "| %s |", keys[i]; for (j = 1; j <= m; ++j) printf " %s |", v[keys[i], lens[j]]; printf "\n" } }' "$tsv"
   echo
-  echo "Seeds $SEEDS of rows 1 and 3 change the continuation (data order), not \`make demo\`'s shared pretraining."
+  echo "Seeds 2 to $SEEDS of rows 1 and 3 change the continuation (data order), not \`make demo\`'s shared pretraining."
 }
 
 main() {
