@@ -199,7 +199,7 @@ run_flags() {  # LANE NAME: the run's flags, one flag and its value per line (it
 last_step() { grep -o '"step":[0-9]*' "$1" 2>/dev/null | tail -n 1 | cut -d: -f2; }
 train_seconds() {  # elapsed_s restarts at 0 when a run resumes: the sum of each process's last one
   grep -o '"elapsed_s":[-0-9.e+]*' "$1" | cut -d: -f2 |
-    awk '{ if ($1 < prev) total += prev; prev = $1 } END { printf "%.1f", total + prev }'
+    awk '{ if ($1 < prev) total += prev; prev = $1 } END { printf "%.3f", total + prev }'
 }
 
 train_one() {  # LANE NAME
@@ -227,7 +227,7 @@ train_one() {  # LANE NAME
   if [ "$(budget_of "$name")" != tokens ]; then  # the wall time r1 of this lane took, in minutes
     local r1s
     r1s=$(train_seconds "$OUT/$lane/r1/metrics.jsonl")
-    flags+=(--time-limit "$(awk -v s="$r1s" 'BEGIN { printf "%.4f", s / 60 }')")
+    flags+=(--time-limit "$(awk -v s="$r1s" 'BEGIN { m = s / 60; printf "%.6f", (m > 1e-5) ? m : 1e-5 }')")
   fi
   echo "--- train $lane/$name: $(date -u +%T)$([ $resume = 1 ] && echo ' (resuming)') (log: $LOGS/train_${lane}_$name.log)"
   OMP_NUM_THREADS=$LANE_THREADS "$LANDMARK" train "${flags[@]}" --out "$dir" >> "$LOGS/train_${lane}_$name.log" 2>&1 ||
@@ -342,13 +342,13 @@ train_cols() {  # LANE NAME: row .. tokens_per_s (12 columns) for a run (r4: its
     [ -f "$d/DONE" ] || die "the run $d is not finished: run the train stage"
     s=$(last_step "$d/metrics.jsonl"); w=$(sed -n 's/^--block-size //p' "$d/settings"); b=$(sed -n 's/^--batch //p' "$d/settings")
     steps=$((steps + s)); tokens=$((tokens + s * w * b))
-    secs=$(awk -v a="$secs" -v b="$(train_seconds "$d/metrics.jsonl")" 'BEGIN { printf "%.1f", a + b }')
+    secs=$(awk -v a="$secs" -v b="$(train_seconds "$d/metrics.jsonl")" 'BEGIN { printf "%.3f", a + b }')
   done
   local set="$OUT/$lane/$name/settings" topk gates
   topk=$(sed -n 's/^--train-top-k //p' "$set"); gates=$(sed -n 's/^--train-top-k-gates //p' "$set")
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s' "$base" "$(label_of "$base")" "$lane" "$(seed_of "$name")" \
     "$(sed -n 's/^--block-size //p' "$set")" "${topk:-0}" "${gates:--}" "$(budget_of "$name")" "$steps" "$tokens" "$secs" \
-    "$(awk -v t="$tokens" -v s="$secs" 'BEGIN { printf "%.0f", t / s }')"
+    "$(awk -v t="$tokens" -v s="$secs" 'BEGIN { if (s > 0) printf "%.0f", t / s; else print "-" }')"
 }
 tsv_lines() {
   local r len n pos i
