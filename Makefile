@@ -10,6 +10,8 @@
 #   make paper-side  after paper-tables' data: issue 11's side experiments, about 3 h (scripts/paper_side.sh)
 #   make scorers  after make demo and make paper-tables: learned landmarks against training-free block
 #                 scorers (beyond the paper; scripts/scorers.sh)
+#   make sparse-study  after make demo: training with the cache (train --train-top-k) against dense
+#                 training, about 75 min on 2 cores (beyond the paper; scripts/sparse_study.sh)
 #   make bench    build + run the benchmarks (prints ratios measured in one run; log in build/bench.log)
 #   make bench-results  put the last make bench's summary into docs/results/bench.md
 #   make fuzz     the libFuzzer harnesses of fuzz/, 60 s each (scripts/fuzz.sh; FUZZ_SECONDS=N for longer)
@@ -19,7 +21,7 @@ BUILD      ?= build
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps configure build test bench bench-results fuzz demo demo-finetune demo-long demo-corpus paper-tables paper-side scorers clean
+.PHONY: all deps configure build test bench bench-results fuzz demo demo-finetune demo-long demo-corpus paper-tables paper-side scorers sparse-study clean
 
 all: build
 
@@ -69,6 +71,10 @@ paper-side: configure
 scorers: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark
 	@bash scripts/scorers.sh
+
+sparse-study: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target landmark
+	@bash scripts/sparse_study.sh
 
 demo-corpus: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark
