@@ -127,4 +127,12 @@ row 0 "segment 128" "${FT[@]}" --init-from "$WORK/xl/checkpoint.safetensors" --o
 "$LANDMARK" info "$WORK/ft_xl/checkpoint.safetensors" | grep -q '"xl_cache": 64' || fail "an XL parent gave a non-XL child"
 row 0 "rows are segments of 192 tokens" "${FT[@]}" --init-from "$WORK/xl/checkpoint.safetensors" --segment 192 --out "$WORK/ft_xl3"
 row 1 "would be replaced by its child" "${FT[@]}" --init-from "$LM" --out "$WORK/lm"
+# ---- scripts check their variables before the first stage (scripts/demo.sh) ----
+for bad in "DEMO_LENGTHS=," "DEMO_LENGTHS=512,,1024" "DEMO_STEPS=abc" "DEMO_STEPS=1" "DEMO_MINUTES=-1" "DEMO_TRIALS=0"; do
+  n=$((n + 1))
+  exits_with 2 "$WORK/row$n" env "$bad" DEMO_OUT="$WORK/demo_out" DEMO_DATA="$WORK/demo_data" \
+    bash "$(dirname "${BASH_SOURCE[0]}")/../../scripts/demo.sh"
+  expect "$WORK/row$n" "${bad%%=*}"
+  [ ! -e "$WORK/demo_out" ] && [ ! -e "$WORK/demo_data" ] || fail "demo.sh with $bad started a stage"
+done
 echo "flag rules: $n rows passed"
