@@ -148,13 +148,13 @@ Command passkey_data_command(CLI::App& app) {
   auto list_fillers = std::make_shared<int64_t>(18);
   auto seed = std::make_shared<uint64_t>(1);
   sub->add_option("--out", *out, "Output directory")->required();
-  sub->add_option("--docs", *docs, "Training documents")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--docs", *docs, "Training documents")->check(positive_count())->capture_default_str();
   sub->add_option("--max-fillers", *max_fill, "Filler sentences per document, at most")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_count())
       ->capture_default_str();
   sub->add_option("--min-fillers", *min_fill,
                   "Filler sentences per document, at least (uniform from here to --max-fillers)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_count())
       ->capture_default_str();
   sub->add_option("--filler-only", *filler_only, "Fraction of documents that are plain filler")
       ->check(real_in(0.0, 1.0))
@@ -177,7 +177,7 @@ Command passkey_data_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--list-fillers", *list_fillers,
                   "Filler sentences between a list and its repeat, at most (uniform from 0)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_count())
       ->capture_default_str();
   sub->add_option("--seed", *seed, "Seed (the validation text uses seed + 1)")
       ->check(non_negative_int())
@@ -222,10 +222,13 @@ Command passkey_data_command(CLI::App& app) {
 }
 
 std::vector<Command> register_commands(CLI::App& app) {
-  return {prepare_command(app), corpus_command(app),     passkey_data_command(app), train_command(app),
-          plot_command(app),    plot_table_command(app), info_command(app),         groups_command(app),
-          passkey_command(app), eval_command(app),       generate_command(app),     attn_map_command(app),
-          explore_command(app)};
+  std::vector<Command> all{prepare_command(app), corpus_command(app),   passkey_data_command(app),
+                           train_command(app),   plot_command(app),     plot_table_command(app),
+                           info_command(app),    groups_command(app),   passkey_command(app),
+                           eval_command(app),    generate_command(app), attn_map_command(app),
+                           explore_command(app)};
+  refuse_empty_numbers(app);  // every numeric flag of every subcommand (commands.h)
+  return all;
 }
 
 }  // namespace app

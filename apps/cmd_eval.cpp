@@ -43,6 +43,11 @@ int run_passkey(PasskeyFlags& f) {
   }
   PasskeyOptions o = f.opts;
   o.scoring = parse_passkey_scoring(f.scoring);
+  const int64_t longest = f.lengths.empty() ? 0 : *std::max_element(f.lengths.begin(), f.lengths.end());
+  InferFlags::check_reach(cfg, longest + passkey_max_new(o.scoring) - 1,
+                          "a prompt of --lengths " + std::to_string(longest) + " and up to " +
+                              std::to_string(passkey_max_new(o.scoring)) + " answer tokens (--scoring " + f.scoring +
+                              ")");
   const GPTConfig& mc = lm_model.model->config();
   if (standard) o.window = mc.block_size;
   print_passkey_header(o, cfg, mc, standard, base.model != nullptr);
@@ -66,10 +71,15 @@ int run_passkey(PasskeyFlags& f) {
   return 0;
 }
 
-// --paired-with: the other evaluation's windows must lie in this token file, and one of the two
-// lengths must be a multiple of the other.
-void check_pairing(const EvalFlags& f, const PerplexityResult& other, int64_t other_length, const TokenFile& data) {
-  const int64_t N = static_cast<int64_t>(data.tokens().size());
+// --paired-with: the other evaluation must have read this very token sequence (its length and
+// CRC-32, recorded by --windows-tsv), its windows must lie in it, and one of the two lengths must
+// be a multiple of the other.
+void check_pairing(const EvalFlags& f, const PerplexityResult& other, int64_t other_length,
+                   const TokensIdentity& other_id, const TokensIdentity& id) {
+  LM_CHECK(other_id == id, "eval: --paired-with " << f.paired << " was made from a token file of " << other_id.str()
+                                                  << ", but --tokens " << f.tokens << " has " << id.str()
+                                                  << "; pairing compares two evaluations of one text");
+  const int64_t N = id.tokens;
   LM_CHECK(other.windows <= (N - 1) / other_length,
            "eval: --paired-with " << f.paired << " has " << other.windows << " windows of " << other_length
                                   << " tokens, more than " << f.tokens << " holds (" << N
@@ -117,10 +127,12 @@ int run_eval(EvalFlags& f) {
   BeyondConfig cfg = f.infer.get(m);
   cfg.standard_local = f.local;
   f.check(cfg);
+  InferFlags::check_reach(cfg, f.length, "windows of --length " + std::to_string(f.length));
   // Read the other evaluation first: a bad file is refused before the evaluation, not after it.
   int64_t other_length = 0;
   PerplexityResult other;
-  if (!f.paired.empty()) other = read_window_sums(f.paired, &other_length);
+  TokensIdentity other_id;
+  if (!f.paired.empty()) other = read_window_sums(f.paired, &other_length, &other_id);
   LM_CHECK(f.local == 0 || (!m.model->config().landmark() && m.model->config().xl_cache == 0),
            "eval: --local reads a standard model's windows in pieces; a landmark model's local length is --chunk, "
            "a Transformer-XL model's its block size");
@@ -128,7 +140,9 @@ int run_eval(EvalFlags& f) {
   data.check_fingerprint(m.tokenizer->fingerprint());
   if (!data.checksummed())  // the note train prints for such files
     std::fprintf(stderr, "note: %s has no CRC-32 (written before version 2): read unverified\n", f.tokens.c_str());
-  if (!f.paired.empty()) check_pairing(f, other, other_length, data);
+  const TokensIdentity id =
+      f.paired.empty() && f.windows_tsv.empty() ? TokensIdentity{} : tokens_identity(data.tokens());
+  if (!f.paired.empty()) check_pairing(f, other, other_length, other_id, id);
   const GPTConfig& mc = m.model->config();
   // Read in blocks with retrieval: a landmark model, or (beyond the paper) a standard one with --scorer.
   const bool landmark = mc.landmark() || cfg.scorer != BlockScorer::Landmark;
@@ -142,7 +156,7 @@ int run_eval(EvalFlags& f) {
   const PerplexityInterval ci = print_interval(r, f.resamples);
   rows.add(cfg, r, ci);
   if (!f.windows_tsv.empty()) {
-    write_window_sums(f.windows_tsv, r, f.length);
+    write_window_sums(f.windows_tsv, r, f.length, id);
     std::printf("wrote %s (%lld windows)\n", f.windows_tsv.c_str(), (long long)r.windows);
   }
   if (!f.paired.empty())

@@ -49,13 +49,13 @@ Command explore_command(CLI::App& app) {
       ->check(CLI::Range(int64_t(1), int64_t(50)))
       ->capture_default_str();
   sub->add_option("--select", *select, "Token selected when the page's URL has no #pos=N (default: the last)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_count());
   sub->add_option("--passkey-key", *passkey,
                   "The pass key to mark (default: the number after \"The pass key is \" in the text, if any)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_count());
   sub->add_option("--dump-retrieval", *dump,
                   "Also write the retrieved blocks as TSV: pos, layer, head, blocks, scores (for tests and scripts)");
-  flags->add(sub);
+  flags->add(sub, false, false);  // no --mass-recall: the page does not show it
   auto run = [=]() {
     LM_CHECK(flags->dev() == Device::CPU,
              "explore: runs on the CPU (--device cpu): the CPU rows record where each "
@@ -74,6 +74,7 @@ Command explore_command(CLI::App& app) {
     const int64_t n = static_cast<int64_t>(ids.size());
     LM_CHECK(*select < n, "explore: --select " << *select << " is past the text's " << n << " tokens");
     const BeyondConfig cfg = flags->get(m);
+    InferFlags::check_reach(cfg, n, "the text's tokens, after --max-tokens");
     LM_CHECK(mc.landmark() || cfg.scorer != BlockScorer::Landmark,
              "explore: retrieval is what it shows; " << *ckpt
                                                      << " was trained with standard attention: read it in blocks with "

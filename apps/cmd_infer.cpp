@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "apps/commands.h"
+#include "apps/eval_output.h"
 #include "apps/infer_flags.h"
 #include "apps/progress.h"
 #include "beyond/session.h"
@@ -16,6 +17,29 @@
 
 namespace lm {
 namespace app {
+
+namespace {
+// What the flags beyond the paper did in a generation, on stderr (stdout holds the text): with
+// --left-out the adaptive k line and the certificate, with --mass-recall the agreement with the
+// oracle, with --no-cmt-skip (or a CMT cutoff) the CMT skip line; the lines eval and passkey print.
+void report_generation(const BeyondSession& s, const BeyondConfig& cfg, const GPTConfig& mc, const InferFlags& f) {
+  const bool cmt_line = mc.context_miss && (cfg.cmt_cutoff > 0 || (f.no_cmt_skip_opt && f.no_cmt_skip_opt->count()));
+  if (!(cfg.left_out >= 0 || cfg.mass_recall || cmt_line)) return;
+  int64_t unique = 0, attended = 0, rows = 0, blocks = 0, capped = 0, keys_scored = 0, scored_rows = 0;
+  for (const RetrievalRecord& rec : s.retrieval_log()) {
+    unique += rec.unique;
+    if (rec.cached > 0) keys_scored += rec.keys_scored, scored_rows += rec.queries * mc.n_head;
+  }
+  CertificateStats certificate;
+  OracleAgreement oracle;
+  add_extension_records(s, &attended, &rows, &blocks, &capped, &certificate, &oracle);
+  if (cmt_line && cfg.cmt_cutoff <= 0)
+    std::fprintf(stderr, "CMT skip: no effect here, --cmt-cutoff is 0 (no row is gated off)\n");
+  print_trims(cfg, mc.context_miss, unique, attended, rows, blocks, capped, stderr);
+  if (cfg.left_out >= 0) print_certificate(certificate, " in the prompt and the generation", stderr);
+  if (cfg.mass_recall) print_scoring(cfg, keys_scored, scored_rows, s.summary_bytes_per_block(), oracle, stderr);
+}
+}  // namespace
 
 Command generate_command(CLI::App& app) {
   auto* sub = app.add_subcommand("generate", "Generate text from a prompt (landmark models read it with retrieval)");
@@ -37,7 +61,7 @@ Command generate_command(CLI::App& app) {
       ->capture_default_str();
   sub->add_option("--temperature", sample->temperature, "0: greedy")->check(real_in(0.0, 1e6))->capture_default_str();
   sub->add_option("--top-k", sample->top_k, "Sample among the k most likely tokens (0: all)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_count())
       ->capture_default_str();
   sub->add_option("--seed", sample->seed, "Sampling seed")->check(non_negative_int())->capture_default_str();
   flags->add(sub);
@@ -52,11 +76,15 @@ Command generate_command(CLI::App& app) {
     const BeyondConfig cfg = flags->get(m);  // checks the flags against the model
     // A landmark model, or (beyond the paper) a standard one with --scorer, reads the prompt in blocks.
     if (m.model->config().landmark() || cfg.scorer != BlockScorer::Landmark) {
+      // The last token generated is not fed: the furthest token read is the prompt's and max-new - 1 more.
+      InferFlags::check_reach(cfg, static_cast<int64_t>(ids.size()) + *max_new - 1,
+                              std::to_string(ids.size()) + " prompt tokens and --max-new " + std::to_string(*max_new));
       BeyondSession s(*m.model, cfg, m.landmark_id(), m.cmt_id());
       ProgressLine line("prompt:");  // a long prompt's prefill shows its pace on stderr
       Tensor logits = s.read(ids, [&](int64_t done, int64_t total) { line.update(done, total); });
       line.finish();
       out = generate_from(s, logits, *max_new, *sample);
+      report_generation(s, cfg, m.model->config(), *flags);
     } else {
       out = generate_windowed(*m.model, ids, m.model->config().block_size, *max_new, *sample);
     }
@@ -82,13 +110,13 @@ Command attn_map_command(CLI::App& app) {
   sub->add_option("--text-file", *text_file, "Read the text from this file (not with --text)")
       ->check(CLI::ExistingFile)
       ->excludes(text_opt);
-  sub->add_option("--layer", *layer, "Layer")->check(CLI::NonNegativeNumber)->capture_default_str();
-  sub->add_option("--head", *head, "Head")->check(CLI::NonNegativeNumber)->capture_default_str();
+  sub->add_option("--layer", *layer, "Layer")->check(non_negative_count())->capture_default_str();
+  sub->add_option("--head", *head, "Head")->check(non_negative_count())->capture_default_str();
   sub->add_option("--max-tokens", *max_tokens, "Read at most this many tokens (the map is square in them)")
       ->check(CLI::Range(int64_t(2), int64_t(4000)))
       ->capture_default_str();
   sub->add_option("--out", *out, "PNG to write")->capture_default_str();
-  flags->add(sub);
+  flags->add(sub, false, false);  // no --mass-recall: the map does not show it
   auto run = [=]() {
     LoadedModel m = load_trained_model(*ckpt, flags->dev());
     LM_CHECK(m.model->config().landmark(), "attn-map: needs a landmark model (retrieval is what it shows)");

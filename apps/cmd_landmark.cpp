@@ -21,7 +21,7 @@ Command groups_command(CLI::App& app) {
   sub->add_option("--length", *length, "Window length T")->check(CLI::Range(2, 128))->capture_default_str();
   sub->add_option("--every", *every, "F: regular tokens per block")->check(CLI::Range(1, 64))->capture_default_str();
   sub->add_option("--phase", *phase, "Regular tokens already in the first block before the window starts")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_count())
       ->capture_default_str();
   sub->add_flag("--cmt", *cmt, "Put a context-miss token at position 0");
   sub->add_option("--controlled", *controlled, "Indices (0-based) of landmarks controlled by the CMT")

@@ -153,7 +153,7 @@ Command train_command(CLI::App& app) {
       ->check(CLI::IsMember({"one-cycle", "cosine", "constant"}))
       ->capture_default_str();
   sub->add_option("--warmup", o->warmup, "Warm-up steps (cosine schedule)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_count())
       ->capture_default_str();
   sub->add_option("--min-lr", o->min_lr, "Final learning rate (cosine schedule)")
       ->check(real_non_negative())
@@ -170,13 +170,13 @@ Command train_command(CLI::App& app) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
       ->capture_default_str();
   sub->add_option("--eval-every", o->eval_every, "Validation every N steps and at the end (0: never)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_count())
       ->capture_default_str();
   sub->add_option("--eval-batches", o->eval_batches, "Batches per validation")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20))
       ->capture_default_str();
   sub->add_option("--ckpt-every", o->ckpt_every, "Checkpoint every N steps (always at the end and on Ctrl-C)")
-      ->check(CLI::NonNegativeNumber)
+      ->check(non_negative_count())
       ->capture_default_str();
   sub->add_option("--time-limit", o->time_limit_min,
                   "Stop and checkpoint after this many minutes (0: none); the learning-rate schedule follows the clock "
@@ -184,7 +184,7 @@ Command train_command(CLI::App& app) {
       ->check(real_in(0.0, 525600.0))
       ->capture_default_str();
   sub->add_option("--stop-at", o->stop_at, "Stop and checkpoint at this step (the schedule still spans --steps)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(non_negative_count());
   sub->add_option("--seed", o->seed, "Seed for initialisation, dropout and batches")
       ->check(non_negative_int())
       ->capture_default_str();
@@ -196,8 +196,9 @@ Command train_command(CLI::App& app) {
                          ->check(CLI::ExistingFile);
   sub->add_option("--init-from", o->init_from,
                   "Start a new run from this checkpoint's weights (fine-tuning, e.g. a standard model with --attention "
-                  "landmark): --layers/--embd/--heads must be the parent's; they, --block-size and --landmark-every "
-                  "default to the parent's (the log lists what it took); a fresh optimizer and schedule")
+                  "landmark): --layers/--embd/--heads must be the parent's; they, --block-size, --attention, "
+                  "--landmark-every and --xl-cache (with its --segment) default to the parent's (the log lists what "
+                  "it took); a fresh optimizer and schedule")
       ->check(CLI::ExistingFile)
       ->excludes(resume_opt);
   sub->add_flag("--quiet", o->quiet, "No progress lines");
@@ -217,9 +218,7 @@ Command train_command(CLI::App& app) {
     o->batch_size = *batch ? *batch : p.batch;
     o->steps_given = sub->count("--steps") > 0;  // on --resume, absent means the checkpoint's total
     o->device = parse_device(*device);
-    o->model.attention = parse_attention_kind(*attention);
-    LM_CHECK(o->model.landmark() || (!o->model.context_miss && o->jump_max == 1),
-             "train: --cmt and --jump need --attention landmark");
+    o->model.attention = parse_attention_kind(*attention);  // the checks that read it: train/trainer_setup.cpp
     LM_CHECK(o->train_top_k == 0 || sub->count("--attention") == 0 || o->model.landmark(),
              "train: --train-top-k needs --attention landmark, not --attention standard");
     g_stop_signal = 0;

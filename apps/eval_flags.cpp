@@ -50,7 +50,8 @@ void PasskeyFlags::add(CLI::App* sub) {
   sub->add_flag(
       "--recall", opts.recall,
       "Also report retrieval recall per layer and head: how often the answer's queries retrieve the key's block");
-  sub->add_option("--recall-plot", recall_png, "With --recall: the layer x head heat map PNG")->capture_default_str();
+  recall_png_opt = sub->add_option("--recall-plot", recall_png, "With --recall: the layer x head heat map PNG")
+                       ->capture_default_str();
   sub->add_option("--plot", png, "Write accuracy against length to this PNG");
   sub->add_option("--tsv", tsv,
                   "Write the table to this file, tab-separated: length landmark_pct baseline_pct (length standard_pct "
@@ -63,6 +64,8 @@ void PasskeyFlags::add(CLI::App* sub) {
 }
 
 void PasskeyFlags::check_outputs() const {
+  LM_CHECK(opts.recall || recall_png_opt == nullptr || recall_png_opt->count() == 0,
+           "passkey: --recall-plot draws the recall of --recall; give --recall too, or leave --recall-plot out");
   check_output_dirs("passkey", {{"--tsv", &tsv},
                                 {"--plot", &png},
                                 {"--answers", &answers},

@@ -29,8 +29,10 @@ struct PasskeyFlags {
   std::vector<int64_t> lengths{512, 1024, 2048, 4096, 8192, 16384, 32768};
   PasskeyOptions opts;
   std::string scoring = "strict", png, tsv, answers, recall_png = "passkey_recall.png";
+  CLI::Option* recall_png_opt = nullptr;  // --recall-plot: given without --recall it is refused
   InferFlags infer;
   void add(CLI::App* sub);  // binds the flags to these fields: the object must not move afterwards
+  // The output paths, and the flags that act only with another (--recall-plot needs --recall).
   void check_outputs() const;
 };
 

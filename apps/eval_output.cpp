@@ -76,27 +76,29 @@ void print_approx_search(const BeyondConfig& cfg, int64_t budget_cut, int64_t ro
 
 // --certify (beyond the paper): per layer, the weight rows would give the cached blocks they left
 // out, and the largest certified bound on an attention output's error (eval, passkey).
-void print_certificate(const CertificateStats& c, const char* where) {
-  std::printf("left-out weight M per (query, head) row%s (--certify; exact positions; the bound: |y_all - y_S|):\n",
-              where);
+void print_certificate(const CertificateStats& c, const char* where, FILE* out) {
+  std::fprintf(out,
+               "left-out weight M per (query, head) row%s (--certify; exact positions; the bound: |y_all - y_S|):\n",
+               where);
   const std::vector<CertificateStats::Layer> layers = c.summary();
   for (size_t l = 0; l < layers.size(); ++l) {
     const CertificateStats::Layer& s = layers[l];
-    std::printf("  layer %zu: %lld rows, M mean %.3g, 99th percentile %.3g, max %.3g; worst bound %.4g\n", l,
-                static_cast<long long>(s.rows), s.mean, s.p99, s.max, s.bound_max);
+    std::fprintf(out, "  layer %zu: %lld rows, M mean %.3g, 99th percentile %.3g, max %.3g; worst bound %.4g\n", l,
+                 static_cast<long long>(s.rows), s.mean, s.p99, s.max, s.bound_max);
   }
-  if (layers.empty()) std::printf("  no row had a block cached\n");
+  if (layers.empty()) std::fprintf(out, "  no row had a block cached\n");
 }
 
 // Beyond the paper: what dropping gated-off CMT rows' blocks and adaptive k saved (eval, passkey).
 void print_trims(const BeyondConfig& cfg, bool cmt, int64_t unique, int64_t attended, int64_t rows, int64_t blocks,
-                 int64_t capped) {
+                 int64_t capped, FILE* out) {
   if (cmt && cfg.cmt_cutoff > 0)
-    std::printf("CMT skip %s: %lld distinct blocks attended of %lld chosen (summed over (chunk, layer) pairs)\n",
-                cfg.cmt_skip ? "on" : "off (--no-cmt-skip)", static_cast<long long>(attended),
-                static_cast<long long>(unique));
+    std::fprintf(out, "CMT skip %s: %lld distinct blocks attended of %lld chosen (summed over (chunk, layer) pairs)\n",
+                 cfg.cmt_skip ? "on" : "off (--no-cmt-skip)", static_cast<long long>(attended),
+                 static_cast<long long>(unique));
   if (cfg.left_out >= 0)
-    std::printf(
+    std::fprintf(
+        out,
         "adaptive k (--left-out %g, --k %lld): mean k %.3f over %lld (query, layer, head) rows, %.2f%% capped at "
         "k with the left-out weight above %g\n",
         cfg.left_out, static_cast<long long>(cfg.k),
@@ -107,21 +109,26 @@ void print_trims(const BeyondConfig& cfg, bool cmt, int64_t unique, int64_t atte
 // Beyond the paper (block_scorers.h): what scoring the cached blocks cost, and, with --mass-recall,
 // how the chosen blocks agree with the oracle's (eval, passkey).
 void print_scoring(const BeyondConfig& cfg, int64_t keys_scored, int64_t rows, int64_t summary_bytes,
-                   const OracleAgreement& oracle) {
+                   const OracleAgreement& oracle, FILE* out) {
   const bool own = cfg.scorer != BlockScorer::Landmark;
-  std::printf(
-      "block scorer %s%s: %.1f %s scored per (query, head) row with a cache; %lld bytes per block in fast "
-      "memory to score it (all layers)%s\n",
-      block_scorer_name(cfg.scorer), own ? " (beyond the paper)" : "",
-      rows ? static_cast<double>(keys_scored) / static_cast<double>(rows) : 0.0, own ? "summary rows" : "landmark keys",
-      static_cast<long long>(summary_bytes),
-      cfg.mass_recall && cfg.scorer != BlockScorer::Oracle ? ", and every key for --mass-recall" : "");
-  if (cfg.mass_recall)
-    std::printf(
-        "mass recall against the oracle: %.4f of the cached blocks' attention mass in the chosen blocks, IoU "
-        "%.4f with the oracle's top k, over %lld (query, layer, head) rows\n",
-        oracle.rows ? oracle.recall_sum / static_cast<double>(oracle.rows) : 0.0,
-        oracle.rows ? oracle.iou_sum / static_cast<double>(oracle.rows) : 0.0, static_cast<long long>(oracle.rows));
+  std::fprintf(out,
+               "block scorer %s%s: %.1f %s scored per (query, head) row with a cache; %lld bytes per block in fast "
+               "memory to score it (all layers)%s\n",
+               block_scorer_name(cfg.scorer), own ? " (beyond the paper)" : "",
+               rows ? static_cast<double>(keys_scored) / static_cast<double>(rows) : 0.0,
+               own ? "summary rows" : "landmark keys", static_cast<long long>(summary_bytes),
+               cfg.mass_recall && cfg.scorer != BlockScorer::Oracle ? ", and every key for --mass-recall" : "");
+  // With no row that had a block cached (--k 0, or texts shorter than a block) there is nothing to
+  // compare: "n/a", not a share of 0 over 0 rows.
+  if (cfg.mass_recall && oracle.rows == 0)
+    std::fprintf(out, "mass recall against the oracle: n/a (no (query, layer, head) row chose among cached blocks%s)\n",
+                 cfg.k == 0 ? ": --k 0" : "");
+  else if (cfg.mass_recall)
+    std::fprintf(out,
+                 "mass recall against the oracle: %.4f of the cached blocks' attention mass in the chosen blocks, IoU "
+                 "%.4f with the oracle's top k, over %lld (query, layer, head) rows\n",
+                 oracle.recall_sum / static_cast<double>(oracle.rows),
+                 oracle.iou_sum / static_cast<double>(oracle.rows), static_cast<long long>(oracle.rows));
 }
 
 void print_peak_memory() {

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <string>
 
@@ -25,14 +26,15 @@ namespace app {
 void print_approx_search(const BeyondConfig& cfg, int64_t budget_cut, int64_t rows);
 // --certify (beyond the paper): per layer, the weight rows would give the cached blocks they left
 // out, and the largest certified bound on an attention output's error (eval, passkey).
-void print_certificate(const CertificateStats& c, const char* where);
+void print_certificate(const CertificateStats& c, const char* where, FILE* out = stdout);
 // Beyond the paper: what dropping gated-off CMT rows' blocks and adaptive k saved (eval, passkey).
 void print_trims(const BeyondConfig& cfg, bool cmt, int64_t unique, int64_t attended, int64_t rows, int64_t blocks,
-                 int64_t capped);
+                 int64_t capped, FILE* out = stdout);
 // Beyond the paper (block_scorers.h): what scoring the cached blocks cost, and, with --mass-recall,
-// how the chosen blocks agree with the oracle's (eval, passkey).
+// how the chosen blocks agree with the oracle's ("n/a" when no row chose among cached blocks)
+// (eval, passkey; generate on stderr). `out`: where these lines go.
 void print_scoring(const BeyondConfig& cfg, int64_t keys_scored, int64_t rows, int64_t summary_bytes,
-                   const OracleAgreement& oracle);
+                   const OracleAgreement& oracle, FILE* out = stdout);
 // The most resident memory this process held at any point.
 void print_peak_memory();
 

@@ -30,6 +30,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Print help for every subcommand");
   std::vector<lm::app::Command> commands = lm::app::register_commands(app);
+  if (lm::app::unknown_subcommand(app, argc, argv)) return 2;
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

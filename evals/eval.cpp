@@ -273,10 +273,25 @@ PairedRatio paired_bootstrap_ratio(const PerplexityResult& a, int64_t length_a, 
   return out;
 }
 
-void write_window_sums(const std::string& path, const PerplexityResult& r, int64_t eval_length) {
+std::string TokensIdentity::str() const { return std::to_string(tokens) + " tokens, crc32 " + crc32; }
+
+TokensIdentity tokens_identity(const std::vector<int32_t>& tokens) {
+  uint32_t crc = 0;
+  for (int32_t t : tokens) {
+    const uint32_t u = static_cast<uint32_t>(t);
+    const unsigned char b[4] = {static_cast<unsigned char>(u), static_cast<unsigned char>(u >> 8),
+                                static_cast<unsigned char>(u >> 16), static_cast<unsigned char>(u >> 24)};
+    crc = crc32_update(crc, b, 4);
+  }
+  return {static_cast<int64_t>(tokens.size()), crc32_hex(crc)};
+}
+
+void write_window_sums(const std::string& path, const PerplexityResult& r, int64_t eval_length,
+                       const TokensIdentity& identity) {
   LM_CHECK(r.window_nll.size() == r.window_tokens.size(),
            "window sums: " << r.window_nll.size() << " sums but " << r.window_tokens.size() << " token counts");
-  std::string out = "window\tfirst_token\ttokens\tnats\n";
+  std::string out = "# tokens\t" + std::to_string(identity.tokens) + "\tcrc32\t" + identity.crc32 + "\n";
+  out += "window\tfirst_token\ttokens\tnats\n";
   char line[128];
   for (size_t w = 0; w < r.window_nll.size(); ++w) {
     std::snprintf(line, sizeof line, "%zu\t%lld\t%lld\t%.17g\n", w, (long long)(static_cast<int64_t>(w) * eval_length),
@@ -286,16 +301,30 @@ void write_window_sums(const std::string& path, const PerplexityResult& r, int64
   write_file_atomic(path, out, "eval --windows-tsv");
 }
 
-PerplexityResult read_window_sums(const std::string& path, int64_t* eval_length) {
+PerplexityResult read_window_sums(const std::string& path, int64_t* eval_length, TokensIdentity* identity) {
   require_regular_file(path, "window sums:");
   std::ifstream in(path);
   LM_CHECK(in.good(), "window sums: cannot open " << path);
   std::string line;
+  TokensIdentity id;
+  {
+    long long n = -1;
+    char hex[9] = {0};
+    int used = 0;
+    const bool ok = std::getline(in, line) &&
+                    std::sscanf(line.c_str(), "# tokens\t%lld\tcrc32\t%8[0-9a-f]%n", &n, hex, &used) == 2 &&
+                    static_cast<size_t>(used) == line.size() && n >= 0 && std::string(hex).size() == 8;
+    LM_CHECK(ok, "window sums: " << path << " does not start with the line naming its token file ('# tokens N crc32 "
+                                 << "HEX', tab-separated), which eval --windows-tsv writes: it cannot say which "
+                                 << "tokens it measured; run that evaluation again with --windows-tsv");
+    id.tokens = n;
+    id.crc32 = hex;
+  }
   LM_CHECK(std::getline(in, line) && line == "window\tfirst_token\ttokens\tnats",
-           "window sums: " << path << " does not start with the header written by eval --windows-tsv "
+           "window sums: " << path << " line 2 is not the header written by eval --windows-tsv "
                            << "(window, first_token, tokens, nats, tab-separated)");
   PerplexityResult r;
-  int64_t L = 0, lineno = 1;
+  int64_t L = 0, lineno = 2;
   double total = 0;
   while (std::getline(in, line)) {
     ++lineno;
@@ -316,6 +345,10 @@ PerplexityResult read_window_sums(const std::string& path, int64_t* eval_length)
     LM_CHECK(std::isfinite(nats) && nats >= 0, "window sums: " << path << " line " << lineno
                                                                << ": the nats must be finite and not negative, got "
                                                                << nats);
+    LM_CHECK(nats <= kMaxWindowNatsPerToken * static_cast<double>(tokens),
+             "window sums: " << path << " line " << lineno << ": " << nats << " nats over " << tokens
+                             << " tokens is more than " << kMaxWindowNatsPerToken
+                             << " per token, beyond what a model's log-softmax gives over any vocabulary");
     r.window_nll.push_back(nats);
     r.window_tokens.push_back(tokens);
     ++r.windows;
@@ -325,6 +358,7 @@ PerplexityResult read_window_sums(const std::string& path, int64_t* eval_length)
   LM_CHECK(r.windows > 0, "window sums: " << path << " has no windows");
   r.nll = total / static_cast<double>(r.tokens);
   *eval_length = L;
+  if (identity) *identity = id;
   return r;
 }
 

@@ -107,13 +107,35 @@ PairedRatio paired_bootstrap_ratio(const PerplexityResult& a, int64_t length_a, 
                                    int64_t length_b, double level = 0.95, int64_t resamples = 2000,
                                    uint64_t seed = 2023);
 
-// The per-window sums as a small table (`eval --windows-tsv`): a header line
+// The identity of the token sequence an evaluation read: its length and the CRC-32 (zlib's) of
+// its token ids as little-endian 32-bit integers (the ids, not the file's bytes: the same tokens
+// in a version-1 and a version-2 file are the same text).
+struct TokensIdentity {
+  int64_t tokens = 0;
+  std::string crc32;  // 8 lowercase hex digits
+  bool operator==(const TokensIdentity& o) const { return tokens == o.tokens && crc32 == o.crc32; }
+  bool operator!=(const TokensIdentity& o) const { return !(*this == o); }
+  std::string str() const;  // "<tokens> tokens, crc32 <hex>"
+};
+TokensIdentity tokens_identity(const std::vector<int32_t>& tokens);
+
+// The most a window may average per token in a file of window sums: 1,000 nats is a probability
+// of e^-1000 for every target, below the smallest positive double; a model's log-softmax over any
+// vocabulary gives that only with logits a thousand apart, which no model that trained does.
+// Anything larger (1e30, 1e308) is a damaged or forged file, not a measurement.
+constexpr double kMaxWindowNatsPerToken = 1000;
+
+// The per-window sums as a small table (`eval --windows-tsv`): a first line
+// "# tokens<TAB>N<TAB>crc32<TAB>HEX" naming the token sequence (tokens_identity), a header line
 // "window<TAB>first_token<TAB>tokens<TAB>nats", then one line per window, nats to 17 digits so that
 // reading them back loses nothing. Written atomically. read_window_sums checks what
 // paired_bootstrap_ratio relies on (windows 0, 1, ... in order, window w starting at w L, every
-// window scoring L tokens) and names the file and line of anything else; it returns the result
-// (windows, tokens, nll, window_nll, window_tokens) and sets *eval_length to L.
-void write_window_sums(const std::string& path, const PerplexityResult& r, int64_t eval_length);
-PerplexityResult read_window_sums(const std::string& path, int64_t* eval_length);
+// window scoring L tokens, at most kMaxWindowNatsPerToken per token) and names the file and line
+// of anything else; it returns the result (windows, tokens, nll, window_nll, window_tokens), sets
+// *eval_length to L and, when `identity` is given, *identity to the file's first line. A file
+// without that line (written before it was recorded) is refused: it cannot say what it measured.
+void write_window_sums(const std::string& path, const PerplexityResult& r, int64_t eval_length,
+                       const TokensIdentity& identity);
+PerplexityResult read_window_sums(const std::string& path, int64_t* eval_length, TokensIdentity* identity = nullptr);
 
 }  // namespace lm

@@ -19,6 +19,7 @@ PasskeyScoring parse_passkey_scoring(const std::string& s) {
   LM_FAIL("unknown pass-key scoring '" << s << "' (expected strict or paper)");
 }
 const char* passkey_scoring_name(PasskeyScoring s) { return s == PasskeyScoring::Strict ? "strict" : "paper"; }
+int64_t passkey_max_new(PasskeyScoring s) { return s == PasskeyScoring::Paper ? 100 : 10; }
 
 double PasskeyResult::recall(int64_t layer, int64_t head, int64_t n_head) const {
   const size_t at = static_cast<size_t>(layer * n_head + head);
@@ -92,7 +93,7 @@ PasskeyResult passkey_accuracy(const GPT& model, const Tokenizer& tok, const Bey
       return paper ? so_far.find_first_of("0123456789") != std::string::npos
                    : so_far.find_first_not_of(' ') != std::string::npos;
     };
-    const int64_t max_new = paper ? 100 : 10;
+    const int64_t max_new = passkey_max_new(o.scoring);
     SampleOptions greedy;
     std::vector<int32_t> out;
     if (o.window > 0) {

@@ -25,6 +25,9 @@ class Tokenizer;
 enum class PasskeyScoring { Strict, Paper };
 PasskeyScoring parse_passkey_scoring(const std::string& s);  // "strict" | "paper"
 const char* passkey_scoring_name(PasskeyScoring s);
+// The most tokens an answer generates (strict: 10, the key's digits and a margin; paper: 100): a
+// prompt of L tokens is read up to L + this - 1 tokens (the last one generated is not fed).
+int64_t passkey_max_new(PasskeyScoring s);
 
 struct PasskeyOptions {
   int64_t trials = 20;

@@ -38,6 +38,20 @@ MINUTES="${DEMO_MINUTES:-20}"
 TRIALS="${DEMO_TRIALS:-20}"
 LENGTHS="${DEMO_LENGTHS:-512,1024,2048,4096,8192,16384,32768}"
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+# Every variable is checked before the first stage: a bad one used to surface only at the stage
+# that read it, after the trainings (about 35 minutes with the defaults).
+demo_bad() { echo "demo: $1" >&2; exit 2; }
+for pair in "DEMO_PRETRAIN_STEPS=$PRE_STEPS" "DEMO_STEPS=$STEPS" "DEMO_TRIALS=$TRIALS"; do
+  v=${pair#*=}
+  [[ "$v" =~ ^[1-9][0-9]{0,11}$ ]] || demo_bad "${pair%%=*} must be a positive integer, got '$v'"
+done
+[ "$PRE_STEPS" -ge 2 ] && [ "$STEPS" -ge 2 ] || demo_bad "DEMO_PRETRAIN_STEPS and DEMO_STEPS must be at least 2 (train --steps)"
+for pair in "DEMO_PRETRAIN_MINUTES=$PRE_MINUTES" "DEMO_MINUTES=$MINUTES"; do
+  v=${pair#*=}
+  [[ "$v" =~ ^[0-9]{1,6}(\.[0-9]+)?$ ]] || demo_bad "${pair%%=*} must be a number of minutes >= 0, got '$v'"
+done
+[[ "$LENGTHS" =~ ^[1-9][0-9]{0,7}(,[1-9][0-9]{0,7})*$ ]] ||
+  demo_bad "DEMO_LENGTHS must be positive integers separated by commas (e.g. 512,1024), got '$LENGTHS'"
 [ -x "$LANDMARK" ] || { echo "demo: $LANDMARK is missing; run 'make' first" >&2; exit 1; }
 demo_threads  # THREADS, PARALLEL, HALF (demo_model.sh)
 mkdir -p "$OUT"

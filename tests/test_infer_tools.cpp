@@ -416,9 +416,16 @@ TEST_CASE("window sums: written and read back bit for bit, bad files refused by 
   r.window_nll = {0.1, 123.456789012345678, 1e-300, 7};
   r.window_tokens.assign(4, 5);
   const std::string path = dir + "/w.tsv";
-  write_window_sums(path, r, 5);
+  const TokensIdentity id = tokens_identity({1, 2, 3, 258});
+  CHECK(id.tokens == 4);
+  CHECK(id.crc32.size() == 8);
+  CHECK(tokens_identity({1, 2, 3, 257}) != id);  // one token differs: another text
+  CHECK(tokens_identity({1, 2, 3}) != id);
+  write_window_sums(path, r, 5, id);
   int64_t L = 0;
-  PerplexityResult back = read_window_sums(path, &L);
+  TokensIdentity back_id;
+  PerplexityResult back = read_window_sums(path, &L, &back_id);
+  CHECK(back_id == id);
   CHECK(L == 5);
   CHECK(back.windows == 4);
   CHECK(back.tokens == 20);
@@ -432,15 +439,26 @@ TEST_CASE("window sums: written and read back bit for bit, bad files refused by 
     int64_t len = 0;
     return read_window_sums(f, &len);
   };
-  const std::string head = "window\tfirst_token\ttokens\tnats\n";
-  CHECK_THROWS_WITH(bad("window,first_token\n"), Catch::Contains("header"));
+  const std::string old_head = "window\tfirst_token\ttokens\tnats\n";
+  const std::string head = "# tokens\t4\tcrc32\t" + id.crc32 + "\n" + old_head;
+  // Without the line naming its tokens (as written before it was recorded) a file is refused.
+  CHECK_THROWS_WITH(bad(old_head + "0\t0\t5\t1.5\n"), Catch::Contains("naming its token file"));
+  CHECK_THROWS_WITH(bad("# tokens\t4\tcrc32\tXYZ\n" + old_head), Catch::Contains("naming its token file"));
+  CHECK_THROWS_WITH(bad("# tokens\t4\tcrc32\t" + id.crc32 + "0\n" + old_head),
+                    Catch::Contains("naming its token file"));
+  CHECK_THROWS_WITH(bad("# tokens\t4\tcrc32\t" + id.crc32 + "\nwindow,first_token\n"), Catch::Contains("header"));
+  // Losses no model gives: 1e30 and 1e308 nats are refused, 1,000 nats a token is the most.
+  CHECK_THROWS_WITH(bad(head + "0\t0\t5\t1e30\n"), Catch::Contains("1000 per token"));
+  CHECK_THROWS_WITH(bad(head + "0\t0\t5\t1e308\n"), Catch::Contains("line 3"));
+  CHECK_THROWS_WITH(bad(head + "0\t0\t5\t5000.5\n"), Catch::Contains("per token"));
+  CHECK_NOTHROW(bad(head + "0\t0\t5\t5000\n"));
   CHECK_THROWS_WITH(bad(head), Catch::Contains("no windows"));
-  CHECK_THROWS_WITH(bad(head + "0\t0\t5\t1.5\n2\t10\t5\t1\n"), Catch::Contains("line 3") && Catch::Contains("expected window 1"));
+  CHECK_THROWS_WITH(bad(head + "0\t0\t5\t1.5\n2\t10\t5\t1\n"), Catch::Contains("line 4") && Catch::Contains("expected window 1"));
   CHECK_THROWS_WITH(bad(head + "0\t0\t5\t1.5\n1\t6\t5\t1\n"), Catch::Contains("starting at token 6"));
   CHECK_THROWS_WITH(bad(head + "0\t0\t5\t1.5\n1\t5\t4\t1\n"), Catch::Contains("window of 4 tokens"));
   CHECK_THROWS_WITH(bad(head + "0\t0\t5\tnan\n"), Catch::Contains("finite"));
   CHECK_THROWS_WITH(bad(head + "0\t0\t5\t-1\n"), Catch::Contains("not negative"));
-  CHECK_THROWS_WITH(bad(head + "0\t0\t5\t1 x\n"), Catch::Contains("line 2") && Catch::Contains("four tab-separated"));
+  CHECK_THROWS_WITH(bad(head + "0\t0\t5\t1 x\n"), Catch::Contains("line 3") && Catch::Contains("four tab-separated"));
   CHECK_THROWS_WITH(bad(head + "0\t0\t0\t1\n"), Catch::Contains("window of 0 tokens"));
   CHECK_THROWS_WITH(read_window_sums(dir, &L), Catch::Contains("regular file") || Catch::Contains("not a file"));
   CHECK_THROWS_WITH(read_window_sums(dir + "/missing.tsv", &L), Catch::Contains("missing.tsv"));

@@ -345,6 +345,12 @@ InflateLimit inflate_limit(const std::string& compressed, const std::string& wha
                                            << " bytes, more than deflate can make of " << compressed.size()
                                            << " compressed bytes (at most " << kMaxDeflateRatio
                                            << " per byte): a zlib bomb or corrupt data");
+  // What the project can use bounds what it inflates, whatever a header honestly promises.
+  LM_CHECK(!limit.exact || limit.bytes <= kMaxInflatedBytes,
+           "inflate " << what << ": " << limit.promiser << " " << limit.bytes << " bytes, more than the "
+                      << kMaxInflatedBytes << " bytes (64 MiB) this project inflates from one stream (the largest "
+                      << "janeaustenr object is a few MB); refused before inflating");
+  if (!limit.exact && limit.bytes > kMaxInflatedBytes) limit = {kMaxInflatedBytes, "the project's limit of", false};
   return limit;
 }
 

@@ -41,7 +41,9 @@ std::shared_ptr<RObject> r_unserialize(const std::string& bytes);
 // zlib or gzip data -> bytes (the format is detected from the header). `what` names the data
 // in error messages. The size is checked while inflating, against a nonzero expected_size, else
 // gzip's trailer, else deflate's maximum ratio (1032:1); a promise past that ratio, or output
-// past the promise, is an error before more is inflated. A promise must be met exactly.
+// past the promise, is an error before more is inflated. A promise must be met exactly. Whatever
+// the promise, at most kMaxInflatedBytes come out: a larger promise is refused before inflating.
+constexpr size_t kMaxInflatedBytes = size_t{64} << 20;
 std::string inflate_bytes(const std::string& compressed, const std::string& what, size_t expected_size = 0);
 
 // Every object of an R lazy-load database `base`.rdb / `base`.rdx (e.g. ".../data/Rdata"), by

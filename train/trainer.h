@@ -54,8 +54,9 @@ struct TrainOptions {
   // The keys of the model config and the training settings (and "seed") that the command line gave
   // explicitly; the other values above are defaults. With --resume each must equal the
   // checkpoint's (an error names the key and both values), and every other comes from it. With
-  // --init-from, n_layer, n_embd, n_head, block_size, landmark_every, rotary_base, ln_eps and bias
-  // not listed are the parent's (the log lists them), and n_layer, n_embd and n_head must be.
+  // --init-from, n_layer, n_embd, n_head, block_size, attention, landmark_every, xl_cache,
+  // rotary_base, ln_eps and bias not listed are the parent's (the log lists them; an XL parent's
+  // segment too), and n_layer, n_embd and n_head must be.
   std::set<std::string> given;
   bool quiet = false;      // no progress lines
   double log_every_s = 0;  // a progress line at most this often (0: every step)

@@ -90,16 +90,26 @@ std::string file_crc32(const std::string& path) {
 // --init-from: the keys of the model config the command line did not give (TrainOptions::given)
 // are the parent's; the log line lists them. Those that shape the weights (layers, width, heads)
 // must be the parent's either way: 4 heads would read the parent's 2 heads of 16 as 4 of 8.
-void inherit_from_parent(Start& st, const TrainOptions& o, const GPTConfig& pc) {
+// The attention kind and the XL cache are inherited too (a landmark parent fine-tuned without
+// --attention stays a landmark model, an XL parent an XL model), and an XL parent's --segment
+// (a training setting, from its "train" record) when the child keeps its cache and gives none.
+void inherit_from_parent(Start& st, TrainOptions& o, const GPTConfig& pc, const nlohmann::json& parent_meta) {
   const std::string where = "train: --init-from " + o.init_from + ": ";
   const nlohmann::json parent = gpt_config_to_json(pc);
   nlohmann::json child = gpt_config_to_json(st.model);
   std::string list;
-  for (const char* key :
-       {"n_layer", "n_embd", "n_head", "block_size", "landmark_every", "rotary_base", "ln_eps", "bias"}) {
+  for (const char* key : {"n_layer", "n_embd", "n_head", "block_size", "attention", "landmark_every", "xl_cache",
+                          "rotary_base", "ln_eps", "bias"}) {
     if (o.given.count(key)) continue;
     child[key] = parent[key];
     list += std::string(list.empty() ? "" : ", ") + key + " " + shown(parent[key]);
+  }
+  if (!o.given.count("xl_cache") && !o.given.count("segment") && pc.xl_cache > 0) {
+    const nlohmann::json* train = parent_meta.contains("train") ? &parent_meta["train"] : nullptr;
+    if (train && train->is_object() && train->contains("segment") && (*train)["segment"].is_number_integer()) {
+      o.segment = (*train)["segment"].get<int64_t>();
+      list += ", segment " + std::to_string(o.segment);
+    }
   }
   for (const char* key : {"n_layer", "n_embd", "n_head"})
     LM_CHECK(child[key] == parent[key], where << key << " is " << shown(child[key]) << " on the command line but "
@@ -120,19 +130,20 @@ std::string join(const std::vector<std::string>& names) {
 
 }  // namespace
 
-void read_parent(Start& st, const TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
+void read_parent(Start& st, TrainOptions& o, const Tokenizer& tok, std::ostream& log) {
   const std::string where = "train: --init-from " + o.init_from + ": ";
   st.parent = load_safetensors(o.init_from);
   if (const std::string note = unverified_note(st.parent, o.init_from); !note.empty()) log << note << "\n";
   const GPTConfig pc = stored_model(st.parent, tok, o.init_from, where, o.data_dir);
   const uint64_t parent_step = meta_count(st.parent.metadata, "step", uint64_t(1) << 40, "2^40", where);
-  inherit_from_parent(st, o, pc);
+  inherit_from_parent(st, o, pc, st.parent.metadata);
   st.parent_record = {{"path", o.init_from},
                       {"crc32", file_crc32(o.init_from)},
                       {"step", parent_step},
                       {"attention", attention_kind_name(pc.attention)}};
-  TrainOptions child = o;  // the inherited block size and landmark_every pass the flags' checks
+  TrainOptions child = o;  // the inherited keys pass the flags' checks, those that waited for the parent too
   child.model = st.model;
+  child.init_from.clear();  // the whole config is known now: validate() runs every check
   validate(child);
 }
 

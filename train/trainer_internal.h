@@ -30,7 +30,9 @@ namespace lm::trainer_internal {
 
 // ---- options and data (trainer_setup.cpp) ----
 
-// The options' own checks (each message names the flag); the XL ones are check_xl_options.
+// The options' own checks (each message names the flag); the XL ones are check_xl_options. With
+// --init-from those that read the model config wait for read_parent (the keys not given are the
+// parent's).
 void validate(const TrainOptions& o);
 
 // The tokenizer and both token files of --data, checked against each other.
@@ -196,8 +198,9 @@ std::string shown(const nlohmann::json& v);
 // ---- --init-from (trainer_init_from.cpp) ----
 
 // The parent of --init-from into `st`: loaded, checked against the data, its architecture where
-// the command line gives none, and its record (path, CRC-32, step, attention).
-void read_parent(Start& st, const TrainOptions& o, const Tokenizer& tok, std::ostream& log);
+// the command line gives none (and, for an XL parent, its --segment), and its record (path,
+// CRC-32, step, attention); then the options' checks on the child.
+void read_parent(Start& st, TrainOptions& o, const Tokenizer& tok, std::ostream& log);
 
 // init_from_parent on a freshly built model, and the log line that says what it did.
 std::string start_from_parent(GPT& model, const TrainOptions& o, const Start& start, const Tokenizer& tok);

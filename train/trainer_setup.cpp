@@ -3,7 +3,9 @@
 // --doc-starts; the batch against the ranks and the files. Not a checkpoint's settings, which pass
 // these same checks on --resume (trainer_checkpoint.cpp), nor --xl-cache's (trainer_xl.cpp).
 #include <cmath>
+#include <filesystem>
 #include <string>
+#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -22,12 +24,27 @@ void validate(const TrainOptions& o) {
   // One micro-batch is a (batch, T) tensor of token ids and its activations: past 2^31 tokens it
   // could not be held anyway, and the products below (tokens per step, cursors) must not wrap.
   constexpr int64_t kMaxBatchTokens = int64_t(1) << 31, kMaxAccum = int64_t(1) << 20;
-  check_xl_options(o);  // Transformer-XL: --xl-cache and --segment
-  const int64_t T = o.model.block_size, S = o.segment;
-  const int64_t row = S > 0 ? S : T;
-  LM_CHECK(row <= 0 || o.batch_size <= kMaxBatchTokens / row,
-           "train: --batch " << o.batch_size << " x " << (S > 0 ? "--segment " : "--block-size ") << row
-                             << " is more than " << kMaxBatchTokens << " tokens per micro-batch");
+  // With --init-from the model keys not given are the parent's, unknown until it is read: the
+  // checks that read the model wait for read_parent, which runs them on the child's whole config
+  // (so a parent's T 64, not the preset's 512, is what --segment must divide).
+  if (o.init_from.empty()) {
+    check_xl_options(o);  // Transformer-XL: --xl-cache and --segment
+    const int64_t T = o.model.block_size, S = o.segment;
+    const int64_t row = S > 0 ? S : T;
+    LM_CHECK(row <= 0 || o.batch_size <= kMaxBatchTokens / row,
+             "train: --batch " << o.batch_size << " x " << (S > 0 ? "--segment " : "--block-size ") << row
+                               << " is more than " << kMaxBatchTokens << " tokens per micro-batch");
+    LM_CHECK(o.model.landmark() || (!o.model.context_miss && o.jump_max == 1),
+             "train: --cmt and --jump need --attention landmark");
+    // A window of T positions holds a landmark only when a block (F regular tokens and its
+    // landmark) fits in it: with F >= T some windows, or all, hold none, and retrieval would read
+    // landmark keys that training never shaped.
+    LM_CHECK(!o.model.landmark() || o.model.landmark_every < T,
+             "train: --landmark-every " << o.model.landmark_every << " must be less than --block-size " << T
+                                        << ": a window of " << T << " tokens must hold a landmark, one after every "
+                                        << o.model.landmark_every << " regular tokens, for landmark attention to "
+                                        << "learn (with --init-from, either may be the parent's)");
+  }
   LM_CHECK(o.grad_accum <= kMaxAccum, "train: --grad-accum " << o.grad_accum << " is more than " << kMaxAccum);
   LM_CHECK(std::isfinite(o.lr) && o.lr > 0, "train: --lr must be positive, got " << o.lr);
   LM_CHECK(o.schedule == "one-cycle" || o.schedule == "cosine" || o.schedule == "constant",
@@ -45,6 +62,12 @@ void validate(const TrainOptions& o) {
            "train: --train-top-k-gates must be chosen or all, got '" << o.train_top_k_gates << "'");
   LM_CHECK(!o.data_dir.empty(), "train: --data is required (a directory made by `landmark prepare`)");
   LM_CHECK(!o.out_dir.empty(), "train: --out must not be empty");
+  // The run writes --out's checkpoint.safetensors: a parent there would be replaced by its child.
+  std::error_code ec;
+  LM_CHECK(o.init_from.empty() || !std::filesystem::equivalent(
+                                      o.init_from, std::filesystem::path(o.out_dir) / "checkpoint.safetensors", ec),
+           "train: --init-from " << o.init_from << " is the checkpoint this run writes in --out " << o.out_dir
+                                 << ", and would be replaced by its child; give another --out");
 }
 
 void check_sparse_options(const TrainOptions& o, const GPTConfig& mc) {
