@@ -6,9 +6,12 @@
 # Two lanes of trainings, each the same rows, run side by side on one thread each:
 #   text   the corpus of `make paper-tables` (data/tokens, Austen + KJV, Persuasion held out):
 #          a small landmark model (3 layers, d 128, 4 heads, F 50) trained from scratch
-#   pk     the pass-key documents of `make demo` (data/passkey/long/tokens): `make demo`'s
-#          pretrained model (runs/demo/pretrain) continued with each row's recipe, as the demo
-#          continues it (lr 1e-3, --doc-starts)
+#   pk     pass-key documents written like `make demo`'s long ones but with the key up to
+#          SPARSE_PK_FILLERS filler sentences (default 150, about 4,000 tokens) before each
+#          question, in the demo's tokenizer (data/passkey/far150): the demo's own documents hold the
+#          key within 18 fillers (~500 tokens) of its question, so a window past 512 would learn
+#          no longer reach from them. `make demo`'s pretrained model (runs/demo/pretrain) is
+#          continued with each row's recipe, as the demo continues it (lr 1e-3, --doc-starts).
 # The rows (K 4, F 50; every row reads the same tokens per step, WINDOW x BATCH = 4096):
 #   r1    dense at 512, batch 8 (today's recipe)
 #   r2c   sparse K 4 at 512, --train-top-k-gates chosen      r2a   the same, gates all
@@ -67,7 +70,10 @@
 #   SPARSE_OUT, SPARSE_DOCS   where runs and rows go, where results/ goes
 #   SPARSE_TEXT_DATA    token directory for the text lane (default data/tokens, built by
 #                       scripts/get-tokens.sh when missing, as paper-tables builds it)
-#   SPARSE_PK_DATA      pass-key token directory (default data/passkey/long/tokens: `make demo`)
+#   SPARSE_PK_DATA      pass-key token directory (default data/passkey/farN/tokens, N = SPARSE_PK_FILLERS, written by this
+#                       script from `make demo`'s tokenizer when missing)
+#   SPARSE_PK_FILLERS   at most this many filler sentences before each question in that data
+#                       (default 150)
 #   SPARSE_PK_INIT      the pretrained model the pk lane continues (default
 #                       runs/demo/pretrain/checkpoint.safetensors: `make demo`)
 #   SPARSE_K            blocks per query in training (default 4; quick 2)
@@ -117,12 +123,14 @@ fi
 GATES="${SPARSE_GATES:-chosen}"
 PARALLEL="${SPARSE_PARALLEL:-auto}"
 TEXT_DATA="${SPARSE_TEXT_DATA:-data/tokens}"
-PK_DATA="${SPARSE_PK_DATA:-data/passkey/long/tokens}"
+PK_FILLERS="${SPARSE_PK_FILLERS:-150}"
+PK_DATA="${SPARSE_PK_DATA:-data/passkey/far$PK_FILLERS/tokens}"  # the fillers in its name: another count, other data
+PK_TOKENIZER="${SPARSE_PK_TOKENIZER:-data/passkey/short/tokens/tokenizer.json}"
 PK_INIT="${SPARSE_PK_INIT:-runs/demo/pretrain/checkpoint.safetensors}"
 IFS=, read -r -a PK_TRIALS <<< "${SPARSE_PK_TRIALS:-$PK_TRIALS_DEFAULT}"
 # Every setting checked before the first stage.
 posint SPARSE_K "$K"; posint SPARSE_TEXT_STEPS "$TEXT_STEPS"; posint SPARSE_PK_STEPS "$PK_STEPS"
-posint SPARSE_SEEDS "$SEEDS"; posint SPARSE_EVAL_TOKENS "$EVAL_TOKENS"
+posint SPARSE_SEEDS "$SEEDS"; posint SPARSE_EVAL_TOKENS "$EVAL_TOKENS"; posint SPARSE_PK_FILLERS "$PK_FILLERS"
 [ "$TEXT_STEPS" -ge 2 ] && [ "$PK_STEPS" -ge 2 ] || die "the steps must be at least 2 (r4 trains half of them dense, half sparse)"
 case "$GATES" in chosen|all) ;; *) die "SPARSE_GATES must be chosen or all, got '$GATES'" ;; esac
 case "$PARALLEL" in auto|0|1) ;; *) die "SPARSE_PARALLEL must be auto, 0 or 1, got '$PARALLEL'" ;; esac
@@ -144,6 +152,14 @@ for s in "${STAGES[@]}"; do case "$s" in train|eval|tables) ;; *) die "unknown s
 if [ ! -s "$TEXT_DATA/train.tokens" ] || [ ! -s "$TEXT_DATA/val.tokens" ]; then
   [ -z "${SPARSE_TEXT_DATA:-}" ] || die "SPARSE_TEXT_DATA=$TEXT_DATA has no train.tokens and val.tokens"
   LANDMARK="$LANDMARK" bash scripts/get-tokens.sh "$TEXT_DATA"  # the corpus and tokens paper-tables trains on
+fi
+if [ ! -s "$PK_DATA/train.tokens" ] && [ -z "${SPARSE_PK_DATA:-}" ]; then  # far keys, the demo's tokenizer
+  [ -s "$PK_TOKENIZER" ] || die "the demo's tokenizer $PK_TOKENIZER is missing: run 'make demo' first"
+  PK_TEXT="$(dirname "$PK_DATA")/text"
+  "$LANDMARK" passkey-data --out "$PK_TEXT" --docs 20000 --max-fillers "$PK_FILLERS" --uniform-distance --questions 3 \
+    --filler-only 0.05 > /dev/null
+  "$LANDMARK" prepare --train "$PK_TEXT/train.txt" --val "$PK_TEXT/val.txt" --out "$PK_DATA" \
+    --tokenizer-from "$PK_TOKENIZER" > /dev/null
 fi
 [ -s "$PK_DATA/train.tokens" ] && [ -s "$PK_INIT" ] ||
   die "the pass-key data or pretrained model is missing ($PK_DATA/train.tokens, $PK_INIT): run 'make demo' first"
