@@ -12,6 +12,7 @@
 //   landmark overhead_vs_causal=<fused landmark time / fused causal time>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <string>
 
 #include "autograd/functions.h"
@@ -62,13 +63,14 @@ double run(const std::string& which, int64_t B, int64_t NH, int64_t T, int64_t H
 
 // Free memory as the kernel reports it (MemAvailable), 0 when unknown.
 double available_bytes() {
-  FILE* f = std::fopen("/proc/meminfo", "r");
-  if (!f) return 0;
-  char line[256];
+  std::ifstream f("/proc/meminfo");
+  std::string key;
   double kb = 0;
-  while (std::fgets(line, sizeof line, f))
-    if (std::sscanf(line, "MemAvailable: %lf kB", &kb) == 1) break;
-  std::fclose(f);
+  while (f >> key)
+    if (key == "MemAvailable:") {
+      f >> kb;
+      break;
+    }
   return kb * 1024;
 }
 

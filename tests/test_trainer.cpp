@@ -675,6 +675,7 @@ TEST_CASE("trainer: a landmark model needs the landmark token in the tokenizer",
   std::ostringstream log;
   TrainOptions o = small_options(data, out_dir("nolandmark"));
   o.model.attention = AttentionKind::Landmark;
+  o.model.landmark_every = 8;  // below the window (32): a window that holds no landmark is refused first
   CHECK_THROWS_WITH(train(o, log), Catch::Contains("<|landmark|>"));
 }
 
@@ -799,7 +800,7 @@ TEST_CASE("trainer: --init-from copies a standard model into a landmark one, new
   TrainOptions f = small_options(data, child);
   f.model.attention = AttentionKind::Landmark;
   f.model.landmark_every = 5;
-  f.given = {"landmark_every"};  // given: not the parent's (50, unused by a standard model)
+  f.given = {"landmark_every", "attention"};  // given: not the parent's (standard, and F 50 unused by it)
   f.steps = 6;
   f.init_from = parent_path;
   f.quiet = false;
@@ -807,7 +808,7 @@ TEST_CASE("trainer: --init-from copies a standard model into a landmark one, new
   train(f, flog);
   // What was not given came from the parent, and the log says so.
   CHECK(flog.str().find("from the parent (not given here): n_layer 2, n_embd 32, n_head 2, block_size 32, "
-                        "rotary_base 10000.0, ln_eps 1e-05, bias false\n") != std::string::npos);
+                        "xl_cache 0, rotary_base 10000.0, ln_eps 1e-05, bias false\n") != std::string::npos);
   CHECK(flog.str().find("<|landmark|> row (id 256) set to the mean token embedding") != std::string::npos);
   CHECK(flog.str().find("a fresh optimizer and schedule") != std::string::npos);
   const Checkpoint ck = load_safetensors(child + "/checkpoint.safetensors");
