@@ -47,8 +47,12 @@ std::vector<TaskKind> chosen_tasks(const std::vector<std::string>& names) {
   return out;
 }
 
-void write_training(const TasksDataFlags& f, const Tokenizer& tok, const Haystack& hay,
-                    const std::vector<TaskKind>& tasks) {
+// The files to write, as (path, text, what to say): everything is made before anything is written,
+// so a refused prompt leaves no training text behind.
+using Outputs = std::vector<std::tuple<std::string, std::string, std::string>>;
+
+void make_training(const TasksDataFlags& f, const Tokenizer& tok, const Haystack& hay,
+                   const std::vector<TaskKind>& tasks, Outputs& out) {
   TaskMix mix;
   if (!f.mix.empty()) {
     mix = parse_task_mix(f.mix);
@@ -59,14 +63,14 @@ void write_training(const TasksDataFlags& f, const Tokenizer& tok, const Haystac
   for (const auto& [name, docs, seed] : {std::make_tuple(std::string("train.txt"), f.docs, f.seed),
                                          std::make_tuple(std::string("val.txt"), std::max<int64_t>(f.docs / 20, 50),
                                                          f.seed + 1)}) {
-    const std::string path = f.out + "/" + name, text = task_training_text(tok, hay, mix, docs, seed);
-    write_file_atomic(path, text, "tasks-data");
-    std::cout << "wrote " << path << " (" << docs << " documents, " << text.size() << " bytes)\n";
+    std::string text = task_training_text(tok, hay, mix, docs, seed);
+    const std::string note = std::to_string(docs) + " documents, " + std::to_string(text.size()) + " bytes";
+    out.emplace_back(f.out + "/" + name, std::move(text), note);
   }
 }
 
-void write_prompts(const TasksDataFlags& f, const Tokenizer& tok, const Haystack& hay,
-                   const std::vector<TaskKind>& tasks) {
+void make_prompts(const TasksDataFlags& f, const Tokenizer& tok, const Haystack& hay,
+                  const std::vector<TaskKind>& tasks, Outputs& out) {
   std::string text = std::string(kTaskPromptsHeader) + "\n";
   int64_t n = 0;
   for (TaskKind task : tasks)
@@ -76,9 +80,8 @@ void write_prompts(const TasksDataFlags& f, const Tokenizer& tok, const Haystack
           TaskSpec s{task, length, depth / 100.0, f.seed + 2, static_cast<uint64_t>(t)};
           text += task_prompt_line(make_task_prompt(tok, hay, s), length, depth, s.trial);
         }
-  const std::string path = f.out + "/prompts.tsv";
-  write_file_atomic(path, text, "tasks-data");
-  std::cout << "wrote " << path << " (" << n << " prompts, " << text.size() << " bytes)\n";
+  const std::string note = std::to_string(n) + " prompts, " + std::to_string(text.size()) + " bytes";
+  out.emplace_back(f.out + "/prompts.tsv", std::move(text), note);
 }
 
 int run_tasks_data(const TasksDataFlags& f) {
@@ -93,9 +96,14 @@ int run_tasks_data(const TasksDataFlags& f) {
   const Haystack hay(read_text_file(f.haystack, "tasks-data --haystack"), "--haystack " + f.haystack);
   LM_CHECK(f.mix_opt == nullptr || f.mix_opt->count() == 0 || !f.mix.empty(), "--mix: an empty mixture");
   if (!f.mix.empty()) (void)parse_task_mix(f.mix);  // refused before anything is written
+  Outputs out;
+  if (f.docs > 0) make_training(f, *tok, hay, tasks, out);
+  if (f.prompts > 0) make_prompts(f, *tok, hay, tasks, out);
   std::filesystem::create_directories(f.out);
-  if (f.docs > 0) write_training(f, *tok, hay, tasks);
-  if (f.prompts > 0) write_prompts(f, *tok, hay, tasks);
+  for (const auto& [path, text, note] : out) {
+    write_file_atomic(path, text, "tasks-data");
+    std::cout << "wrote " << path << " (" << note << ")\n";
+  }
   return 0;
 }
 

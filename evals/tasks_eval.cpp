@@ -205,15 +205,16 @@ std::vector<std::string> task_heatmaps(const std::vector<TaskCell>& cells, const
       v[r * lengths.size() + col] = c.mean();
     }
     plot::HeatmapOptions o;
-    o.title = task + ": " + label + " (rows: depth " + std::to_string(static_cast<int>(depths.front())) + "% to " +
-              std::to_string(static_cast<int>(depths.back())) + "%; columns: length " +
-              std::to_string(lengths.front()) + " to " + std::to_string(lengths.back()) + ")";
-    o.x_label = "prompt length (tokens)";
-    o.y_label = "depth (%)";
+    std::ostringstream xs, ys;  // the columns' lengths and the rows' depths, in order
+    for (int64_t l : lengths) xs << (xs.tellp() > 0 ? ", " : "") << l;
+    for (double dp : depths) ys << (ys.tellp() > 0 ? ", " : "") << dp;
+    o.title = task + ": " + label;
+    o.x_label = "length " + xs.str() + " (tokens)";
+    o.y_label = "depth " + ys.str() + " (%)";
     o.value_label = "score";
     o.v_min = 0;
     o.v_max = 1;
-    o.cell_size = 48;
+    o.cell_size = 64;
     const std::string path = prefix + task + ".png";
     plot::heatmap(path, static_cast<int>(depths.size()), static_cast<int>(lengths.size()), v, o);
     written.push_back(path);
