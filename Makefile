@@ -10,6 +10,8 @@
 #   make paper-side  after paper-tables' data: issue 11's side experiments, about 3 h (scripts/paper_side.sh)
 #   make scorers  after make demo and make paper-tables: learned landmarks against training-free block
 #                 scorers (beyond the paper; scripts/scorers.sh)
+#   make long-tasks  six RULER-style tasks in real text (docs/tasks.md): a landmark and a standard model
+#                 trained on them, scored by length x depth x task, about 90 min (scripts/long_tasks.sh)
 #   make bench    build + run the benchmarks (prints ratios measured in one run; log in build/bench.log)
 #   make bench-results  put the last make bench's summary into docs/results/bench.md
 #   make fuzz     the libFuzzer harnesses of fuzz/, 60 s each (scripts/fuzz.sh; FUZZ_SECONDS=N for longer)
@@ -19,7 +21,7 @@ BUILD      ?= build
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps configure build test bench bench-results fuzz demo demo-finetune demo-long demo-corpus paper-tables paper-side scorers clean
+.PHONY: all deps configure build test bench bench-results fuzz demo demo-finetune demo-long demo-corpus paper-tables paper-side scorers long-tasks clean
 
 all: build
 
@@ -69,6 +71,10 @@ paper-side: configure
 scorers: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark
 	@bash scripts/scorers.sh
+
+long-tasks: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target landmark
+	@bash scripts/long_tasks.sh
 
 demo-corpus: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark

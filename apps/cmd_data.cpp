@@ -225,7 +225,7 @@ std::vector<Command> register_commands(CLI::App& app) {
   return {prepare_command(app), corpus_command(app),     passkey_data_command(app), train_command(app),
           plot_command(app),    plot_table_command(app), info_command(app),         groups_command(app),
           passkey_command(app), eval_command(app),       generate_command(app),     attn_map_command(app),
-          explore_command(app),  tasks_data_command(app), tasks_eval_command(app)};
+          explore_command(app), tasks_data_command(app), tasks_eval_command(app)};
 }
 
 }  // namespace app

@@ -60,9 +60,9 @@ void make_training(const TasksDataFlags& f, const Tokenizer& tok, const Haystack
     mix.tasks = tasks;
     mix.weights.assign(tasks.size(), 1.0);
   }
-  for (const auto& [name, docs, seed] : {std::make_tuple(std::string("train.txt"), f.docs, f.seed),
-                                         std::make_tuple(std::string("val.txt"), std::max<int64_t>(f.docs / 20, 50),
-                                                         f.seed + 1)}) {
+  for (const auto& [name, docs, seed] :
+       {std::make_tuple(std::string("train.txt"), f.docs, f.seed),
+        std::make_tuple(std::string("val.txt"), std::max<int64_t>(f.docs / 20, 50), f.seed + 1)}) {
     std::string text = task_training_text(tok, hay, mix, docs, seed);
     const std::string note = std::to_string(docs) + " documents, " + std::to_string(text.size()) + " bytes";
     out.emplace_back(f.out + "/" + name, std::move(text), note);
@@ -170,9 +170,10 @@ Command tasks_data_command(CLI::App& app) {
   sub->add_option("--prompts", f->prompts, "Prompts per (task, length, depth); 0: no prompts.tsv")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 20))
       ->capture_default_str();
-  f->mix_opt = sub->add_option("--mix", f->mix,
-                  "Training mixture TASK[:WEIGHT],...[@MIN-MAX] (lengths in tokens), e.g. all@64-480 (default: the "
-                  "--task list, weight 1 each, lengths 64-480)");
+  f->mix_opt =
+      sub->add_option("--mix", f->mix,
+                      "Training mixture TASK[:WEIGHT],...[@MIN-MAX] (lengths in tokens), e.g. all@64-480 (default: the "
+                      "--task list, weight 1 each, lengths 64-480)");
   sub->add_option("--docs", f->docs, "Training documents (val.txt: a twentieth, at least 50); 0: none")
       ->check(CLI::Range(int64_t(0), int64_t(1) << 24))
       ->capture_default_str();

@@ -25,7 +25,8 @@ namespace {
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
   size_t from = 0;
-  for (size_t at; (at = s.find(sep, from)) != std::string::npos; from = at + 1) out.push_back(s.substr(from, at - from));
+  for (size_t at; (at = s.find(sep, from)) != std::string::npos; from = at + 1)
+    out.push_back(s.substr(from, at - from));
   out.push_back(s.substr(from));
   return out;
 }
@@ -134,7 +135,8 @@ TaskAnswer answer_task_prompt(const GPT& model, const Tokenizer& tok, const Beyo
 }
 
 std::vector<TaskCell> task_cells(const std::vector<TaskPromptRow>& rows, const std::vector<TaskAnswer>& answers) {
-  LM_CHECK(rows.size() == answers.size(), "task_cells: " << rows.size() << " prompts, " << answers.size() << " answers");
+  LM_CHECK(rows.size() == answers.size(),
+           "task_cells: " << rows.size() << " prompts, " << answers.size() << " answers");
   std::vector<TaskCell> cells;
   std::map<std::tuple<std::string, int64_t, double>, size_t> at;
   for (size_t i = 0; i < rows.size(); ++i) {
@@ -200,8 +202,10 @@ std::vector<std::string> task_heatmaps(const std::vector<TaskCell>& cells, const
     std::vector<double> v(lengths.size() * depths.size(), std::nan(""));
     for (const TaskCell& c : cells) {
       if (c.task != task) continue;
-      const size_t r = static_cast<size_t>(std::lower_bound(depths.begin(), depths.end(), c.depth_pct) - depths.begin());
-      const size_t col = static_cast<size_t>(std::lower_bound(lengths.begin(), lengths.end(), c.length) - lengths.begin());
+      const size_t r =
+          static_cast<size_t>(std::lower_bound(depths.begin(), depths.end(), c.depth_pct) - depths.begin());
+      const size_t col =
+          static_cast<size_t>(std::lower_bound(lengths.begin(), lengths.end(), c.length) - lengths.begin());
       v[r * lengths.size() + col] = c.mean();
     }
     plot::HeatmapOptions o;

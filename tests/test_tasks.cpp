@@ -3,9 +3,8 @@
 // alone (regular expressions over the needles' wording, not the generators' code); the depth lands
 // where asked within a sentence; seeds reproduce bytes; scores of hand-made answers; bad input
 // refused with an error naming the flag.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -110,11 +109,16 @@ std::vector<std::string> freqwords_answer(const std::string& t) {
 std::vector<std::string> parse_answer(TaskKind task, const std::string& t) {
   switch (task) {
     case TaskKind::NiahSingle:
-    case TaskKind::NiahMultikey: return niah_answer(t);
-    case TaskKind::NiahMultivalue: return multivalue_answer(t);
-    case TaskKind::NiahMultiquery: return multiquery_answer(t);
-    case TaskKind::Vartrack: return vartrack_answer(t);
-    case TaskKind::Freqwords: return freqwords_answer(t);
+    case TaskKind::NiahMultikey:
+      return niah_answer(t);
+    case TaskKind::NiahMultivalue:
+      return multivalue_answer(t);
+    case TaskKind::NiahMultiquery:
+      return multiquery_answer(t);
+    case TaskKind::Vartrack:
+      return vartrack_answer(t);
+    case TaskKind::Freqwords:
+      return freqwords_answer(t);
   }
   return {};
 }
@@ -179,12 +183,15 @@ TEST_CASE("tasks: the answer's first needle stands at the depth asked, within a 
         size_t at = std::string::npos;
         if (task == TaskKind::Freqwords) at = p.text.find("The words are");
         if (task == TaskKind::Vartrack) at = p.text.find("VAR " + p.answer[0] + " =");
-        if (task == TaskKind::NiahSingle || task == TaskKind::NiahMultivalue) at = p.text.find("is " + p.answer[0] + ".");
+        if (task == TaskKind::NiahSingle || task == TaskKind::NiahMultivalue)
+          at = p.text.find("is " + p.answer[0] + ".");
         REQUIRE(at != std::string::npos);
-        at = p.text.rfind("The ", at) == std::string::npos || task == TaskKind::Vartrack ? at : p.text.rfind("The ", at);
+        at =
+            p.text.rfind("The ", at) == std::string::npos || task == TaskKind::Vartrack ? at : p.text.rfind("The ", at);
         const auto [before, all] = haystack_bytes(p.text, at);
         INFO(task_name(task) << " depth " << depth << " trial " << trial << ": " << before << " of " << all);
-        CHECK(std::abs(static_cast<double>(before) - depth * static_cast<double>(all)) <= static_cast<double>(longest + 1));
+        CHECK(std::abs(static_cast<double>(before) - depth * static_cast<double>(all)) <=
+              static_cast<double>(longest + 1));
         // Every other gold needle stands after it.
         for (const std::string& a : p.answer)
           if (task != TaskKind::Freqwords) CHECK(p.text.find(a) >= at);
@@ -270,7 +277,11 @@ TEST_CASE("tasks: bad input is an error naming the flag", "[tasks]") {
   };
   throws_with([] { parse_task("niah-double"); }, "--task: unknown task 'niah-double'");
   throws_with([] { parse_task(""); }, "--task: unknown task ''");
-  throws_with([&] { make_task_prompt(tok, persuasion(), TaskSpec{TaskKind::NiahMultikey, 30, 0.5, 1, 0}); }, "--length 30");
+  throws_with(
+      [&] {
+        make_task_prompt(tok, persuasion(), TaskSpec{TaskKind::NiahMultikey, 30, 0.5, 1, 0});
+      },
+      "--length 30");
   throws_with([&] { make_task_prompt(tok, persuasion(), TaskSpec{TaskKind::NiahSingle, 500, 1.01, 1, 0}); }, "--depth");
   throws_with([&] { make_task_prompt(tok, persuasion(), TaskSpec{TaskKind::NiahSingle, 500, -0.5, 1, 0}); }, "--depth");
   throws_with([] { parse_task_mix(""); }, "--mix");
@@ -281,8 +292,11 @@ TEST_CASE("tasks: bad input is an error naming the flag", "[tasks]") {
   throws_with([] { Haystack h("One sentence here. And 2 more sentences with 3 digits."); }, "usable sentences");
   const std::string head = std::string(kTaskPromptsHeader) + "\n";
   throws_with([&] { parse_task_prompts("x\n", "p.tsv"); }, "p.tsv: the first line");
-  throws_with([&] { parse_task_prompts(head + "vartrack\t500\t50\t0\trecall\t9\t\tQ?\n", "p.tsv"); }, "p.tsv:2: the answer is empty");
-  throws_with([&] { parse_task_prompts(head + "vartrack\t500\t150\t0\trecall\t9\tA\tQ?\n", "p.tsv"); }, "p.tsv:2: depth_pct");
-  throws_with([&] { parse_task_prompts(head + "wc\t500\t50\t0\trecall\t9\tA\tQ?\n", "p.tsv"); }, "p.tsv:2: unknown task");
+  throws_with([&] { parse_task_prompts(head + "vartrack\t500\t50\t0\trecall\t9\t\tQ?\n", "p.tsv"); },
+              "p.tsv:2: the answer is empty");
+  throws_with([&] { parse_task_prompts(head + "vartrack\t500\t150\t0\trecall\t9\tA\tQ?\n", "p.tsv"); },
+              "p.tsv:2: depth_pct");
+  throws_with([&] { parse_task_prompts(head + "wc\t500\t50\t0\trecall\t9\tA\tQ?\n", "p.tsv"); },
+              "p.tsv:2: unknown task");
   throws_with([&] { parse_task_prompts(head + "vartrack\t500\t50\n", "p.tsv"); }, "p.tsv:2: 3 columns");
 }

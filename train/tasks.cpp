@@ -21,12 +21,18 @@ const std::vector<TaskKind>& all_tasks() {
 
 const char* task_name(TaskKind t) {
   switch (t) {
-    case TaskKind::NiahSingle: return "niah-single";
-    case TaskKind::NiahMultikey: return "niah-multikey";
-    case TaskKind::NiahMultivalue: return "niah-multivalue";
-    case TaskKind::NiahMultiquery: return "niah-multiquery";
-    case TaskKind::Vartrack: return "vartrack";
-    case TaskKind::Freqwords: return "freqwords";
+    case TaskKind::NiahSingle:
+      return "niah-single";
+    case TaskKind::NiahMultikey:
+      return "niah-multikey";
+    case TaskKind::NiahMultivalue:
+      return "niah-multivalue";
+    case TaskKind::NiahMultiquery:
+      return "niah-multiquery";
+    case TaskKind::Vartrack:
+      return "vartrack";
+    case TaskKind::Freqwords:
+      return "freqwords";
   }
   return "?";
 }
@@ -96,7 +102,8 @@ int64_t Haystack::tokens(const Tokenizer& tok, size_t i) const {
 // ---- draws ----
 
 double TaskDraws::uniform() {
-  return uniform_from<double>(philox::block(base_ + n_++, static_cast<uint32_t>(RngStream::User) + 11 + stream_, seed_));
+  return uniform_from<double>(
+      philox::block(base_ + n_++, static_cast<uint32_t>(RngStream::User) + 11 + stream_, seed_));
 }
 
 int64_t TaskDraws::uniform_int(int64_t lo, int64_t hi) {
@@ -183,9 +190,9 @@ TaskPrompt make_task_prompt_raised(const Tokenizer& tok, const Haystack& hay, co
   TaskDraws d(spec.seed, spec.trial, 1 + static_cast<uint32_t>(spec.task));
   const TaskContent c = draw_task_content(spec.task, d);
   const int64_t fixed = fixed_tokens(tok, c);
-  LM_CHECK(raise || spec.length >= fixed, "--length " << spec.length << " is below what the needles and the question of "
-                                                      << task_name(spec.task) << " take (" << fixed
-                                                      << " tokens, trial " << spec.trial << ")");
+  LM_CHECK(raise || spec.length >= fixed,
+           "--length " << spec.length << " is below what the needles and the question of " << task_name(spec.task)
+                       << " take (" << fixed << " tokens, trial " << spec.trial << ")");
   const size_t total = hay.sentences().size();
   const size_t start = static_cast<size_t>(d.uniform_int(0, static_cast<int64_t>(total) - 1));
   int64_t n = 0;

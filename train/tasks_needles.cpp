@@ -12,12 +12,12 @@ namespace {
 // Keys of the special numbers and the words of the frequency lists: short common nouns, none of
 // them a word of the questions.
 const char* const kWords[] = {
-    "apple",  "river",  "candle", "garden", "window", "pepper", "silver", "castle", "meadow", "button",
-    "forest", "ribbon", "harbor", "lemon",  "marble", "pillow", "rocket", "saddle", "tiger",  "violin",
-    "wagon",  "anchor", "basket", "cactus", "dragon", "feather", "goblet", "hammer", "island", "jacket",
-    "kettle", "ladder", "magnet", "needle", "orange", "parrot", "rabbit", "salmon", "tomato", "walnut",
-    "barrel", "cherry", "falcon", "guitar", "helmet", "lantern", "mirror", "oyster", "pebble", "quartz",
-    "spider", "turnip", "velvet", "whistle", "yogurt", "zipper", "bucket", "donkey", "engine", "carrot"};
+    "apple",  "river",  "candle", "garden",  "window", "pepper",  "silver", "castle", "meadow", "button",
+    "forest", "ribbon", "harbor", "lemon",   "marble", "pillow",  "rocket", "saddle", "tiger",  "violin",
+    "wagon",  "anchor", "basket", "cactus",  "dragon", "feather", "goblet", "hammer", "island", "jacket",
+    "kettle", "ladder", "magnet", "needle",  "orange", "parrot",  "rabbit", "salmon", "tomato", "walnut",
+    "barrel", "cherry", "falcon", "guitar",  "helmet", "lantern", "mirror", "oyster", "pebble", "quartz",
+    "spider", "turnip", "velvet", "whistle", "yogurt", "zipper",  "bucket", "donkey", "engine", "carrot"};
 constexpr int64_t kWordCount = static_cast<int64_t>(sizeof(kWords) / sizeof(kWords[0]));
 
 // `count` distinct draws from make(), in draw order.
@@ -138,12 +138,18 @@ TaskContent freqwords(TaskDraws& d) {
 
 TaskContent draw_task_content(TaskKind task, TaskDraws& d) {
   switch (task) {
-    case TaskKind::NiahSingle: return niah(d, 1);
-    case TaskKind::NiahMultikey: return niah(d, d.uniform_int(2, 8));
-    case TaskKind::NiahMultivalue: return multivalue(d);
-    case TaskKind::NiahMultiquery: return multiquery(d);
-    case TaskKind::Vartrack: return vartrack(d);
-    case TaskKind::Freqwords: return freqwords(d);
+    case TaskKind::NiahSingle:
+      return niah(d, 1);
+    case TaskKind::NiahMultikey:
+      return niah(d, d.uniform_int(2, 8));
+    case TaskKind::NiahMultivalue:
+      return multivalue(d);
+    case TaskKind::NiahMultiquery:
+      return multiquery(d);
+    case TaskKind::Vartrack:
+      return vartrack(d);
+    case TaskKind::Freqwords:
+      return freqwords(d);
   }
   LM_FAIL("tasks: unknown task");
 }
