@@ -261,6 +261,13 @@ TEST_CASE("tasks: prompts.tsv lines are read back, cells averaged", "[tasks]") {
   const std::vector<TaskCell> cells = task_cells({rows[0], rows[0], rows[1]}, {answers[0], answers[1], answers[1]});
   REQUIRE(cells.size() == 2);
   CHECK((cells[0].prompts == 2 && cells[0].mean() == 0.75 && cells[1].mean() == 1.0));
+  const std::string tsv = task_cells_tsv("m", cells);
+  CHECK(tsv.find("m\tniah-multiquery\t500\t25\t2\t0.75\n") != std::string::npos);
+  CHECK(tsv.find("m\tniah-single\t500\t100\t1\t1\n") != std::string::npos);
+  answers[0].generated = "a\tb\nc";
+  const std::string per_prompt = task_answers_tsv("m", {rows[0]}, {answers[0]});
+  CHECK(per_prompt.find("\t0.5\t0\t0\t" + rows[0].answer[0] + " ") != std::string::npos);
+  CHECK(per_prompt.find("a\\tb\\nc\n") != std::string::npos);
 }
 
 TEST_CASE("tasks: bad input is an error naming the flag", "[tasks]") {
