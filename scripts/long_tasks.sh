@@ -30,15 +30,19 @@
 #   TASKS_SCORER      the standard model's block scorer (default: the standard model's best
 #                     non-oracle scorer on the pass key in docs/results/scorers.tsv, else quest)
 #   TASKS_OUT, TASKS_DOCS   where runs and tables go; LANDMARK: the program
-# Budget (defaults, at most 90 minutes on 2 cores). Estimated from what the project measured on its
-# 2-core machine for make demo's model (3 layers, d 128), the model here: a 32k-token prompt is read
-# in about 3.4 s (docs/demo.md: 67 s for 20 prompts), about 10k tokens/s on one thread; the demo's
-# 3000 + 2 x 400 training steps took about 7 of its 10 minutes. Here the steps are 2000 + 2 x 600
-# (the two continuations side by side): about 8 minutes. Each reading row holds 6 tasks x 5 depths x
-# 10 prompts x (512 + 2k + 8k + 32k) = 12.7M tokens, about 21 minutes on one thread; the four
-# reading rows run two at a time on one thread each (about 42 minutes), the standard window row
-# recomputes a 512-token window per answer token (1,200 prompts x ~12 tokens: about 5 minutes).
-# Total: about 55-60 minutes, with room for k 8's smaller chunk (40 tokens) and a slower machine.
+# Budget (defaults, at most 90 minutes on 2 cores), estimated from timings of this model (make
+# demo's: 3 layers, d 128, 4 heads) taken on the project's 2-core machine while two other jobs ran
+# (load average 5), one thread per process:
+#   training  0.21 s a step at 256 tokens (batch 8), 0.64 (landmark) and 0.54 (standard) at 512:
+#             1500 pretraining steps on 2 threads about 4 min, the two 500-step continuations side
+#             by side about 5.5 min
+#   reading   a 32k-token prompt answered in 3-4 s at k 4 (chunk 200; docs/demo.md measured 3.4 s on
+#             an idle machine), 7-8 s at k 8 (chunk 43), 3 s with a scorer, 0.5 s in a 512-token
+#             window; the four lengths of a cell cost 1.33 times its 32k prompts, and a row reads
+#             6 tasks x 5 depths x 10 prompts per length: k 2 and k 4 about 27-29 min each, k 8 about
+#             53, the scorer 21, the window 10; two rows at a time, the slowest first, finish in
+#             about 74 min
+# Total: about 85 min under that load; less on an idle machine. TASKS_KS=2,4 saves about 20 min.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -67,7 +71,7 @@ else
   HAYSTACK="${TASKS_HAYSTACK:-data/corpus/train.txt}"
   MODEL=(--layers 3 --embd 128 --heads 4)  # make demo's model
   PRE_WINDOW=256 PRE_DOCS=40000 LONG_DOCS=20000
-  PRE_STEPS="${TASKS_PRE_STEPS:-2000}" STEPS="${TASKS_STEPS:-600}" PROMPTS="${TASKS_PROMPTS:-10}"
+  PRE_STEPS="${TASKS_PRE_STEPS:-1500}" STEPS="${TASKS_STEPS:-500}" PROMPTS="${TASKS_PROMPTS:-10}"
   LENGTHS="${TASKS_LENGTHS:-512,2048,8192,32768}" DEPTHS="${TASKS_DEPTHS:-0,25,50,75,100}" KS="${TASKS_KS:-2,4,8}"
 fi
 SEED="${TASKS_SEED:-1}"

@@ -6,6 +6,7 @@
 # Usage: test_tasks_cli.sh path/to/landmark
 source "$(dirname "$0")/lib.sh"
 HAY="$(cd "$(dirname "$0")/../data" && pwd)/persuasion_opening.txt"
+# shellcheck disable=SC2054  # the commas separate the values of --length and --depth
 DATA=(--haystack "$HAY" --docs 60 --prompts 2 --length 500,1500 --depth 0,50,100)
 
 "$LANDMARK" tasks-data --out "$WORK/a" "${DATA[@]}" --seed 4 > "$WORK/log"
