@@ -13,8 +13,10 @@
 #             training-free scorer of `make scorers`; heat maps per task and row
 #   tables    docs/results/long_tasks.tsv (every cell of every row, with the seed and whether the
 #             standard model learned the task in its window: a task it did not learn is void for
-#             both), docs/results/long_tasks.png (mean score against length per row) and
-#             docs/results/long_tasks/ (per task: a chart against length, a heat map per row)
+#             both), docs/results/long_tasks.png (mean score against length per row),
+#             docs/results/long_tasks/ (per task: a chart against length, a heat map per row) and
+#             docs/results/long_tasks.md (the answer from the rows, then a table per task); redone
+#             on every run (it takes a second)
 # Every stage is resumable: run the script again and it goes on where it stopped (a training marks
 # itself done when it finished; a row or a file that is there is skipped).
 # Usage: bash scripts/long_tasks.sh [data] [pretrain] [models] [rows] [tables]   (default: all)
@@ -236,6 +238,55 @@ stage_tables() {
     cp "$HEAT"/*_"$task".png "$res/long_tasks/"
   done
   echo "wrote $res/long_tasks/ (a chart per task, a heat map per task and model)"
+  write_md "$tsv" > "$res/long_tasks.md.tmp"
+  mv "$res/long_tasks.md.tmp" "$res/long_tasks.md"
+  echo "wrote $res/long_tasks.md"
+}
+
+# long_tasks.md from long_tasks.tsv: per task, whether the landmark model solves it at the longest
+# length (mean score >= 0.8 over depths at its best k), the scores per k there, and per task a
+# table of every row's mean score by length; the pictures. Computed from the rows, nothing typed.
+write_md() {
+  local tsv="$1" cpu last="${LENGTHS##*,}"
+  cpu="$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)"
+  echo "# Long-context tasks: where retrieval by landmarks works and where it fails"
+  echo
+  awk -F'\t' -v last="$last" 'NR > 1 { key = $2 SUBSEP $1; if (!($2 in ts)) { ts[$2] = 1; tasks[++nt] = $2 }
+      void[$2] = $8; if ($3 == last) { s[key] += $6; n[key]++ } }
+    END {
+      for (i = 1; i <= nt; ++i) { t = tasks[i]; best = -1; ks = ""
+        for (k = 1; k <= 9; ++k) { if (!((t, "landmark-k" k) in n)) continue
+          v = s[t, "landmark-k" k] / n[t, "landmark-k" k]; ks = ks sprintf("%sk %d %.2f", ks == "" ? "" : ", ", k, v)
+          if (v > best) best = v }
+        w = (n[t, "standard-window"]) ? s[t, "standard-window"] / n[t, "standard-window"] : -1
+        if (void[t] == "yes") { voids = voids " " t; continue }
+        line = sprintf("%s (%s; standard in its window %.2f)", t, ks, w)
+        if (best >= 0.8) solved = solved "; " line; else failed = failed "; " line }
+      printf "**The answer, at %d tokens.** Landmark retrieval solves (mean score >= 0.8 over depths at its best k): %s. ", last, solved == "" ? "none" : substr(solved, 3)
+      printf "It does not solve: %s. ", failed == "" ? "none" : substr(failed, 3)
+      printf "Void (the standard model did not learn the task in its own window, so nothing is shown about retrieval): %s.\n", voids == "" ? "none" : substr(voids, 2) }' "$tsv"
+  echo
+  echo "Measured by \`make long-tasks\` (scripts/long_tasks.sh) on $(date -u +%Y-%m-%d), ${cpu:-unknown CPU}, $THREADS"
+  echo "thread(s); seed $SEED; $PROMPTS prompts per (task, length, depth) cell; lengths $LENGTHS; depths $DEPTHS;"
+  echo "the standard model's scorer $SCORER. Tasks and scoring: [tasks.md](../tasks.md). Every cell: [long_tasks.tsv](long_tasks.tsv)."
+  echo
+  echo "![mean score against length per row](long_tasks.png)"
+  for task in $(tail -n +2 "$tsv" | cut -f2 | awk '!seen[$0]++'); do
+    echo
+    echo "## $task"
+    echo
+    awk -F'\t' -v want="$task" 'NR > 1 && $2 == want {
+        if (!($1 in rs)) { rs[$1] = 1; rows[++nr] = $1 }; if (!($3 in ls)) { ls[$3] = 1; lens[++nl] = $3 }
+        s[$1, $3] += $6; n[$1, $3]++; void = $8 }
+      END { printf "Mean score over depths%s.\n\n| row |", (void == "yes") ? " (void: not learned in the window)" : ""
+            for (l = 1; l <= nl; ++l) printf " %s |", lens[l]; printf "\n| --- |"
+            for (l = 1; l <= nl; ++l) printf " ---: |"; printf "\n"
+            for (r = 1; r <= nr; ++r) { printf "| %s |", rows[r]
+              for (l = 1; l <= nl; ++l) printf " %.2f |", s[rows[r], lens[l]] / n[rows[r], lens[l]]; printf "\n" } }' "$tsv"
+    echo
+    echo "![$task by row](long_tasks/$task.png)"
+    while read -r name _; do echo "![$task, $name](long_tasks/${name}_$task.png)"; done < <(row_names)
+  done
 }
 
 by_length() {  # TSV TASK: length, then one column per model: the mean score (TASK empty: every task)
