@@ -15,7 +15,7 @@
 #             standard model learned the task in its window: a task it did not learn is void for
 #             both), docs/results/long_tasks.png (mean score against length per row),
 #             docs/results/long_tasks/ (per task: a chart against length, a heat map per row) and
-#             docs/results/long_tasks.md (the answer from the rows, then a table per task); redone
+#             the page long_tasks.md beside them (the answer from the rows, then a table per task); redone
 #             on every run (it takes a second)
 # Every stage is resumable: run the script again and it goes on where it stopped (a training marks
 # itself done when it finished; a row or a file that is there is skipped).
