@@ -172,6 +172,25 @@ TEST_CASE("tasks: the prompt fills its length with real sentences, none of them 
   CHECK(p.text.find("Sir Walter") != std::string::npos);
 }
 
+TEST_CASE("tasks: a verse number opening a line is dropped, not the verse", "[tasks]") {
+  const Haystack h(
+      "Genesis 1\n\n  1 In the beginning God created the heaven and the earth.\n  2 And the earth was without "
+      "form, and void.\n  10 And God called the dry land Earth. He saw it.\nIn 1818 it was printed. Chapter\n3 "
+      "words stay? No.\n  12x is no verse number. Yes it is kept. And a last one here. One more for eight. Nine. The "
+      "ninth is here. And the tenth.");
+  // The heading without a full stop joins the first verse: "Genesis 1 In the beginning ..." has a
+  // digit and is left out.
+  const std::vector<std::string> want{"And the earth was without form, and void.",
+                                      "And God called the dry land Earth.",
+                                      "Chapter words stay?",
+                                      "Yes it is kept.",
+                                      "And a last one here.",
+                                      "One more for eight.",
+                                      "The ninth is here.",
+                                      "And the tenth."};
+  CHECK(h.sentences() == want);
+}
+
 TEST_CASE("tasks: the answer's first needle stands at the depth asked, within a sentence", "[tasks]") {
   size_t longest = 0;
   for (const std::string& s : persuasion().sentences()) longest = std::max(longest, s.size());

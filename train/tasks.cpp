@@ -60,6 +60,25 @@ bool usable_sentence(const std::string& s) {
          s.find("The words are") == std::string::npos;
 }
 
+// The text without the number opening a line, with the space after it (the King James Bible's
+// verse numbers: "  1 In the beginning ..."), so a verse is not left out for its number.
+std::string drop_line_numbers(const std::string& text) {
+  std::string out;
+  out.reserve(text.size());
+  for (size_t line = 0; line < text.size();) {
+    const size_t next = std::min(text.find('\n', line), text.size() - 1) + 1;
+    size_t p = line;
+    while (p < next && (text[p] == ' ' || text[p] == '\t')) ++p;
+    size_t q = p;
+    while (q < next && std::isdigit(static_cast<unsigned char>(text[q]))) ++q;
+    const bool number = q > p && q < next && text[q] == ' ';
+    out.append(text, line, p - line);
+    out.append(text, number ? q + 1 : p, next - (number ? q + 1 : p));
+    line = next;
+  }
+  return out;
+}
+
 // The text with every run of white space made one space.
 std::string collapse_space(const std::string& text) {
   std::string out;
@@ -75,7 +94,7 @@ std::string collapse_space(const std::string& text) {
 }  // namespace
 
 Haystack::Haystack(const std::string& text, const std::string& what) {
-  const std::string flat = collapse_space(text);
+  const std::string flat = collapse_space(drop_line_numbers(text));
   size_t begin = 0;
   for (size_t i = 0; i < flat.size(); ++i) {
     const char c = flat[i];
