@@ -133,6 +133,13 @@ int run_tasks_eval(TasksEvalFlags& f) {
     std::fprintf(stderr, "\r%s: prompt %zu/%zu", label.c_str(), i + 1, rows.size());
   }
   std::fprintf(stderr, "\n");
+  int64_t longer = 0;  // prompts made with another tokenizer than the model's
+  for (size_t i = 0; i < rows.size(); ++i) longer += answers[i].prompt_tokens > rows[i].length ? 1 : 0;
+  if (longer > 0)
+    std::printf(
+        "note: %lld of %zu prompts are longer than their length under this model's tokenizer (tasks-data "
+        "counts in --tokenizer, bytes by default)\n",
+        static_cast<long long>(longer), rows.size());
   const std::vector<TaskCell> cells = task_cells(rows, answers);
   std::printf("%-16s %8s %6s %7s %6s   (%s)\n", "task", "length", "depth", "prompts", "score", label.c_str());
   for (const TaskCell& c : cells)

@@ -65,6 +65,18 @@ expect "$WORK/std.log" "(standard-window)"
   --scorer mean --k 2 --chunk 20 > "$WORK/mean.log" 2>&1
 expect "$WORK/mean.log" "(standard-mean-k2)"
 
+# Prompts counted in another tokenizer (a BPE: more bytes per token) are longer under the byte-level
+# model's: the evaluation says so.
+small_text "$WORK/bpe_text"
+"$LANDMARK" prepare --train "$WORK/bpe_text/train.txt" --val "$WORK/bpe_text/val.txt" --out "$WORK/bpe" --tokenizer bpe \
+  --vocab 300 > /dev/null 2>&1
+"$LANDMARK" tasks-data --out "$WORK/pb" --haystack "$HAY" --docs 0 --prompts 1 --length 500 --task niah-single \
+  --tokenizer "$WORK/bpe/tokenizer.json" > /dev/null
+"$LANDMARK" tasks-eval --checkpoint "$WORK/standard/checkpoint.safetensors" --prompts "$WORK/pb/prompts.tsv" \
+  > "$WORK/bpe.log" 2>&1
+expect "$WORK/bpe.log" "note: 1 of 1 prompts are longer than their length under this model's tokenizer"
+grep -q "^note:" "$WORK/std.log" && fail "a note on prompts of the model's own tokenizer"
+
 # Bad input: an error naming the flag, a non-zero exit.
 T=(tasks-data --out "$WORK/bad" --haystack "$HAY" --docs 5 --prompts 1)
 exits_with 1 "$WORK/e1" "$LANDMARK" "${T[@]}" --task niah-double
