@@ -84,6 +84,23 @@ void make_prompts(const TasksDataFlags& f, const Tokenizer& tok, const Haystack&
   out.emplace_back(f.out + "/prompts.tsv", std::move(text), note);
 }
 
+// Refuses, before building them, texts that cannot fit in memory: about one byte per token of the
+// byte-level tokenizer, at most 8 for another (a BPE's token is rarely longer).
+void check_size(const TasksDataFlags& f, const Tokenizer& tok) {
+  const double per_token = tok.kind() == "bytes" ? 1.0 : 8.0;
+  const int64_t max_doc = f.mix.empty() ? TaskMix{}.max_length : parse_task_mix(f.mix).max_length;
+  double prompt_tokens = 0;
+  for (int64_t l : f.lengths) prompt_tokens += static_cast<double>(l);
+  prompt_tokens *= static_cast<double>(f.depths.size() * f.tasks.size()) * static_cast<double>(f.prompts) *
+                   (f.tasks.size() == 1 && f.tasks[0] == "all" ? 6.0 : 1.0);
+  const double gb =
+      per_token * (static_cast<double>(f.docs) * 1.05 * static_cast<double>(max_doc) + prompt_tokens) / 1e9;
+  LM_CHECK(gb < 8.0, "tasks-data: --docs " << f.docs << " with --mix " << (f.mix.empty() ? "(default)" : f.mix)
+                                           << ", and --prompts " << f.prompts
+                                           << " over --length and --depth, make about " << gb
+                                           << " GB of text; lower --docs, --prompts or the lengths (at most 8 GB)");
+}
+
 int run_tasks_data(const TasksDataFlags& f) {
   const std::vector<TaskKind> tasks = chosen_tasks(f.tasks);
   LM_CHECK(f.docs > 0 || f.prompts > 0, "--docs and --prompts are both 0: nothing to write");
@@ -96,6 +113,7 @@ int run_tasks_data(const TasksDataFlags& f) {
   const Haystack hay(read_text_file(f.haystack, "tasks-data --haystack"), "--haystack " + f.haystack);
   LM_CHECK(f.mix_opt == nullptr || f.mix_opt->count() == 0 || !f.mix.empty(), "--mix: an empty mixture");
   if (!f.mix.empty()) (void)parse_task_mix(f.mix);  // refused before anything is written
+  check_size(f, *tok);
   Outputs out;
   if (f.docs > 0) make_training(f, *tok, hay, tasks, out);
   if (f.prompts > 0) make_prompts(f, *tok, hay, tasks, out);

@@ -313,6 +313,7 @@ TEST_CASE("tasks: bad input is an error naming the flag", "[tasks]") {
   throws_with([] { parse_task_mix(""); }, "--mix");
   throws_with([] { parse_task_mix("all@9-3"); }, "--mix");
   throws_with([] { parse_task_mix("vartrack:0"); }, "--mix");
+  throws_with([] { parse_task_mix("all@1-99999999999"); }, "MAX <= 67108864");
   throws_with([] { parse_task_mix("vartrack,,freqwords"); }, "--mix");
   throws_with([] { parse_task_mix("wordcount"); }, "--mix: unknown task 'wordcount'");
   throws_with([] { Haystack h("One sentence here. And 2 more sentences with 3 digits."); }, "usable sentences");

@@ -19,8 +19,8 @@ void parse_lengths(const std::string& spec, const std::string& range, TaskMix& m
   LM_CHECK(dash != std::string::npos, "--mix " << spec << ": the length range '" << range << "' is not MIN-MAX");
   m.min_length = whole_number(range.substr(0, dash));
   m.max_length = whole_number(range.substr(dash + 1));
-  LM_CHECK(m.min_length >= 1 && m.max_length >= m.min_length,
-           "--mix " << spec << ": the length range '" << range << "' needs whole numbers 1 <= MIN <= MAX");
+  LM_CHECK(m.min_length >= 1 && m.max_length >= m.min_length && m.max_length <= (int64_t{1} << 26),
+           "--mix " << spec << ": the length range '" << range << "' needs whole numbers 1 <= MIN <= MAX <= 67108864");
 }
 
 void parse_entry(const std::string& spec, const std::string& entry, TaskMix& m) {
