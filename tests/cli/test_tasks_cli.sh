@@ -97,7 +97,7 @@ exits_with 1 "$WORK/e8" "$LANDMARK" tasks-data --out "$WORK/bad" --haystack "$WO
 expect "$WORK/e8" "--haystack $WORK/none.txt: no such file"
 exits_with 2 "$WORK/e9" "$LANDMARK" "${T[@]}" --length ""
 expect "$WORK/e9" "--length"
-exits_with 1 "$WORK/e11" "$LANDMARK" "${T[@]}" --docs 16000000 --mix all@64-60000000
+exits_with 1 "$WORK/e11" "$LANDMARK" tasks-data --out "$WORK/bad" --haystack "$HAY" --docs 16000000 --mix all@64-60000000
 expect "$WORK/e11" "GB of text; lower --docs, --prompts or the lengths (at most 8 GB)"
 [ ! -e "$WORK/bad/train.txt" ] || fail "a refused call wrote files"
 printf 'task\tlength\n' > "$WORK/bad.tsv"
