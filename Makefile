@@ -12,6 +12,8 @@
 #                 scorers (beyond the paper; scripts/scorers.sh)
 #   make sparse-study  after make demo: training with the cache (train --train-top-k) against dense
 #                 training, about 75 min on 2 cores (beyond the paper; scripts/sparse_study.sh)
+#   make long-tasks  six RULER-style tasks in real text (docs/tasks.md): a landmark and a standard model
+#                 trained on them, scored by length x depth x task, about 90 min (scripts/long_tasks.sh)
 #   make bench    build + run the benchmarks (prints ratios measured in one run; log in build/bench.log)
 #   make bench-results  put the last make bench's summary into docs/results/bench.md
 #   make fuzz     the libFuzzer harnesses of fuzz/, 60 s each (scripts/fuzz.sh; FUZZ_SECONDS=N for longer)
@@ -21,7 +23,7 @@ BUILD      ?= build
 CMAKE_ARGS ?=
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: all deps configure build test bench bench-results fuzz demo demo-finetune demo-long demo-corpus paper-tables paper-side scorers sparse-study clean
+.PHONY: all deps configure build test bench bench-results fuzz demo demo-finetune demo-long demo-corpus paper-tables paper-side scorers sparse-study long-tasks clean
 
 all: build
 
@@ -75,6 +77,10 @@ scorers: configure
 sparse-study: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark
 	@bash scripts/sparse_study.sh
+
+long-tasks: configure
+	@cmake --build $(BUILD) -j $(JOBS) --target landmark
+	@bash scripts/long_tasks.sh
 
 demo-corpus: configure
 	@cmake --build $(BUILD) -j $(JOBS) --target landmark

@@ -222,11 +222,11 @@ Command passkey_data_command(CLI::App& app) {
 }
 
 std::vector<Command> register_commands(CLI::App& app) {
-  std::vector<Command> all{prepare_command(app), corpus_command(app),   passkey_data_command(app),
-                           train_command(app),   plot_command(app),     plot_table_command(app),
-                           info_command(app),    groups_command(app),   passkey_command(app),
-                           eval_command(app),    generate_command(app), attn_map_command(app),
-                           explore_command(app)};
+  std::vector<Command> all{prepare_command(app), corpus_command(app),     passkey_data_command(app),
+                           train_command(app),   plot_command(app),       plot_table_command(app),
+                           info_command(app),    groups_command(app),     passkey_command(app),
+                           eval_command(app),    generate_command(app),   attn_map_command(app),
+                           explore_command(app), tasks_data_command(app), tasks_eval_command(app)};
   refuse_empty_numbers(app);  // every numeric flag of every subcommand (commands.h)
   return all;
 }

@@ -137,6 +137,8 @@ Command eval_command(CLI::App& app);          // apps/cmd_eval.cpp
 Command generate_command(CLI::App& app);      // apps/cmd_infer.cpp
 Command attn_map_command(CLI::App& app);      // apps/cmd_infer.cpp
 Command explore_command(CLI::App& app);       // apps/cmd_explore.cpp
+Command tasks_data_command(CLI::App& app);    // apps/cmd_tasks.cpp
+Command tasks_eval_command(CLI::App& app);    // apps/cmd_tasks.cpp
 
 // Every subcommand above registered on `app`, in the order `--help` lists them (apps/cmd_data.cpp).
 // The program and the command-line fuzz harness (fuzz/fuzz_cli.cpp) build the same parser with it.

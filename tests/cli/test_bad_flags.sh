@@ -19,6 +19,8 @@ passkey_tokens "$WORK/text" "$WORK/data" --docs 20 --max-fillers 2
 head -c 600 "$WORK/text/val.txt" > "$WORK/prompt.txt"
 printf 'length\ta\tb\n1\t2\t3\n2\t4\t-\n' > "$WORK/table.tsv"
 LM="$WORK/lm/checkpoint.safetensors"
+HAY="$(cd "$(dirname "$0")/../data" && pwd)/persuasion_opening.txt"
+"$LANDMARK" tasks-data --out "$WORK/tp" --haystack "$HAY" --docs 0 --prompts 1 --task niah-single --length 300 > /dev/null
 
 # Valid base arguments per subcommand, as "flag value" pairs (a flag with no value: "flag -").
 declare -A BASE
@@ -32,6 +34,8 @@ BASE[eval]="--checkpoint $LM --tokens $WORK/data/val.tokens --length 64 --window
 BASE[generate]="--checkpoint $LM --prompt-file $WORK/prompt.txt --max-new 2 --chunk 16"
 BASE[attn-map]="--checkpoint $LM --text-file $WORK/prompt.txt --out $WORK/a.png --max-tokens 40 --chunk 16"
 BASE[explore]="--checkpoint $LM --text-file $WORK/prompt.txt --out $WORK/e.html --max-tokens 40 --chunk 16"
+BASE[tasks-data]="--out $WORK/td --haystack $HAY --docs 5 --prompts 1 --task niah-single --length 600"
+BASE[tasks-eval]="--checkpoint $LM --prompts $WORK/tp/prompts.tsv --chunk 16"
 declare -A POSITIONAL
 POSITIONAL[plot-table]="$WORK/table.tsv"
 
