@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# sparse_study.sh: `make sparse-study`, beyond the paper (issue 60 part 5): does training with the
+# sparse_study.sh: `make sparse-study`, beyond the paper: does training with the
 # cache (`train --train-top-k K`: each query attends to the tokens of only its K best-scored
 # earlier landmark blocks) cost quality, and does the longer window the same compute buys help?
 #
