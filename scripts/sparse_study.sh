@@ -59,7 +59,7 @@
 #           NAME.settings (the command and the fingerprint of the model read): a row whose
 #           settings differ, or whose model was retrained, is measured again; others are skipped.
 #   tables  docs/results/sparse.tsv, sparse.md and sparse_passkey.png from those rows. sparse.md
-#           opens with docs/results/sparse_answer.md (three sentences written by hand from a
+#           opens with $DOCS/results/sparse_answer.md (three sentences written by hand from a
 #           finished run) when that file exists, else with a line saying it is still to write.
 # Logs: $OUT/logs/ (one file per training and per lane), $OUT/rows/NAME.err per row.
 # Usage: bash scripts/sparse_study.sh [train] [eval] [tables]     (default: all three)
@@ -429,7 +429,7 @@ write_md() {  # sparse.md from sparse.tsv
   if [ -s "$answer" ]; then cat "$answer"; else
     echo "**The answer** is still to write, by hand from the numbers below, in three sentences (does training"
     echo "with the cache cost quality at $W1? does the longer window the same compute buys help long-range use?"
-    echo "which gate variant is better?), into docs/results/sparse_answer.md; the script puts it here."
+    echo "which gate variant is better?), into $DOCS/results/sparse_answer.md; the script puts it here."
   fi
   echo
   echo "Measured by \`make sparse-study\` (scripts/sparse_study.sh) on $(date -u +%Y-%m-%d), $cpu, $LANE_THREADS thread(s)"
